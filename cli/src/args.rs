@@ -1,0 +1,199 @@
+//! Every command-line definition of the `specbridge` binary, in one place.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "specbridge",
+    version,
+    about = "Run spec-to-task pipelines on the Claude Code CLI and keep every run as an auditable directory",
+    long_about = None,
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Repository root (default: the current directory)
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    pub directory: Option<PathBuf>,
+    /// Print more detail (repeat for debug logs)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// When to use colors (NO_COLOR is honoured)
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write a starter specbridge.yaml and prompts/
+    Init(InitArgs),
+    /// Check a pipeline file and report every problem at once
+    Validate(ValidateArgs),
+    /// Draw the stage graph
+    Graph(GraphArgs),
+    /// Run a pipeline
+    Run(RunArgs),
+    /// Resume a failed or interrupted run
+    Resume(ResumeArgs),
+    /// Inspect recorded runs
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Inspect agent runners
+    #[command(subcommand)]
+    Runner(RunnerCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct FileArg {
+    /// Pipeline file (default: specbridge.yaml at the repository root)
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Starter template
+    #[arg(long, default_value = "spec-to-task")]
+    pub template: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    pub file: FileArg,
+    /// Print the problems as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphFormat {
+    Mermaid,
+    Dot,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    #[command(flatten)]
+    pub file: FileArg,
+    #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
+    pub format: GraphFormat,
+    /// Draw the expanded graph of a recorded run, with each node's status
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+}
+
+/// Settings of a run that can be overridden on the command line (run and resume).
+#[derive(Debug, Args, Clone, Default)]
+pub struct OverrideArgs {
+    /// Stages running at once
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<u32>,
+    /// Per-invocation turn limit
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// Per-invocation budget in US dollars
+    #[arg(long, value_name = "X")]
+    pub max_budget_usd: Option<f64>,
+    /// Per-invocation timeout (90s, 15m, 1h, or milliseconds)
+    #[arg(long, value_name = "DUR")]
+    pub timeout: Option<String>,
+    /// Model for every agent stage
+    #[arg(long, value_name = "M")]
+    pub model: Option<String>,
+    /// Stop scheduling new stages after the first failure
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Print one JSON summary on stdout and nothing else there
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub file: FileArg,
+    /// Run only these stages and everything they need (repeatable)
+    #[arg(long = "only", value_name = "STAGE")]
+    pub only: Vec<String>,
+    /// Allow a dirty working tree (pre-existing changes are recorded and not attributed)
+    #[arg(long)]
+    pub allow_dirty: bool,
+    /// Print the plan and every argv that would run, spawning nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Run id, unique prefix, or `latest`
+    pub run: String,
+    /// Print, per stage, reuse or rerun and why
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub file: FileArg,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List recorded runs
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run
+    Show {
+        /// Run id, unique prefix, or `latest`
+        run: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a run directory's integrity and safety
+    Audit {
+        /// Run id, unique prefix, or `latest`
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        run: Option<String>,
+        /// Audit every run
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunnerCommand {
+    /// Detect an agent CLI's version, capabilities and authentication
+    Doctor {
+        /// Runner kind
+        #[arg(default_value = "claude-code")]
+        kind: String,
+        /// Executable to probe (default: the pipeline's runner command, else `claude`)
+        #[arg(long, value_name = "PATH")]
+        command: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}

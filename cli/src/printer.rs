@@ -1,0 +1,63 @@
+//! All user-facing output goes through here: stdout for results, stderr for
+//! diagnostics and progress. `--json` modes keep stdout to exactly one JSON value.
+
+use std::io::{IsTerminal, Write};
+
+use crate::args::ColorChoice;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Printer {
+    pub color: bool,
+    pub verbose: u8,
+    pub stderr_is_terminal: bool,
+}
+
+impl Printer {
+    pub fn new(choice: ColorChoice, verbose: u8) -> Self {
+        let stderr_is_terminal = std::io::stderr().is_terminal();
+        let color = match choice {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => stderr_is_terminal && std::env::var_os("NO_COLOR").is_none(),
+        };
+        Printer {
+            color,
+            verbose,
+            stderr_is_terminal,
+        }
+    }
+
+    /// A result line on stdout.
+    pub fn out(&self, text: impl AsRef<str>) {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{}", text.as_ref());
+    }
+
+    /// A JSON document on stdout, pretty-printed.
+    pub fn json(&self, value: &impl serde::Serialize) {
+        let text = serde_json::to_string_pretty(value).expect("serializable output");
+        self.out(text);
+    }
+
+    /// A message on stderr.
+    pub fn err(&self, text: impl AsRef<str>) {
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "{}", text.as_ref());
+    }
+
+    pub fn paint(&self, text: &str, ansi: &str) -> String {
+        if self.color {
+            format!("\x1b[{ansi}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    pub fn error_label(&self) -> String {
+        self.paint("error", "1;31")
+    }
+
+    pub fn warning_label(&self) -> String {
+        self.paint("warning", "1;33")
+    }
+}

@@ -1,0 +1,3 @@
+//! End-to-end tests of the `specbridge` binary: one test binary, one module per area.
+
+mod common;

@@ -1,0 +1,12 @@
+//! specbridge engine: the pipeline model and its validation, the DAG, the scheduler,
+//! the run store, the process supervisor and the agent runners.
+//!
+//! This crate knows nothing about terminals or argument parsing: the CLI crate turns
+//! its results into output and exit codes.
+
+pub mod diagnostic;
+pub mod pipeline;
+pub mod status;
+
+pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};
+pub use status::{exit, EvidenceStatus, RunStatus, StageStatus};

@@ -1,0 +1,230 @@
+//! The pipeline file as typed structs (DESIGN §2).
+//!
+//! Everything a user can write is optional here unless the format requires it;
+//! defaults are applied later by [`crate::pipeline::resolve`], so that validation
+//! can tell "not written" apart from "written as the default".
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::pipeline::units::{ByteSize, DurationSpec};
+
+/// The whole pipeline file.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(title = "specbridge pipeline file")]
+pub struct PipelineFile {
+    /// Format version; only `1` exists.
+    pub version: u32,
+    /// A short name for the pipeline, shown in run listings.
+    pub name: String,
+    /// Defaults for every agent stage; a stage overrides keys in its own `runner:`.
+    #[serde(default)]
+    pub runner: RunnerSettings,
+    /// Run-level limits.
+    #[serde(default)]
+    pub budget: Budget,
+    /// Stages running at once (execute stages never overlap). Default 2.
+    #[serde(default)]
+    pub concurrency: Option<u32>,
+    /// Paths (relative to the repository root) that no agent may change, in addition
+    /// to the always-protected ones.
+    #[serde(default)]
+    pub protected_paths: Vec<String>,
+    /// Default verification commands for execute stages.
+    #[serde(default)]
+    pub verification: Vec<VerificationCommand>,
+    /// The stages, in any order; `needs` gives the edges.
+    pub stages: Vec<StageDef>,
+}
+
+/// Run-level budget.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Budget {
+    /// No new invocation starts once the run has spent at least this much.
+    #[serde(default)]
+    pub max_budget_usd: Option<f64>,
+}
+
+/// The kind of runner behind agent stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunnerKind {
+    ClaudeCode,
+    Replay,
+}
+
+/// Runner settings as written; every key is optional so that a stage's `runner:`
+/// can override single keys of the pipeline's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RunnerSettings {
+    #[serde(default)]
+    pub kind: Option<RunnerKind>,
+    /// Executable, resolved through PATH (never through a shell).
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Arguments placed before specbridge's own.
+    #[serde(default)]
+    pub command_args: Option<Vec<String>>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub effort: Option<String>,
+    #[serde(default)]
+    pub max_turns: Option<u32>,
+    /// Per invocation, in US dollars.
+    #[serde(default)]
+    pub max_budget_usd: Option<f64>,
+    /// Per invocation.
+    #[serde(default)]
+    pub timeout: Option<DurationSpec>,
+    /// Delay between SIGTERM and SIGKILL.
+    #[serde(default)]
+    pub kill_grace: Option<DurationSpec>,
+    /// `default`, `acceptEdits`, `plan` or `dontAsk` (never a bypass mode).
+    #[serde(default)]
+    pub permission_mode: Option<String>,
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Bash permission rules such as `Bash(git status *)`.
+    #[serde(default)]
+    pub allowed_bash_rules: Option<Vec<String>>,
+    /// Extra deny rules, added to the built-in ones.
+    #[serde(default)]
+    pub disallowed_tools: Option<Vec<String>>,
+    /// Folders relative to the repository root, passed as `--plugin-dir`.
+    #[serde(default)]
+    pub plugin_dirs: Option<Vec<String>>,
+    /// e.g. `[user]` to ignore project settings.
+    #[serde(default)]
+    pub setting_sources: Option<Vec<String>>,
+    /// Extra environment for the agent; values are never recorded.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub max_stdout_bytes: Option<ByteSize>,
+    #[serde(default)]
+    pub max_stderr_bytes: Option<ByteSize>,
+    /// For `kind: replay`: the recorded run directory to answer from.
+    #[serde(default)]
+    pub from: Option<String>,
+}
+
+/// The three stage kinds (DESIGN §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum StageKind {
+    /// Spec generation: read-only.
+    Generate,
+    /// Task execution: may change the working tree with an explicit allowlist.
+    Execute,
+    /// A command, no model.
+    Check,
+}
+
+impl StageKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StageKind::Generate => "generate",
+            StageKind::Execute => "execute",
+            StageKind::Check => "check",
+        }
+    }
+
+    pub fn is_agent(self) -> bool {
+        !matches!(self, StageKind::Check)
+    }
+}
+
+/// One stage as written. Fields that only some kinds use are checked by validation,
+/// so that a misplaced key gets a message naming the stage and the kind.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StageDef {
+    pub id: String,
+    pub kind: StageKind,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub needs: Vec<String>,
+    /// generate/execute: a file path relative to the pipeline file's folder, or
+    /// inline template text (anything containing a newline).
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// generate/execute: the output contract.
+    #[serde(default)]
+    pub output: Option<OutputSpec>,
+    /// Fan out into one instance per item of an upstream output array.
+    #[serde(default)]
+    pub for_each: Option<ForEachSpec>,
+    /// Overrides of the pipeline's runner keys.
+    #[serde(default)]
+    pub runner: Option<RunnerSettings>,
+    /// check: the command, as an array.
+    #[serde(default)]
+    pub argv: Option<Argv>,
+    /// check: timeout for the command (default 10m).
+    #[serde(default)]
+    pub timeout: Option<DurationSpec>,
+    /// execute: verification commands replacing the pipeline's defaults.
+    #[serde(default)]
+    pub verification: Option<Vec<VerificationCommand>>,
+}
+
+/// The output contract of an agent stage.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OutputSpec {
+    /// `builtin:NAME` or a path to a JSON Schema file.
+    pub schema: String,
+    /// Where specbridge writes the `markdown` field of the output (generate only).
+    #[serde(default)]
+    pub document: Option<String>,
+}
+
+/// Fan-out source.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ForEachSpec {
+    /// An upstream generate stage.
+    pub stage: String,
+    /// JSON pointer to an array in that stage's output, e.g. `/tasks`.
+    pub items: String,
+}
+
+/// A verification command run by specbridge after an execute stage.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct VerificationCommand {
+    pub name: String,
+    pub argv: Argv,
+    #[serde(default)]
+    pub timeout: Option<DurationSpec>,
+    /// A required command must pass for `verified` (default true).
+    #[serde(default)]
+    pub required: Option<bool>,
+}
+
+/// A command line. Only the array form is valid; the string form is accepted by the
+/// parser so that validation can say "this is a shell string" with its location
+/// instead of a type error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Argv {
+    List(Vec<String>),
+    Shell(String),
+}
+
+impl Argv {
+    /// The argv when it is a proper array.
+    pub fn as_list(&self) -> Option<&[String]> {
+        match self {
+            Argv::List(v) => Some(v),
+            Argv::Shell(_) => None,
+        }
+    }
+}
