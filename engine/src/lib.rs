@@ -7,6 +7,7 @@
 pub mod diagnostic;
 pub mod pipeline;
 pub mod status;
+pub mod store;
 
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};
 pub use status::{exit, EvidenceStatus, RunStatus, StageStatus};

@@ -1,6 +1,7 @@
 //! The vocabulary of outcomes: stage statuses, evidence statuses, run statuses, and
 //! the exit code each maps to (DESIGN §5, §9).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Exit codes of the `specbridge` binary (DESIGN §9).
@@ -42,7 +43,7 @@ pub mod exit {
 }
 
 /// The status of one stage (or fan-out instance) in a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum StageStatus {
     Pending,
@@ -117,7 +118,7 @@ impl std::fmt::Display for StageStatus {
 }
 
 /// What the evidence of an execute stage shows (DESIGN §5, §7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EvidenceStatus {
     Verified,
@@ -145,7 +146,7 @@ impl EvidenceStatus {
 }
 
 /// The status of a whole run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStatus {
     Running,
@@ -174,7 +175,10 @@ mod tests {
     #[test]
     fn most_severe_follows_the_documented_order() {
         assert_eq!(most_severe([GATE, RUNNER_FAILURE, TIMEOUT]), TIMEOUT);
-        assert_eq!(most_severe([TIMEOUT, RUNNER_UNAVAILABLE]), RUNNER_UNAVAILABLE);
+        assert_eq!(
+            most_severe([TIMEOUT, RUNNER_UNAVAILABLE]),
+            RUNNER_UNAVAILABLE
+        );
         assert_eq!(most_severe([RUNNER_UNAVAILABLE, SAFETY, GATE]), SAFETY);
         assert_eq!(most_severe([OK, GATE]), GATE);
         assert_eq!(most_severe([]), OK);

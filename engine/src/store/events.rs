@@ -1,0 +1,336 @@
+//! `events.jsonl`: the append-only, hash-chained event log of a run (DESIGN §8).
+//!
+//! Every line is one JSON object with `seq` (from 1, contiguous), `at`, `type` and
+//! `prev`: the sha256 (hex) of the previous line's bytes without its newline, or 64
+//! zeros for the first line. Each line is written with a single `write` and synced,
+//! so a crash leaves at most one torn line at the end, which [`verify_chain`] tells
+//! apart from tampering.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::store::atomic::sha256_hex;
+
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    #[error("failed to append to {path}: {source}")]
+    Append {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("event log {path} is broken at line {line}: {message}")]
+    Broken {
+        path: PathBuf,
+        line: u64,
+        message: String,
+    },
+}
+
+/// The writer side of a run's event log.
+#[derive(Debug)]
+pub struct EventLog {
+    path: PathBuf,
+    file: File,
+    next_seq: u64,
+    prev: String,
+}
+
+impl EventLog {
+    /// Start a new, empty log.
+    pub fn create(path: &Path) -> Result<Self, EventError> {
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(path)
+            .map_err(|source| EventError::Append {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(EventLog {
+            path: path.to_path_buf(),
+            file,
+            next_seq: 1,
+            prev: GENESIS.to_string(),
+        })
+    }
+
+    /// Continue an existing log whose chain is intact. A torn last line must have
+    /// been set aside first (see [`set_aside_torn_tail`]).
+    pub fn open(path: &Path) -> Result<Self, EventError> {
+        let check = verify_chain(path)?;
+        if let Some(p) = check.problems.first() {
+            return Err(EventError::Broken {
+                path: path.to_path_buf(),
+                line: p.line,
+                message: p.message.clone(),
+            });
+        }
+        if check.torn_tail.is_some() {
+            return Err(EventError::Broken {
+                path: path.to_path_buf(),
+                line: check.events + 1,
+                message: "the last line is incomplete".into(),
+            });
+        }
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|source| EventError::Append {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(EventLog {
+            path: path.to_path_buf(),
+            file,
+            next_seq: check.events + 1,
+            prev: check.last_hash,
+        })
+    }
+
+    /// Append one event: `type` plus the fields of `data` (an object).
+    pub fn append(&mut self, kind: &str, data: Value) -> Result<u64, EventError> {
+        let mut obj = Map::new();
+        obj.insert("seq".into(), Value::from(self.next_seq));
+        obj.insert("at".into(), Value::from(crate::store::now_rfc3339()));
+        obj.insert("type".into(), Value::from(kind));
+        obj.insert("prev".into(), Value::from(self.prev.clone()));
+        if let Value::Object(fields) = data {
+            for (k, v) in fields {
+                if !matches!(k.as_str(), "seq" | "at" | "type" | "prev") {
+                    obj.insert(k, v);
+                }
+            }
+        }
+        let line = serde_json::to_vec(&Value::Object(obj)).expect("event serializes");
+        let mut buf = line.clone();
+        buf.push(b'\n');
+        let err = |source| EventError::Append {
+            path: self.path.clone(),
+            source,
+        };
+        self.file.write_all(&buf).map_err(err)?;
+        self.file.sync_data().map_err(err)?;
+        self.prev = sha256_hex(&line);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        Ok(seq)
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// One problem found in a chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainProblem {
+    /// 1-based line number.
+    pub line: u64,
+    pub message: String,
+}
+
+/// The result of reading a whole log.
+#[derive(Debug, Clone, Default)]
+pub struct ChainCheck {
+    /// Whole lines read.
+    pub events: u64,
+    /// Hash of the last whole line (GENESIS when empty).
+    pub last_hash: String,
+    /// Bytes after the last newline: a line cut short by a crash.
+    pub torn_tail: Option<Vec<u8>>,
+    pub problems: Vec<ChainProblem>,
+}
+
+impl ChainCheck {
+    pub fn is_intact(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Read a log line by line (never whole) and check every link of the chain.
+pub fn verify_chain(path: &Path) -> Result<ChainCheck, EventError> {
+    verify_chain_with(path, |_, _| {})
+}
+
+/// Like [`verify_chain`], handing each parsed event to `visit` (line number, event).
+pub fn verify_chain_with(
+    path: &Path,
+    mut visit: impl FnMut(u64, &Value),
+) -> Result<ChainCheck, EventError> {
+    let read_err = |source| EventError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut reader = BufReader::new(File::open(path).map_err(read_err)?);
+    let mut check = ChainCheck {
+        last_hash: GENESIS.to_string(),
+        ..Default::default()
+    };
+    let mut buf = Vec::new();
+    let mut line_no = 0u64;
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).map_err(read_err)?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') {
+            check.torn_tail = Some(buf.clone());
+            break;
+        }
+        buf.pop();
+        line_no += 1;
+        let problem = |message: String| ChainProblem {
+            line: line_no,
+            message,
+        };
+        match serde_json::from_slice::<Value>(&buf) {
+            Ok(ev) => {
+                let seq = ev.get("seq").and_then(Value::as_u64);
+                if seq != Some(line_no) {
+                    check.problems.push(problem(format!(
+                        "seq is {} where {line_no} was expected (an event was deleted, inserted or reordered)",
+                        seq.map_or("missing".to_string(), |s| s.to_string())
+                    )));
+                }
+                match ev.get("prev").and_then(Value::as_str) {
+                    Some(prev) if prev == check.last_hash => {}
+                    Some(_) => check.problems.push(problem(
+                        "prev does not match the hash of the line before (the chain is broken)"
+                            .into(),
+                    )),
+                    None => check.problems.push(problem("prev is missing".into())),
+                }
+                for field in ["at", "type"] {
+                    if ev.get(field).and_then(Value::as_str).is_none() {
+                        check
+                            .problems
+                            .push(problem(format!("`{field}` is missing")));
+                    }
+                }
+                visit(line_no, &ev);
+            }
+            Err(e) => check
+                .problems
+                .push(problem(format!("not a JSON object: {e}"))),
+        }
+        check.last_hash = sha256_hex(&buf);
+        check.events = line_no;
+    }
+    Ok(check)
+}
+
+/// Move a torn last line out of the log into `events.jsonl.torn-<n>` so the chain
+/// can go on from the last whole event. Returns where the bytes were kept.
+pub fn set_aside_torn_tail(path: &Path) -> Result<Option<PathBuf>, EventError> {
+    let check = verify_chain(path)?;
+    let Some(tail) = check.torn_tail else {
+        return Ok(None);
+    };
+    let io = |source| EventError::Append {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut n = 1;
+    let aside = loop {
+        let p = path.with_extension(format!("jsonl.torn-{n}"));
+        if !p.exists() {
+            break p;
+        }
+        n += 1;
+    };
+    crate::store::atomic::write_atomic(&aside, &tail).map_err(|e| io(e.source))?;
+    let len = std::fs::metadata(path).map_err(io)?.len() - tail.len() as u64;
+    let f = OpenOptions::new().write(true).open(path).map_err(io)?;
+    f.set_len(len).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    Ok(Some(aside))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn log_with(n: usize) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("events.jsonl");
+        let mut log = EventLog::create(&p).unwrap();
+        for i in 0..n {
+            log.append("test", json!({ "i": i })).unwrap();
+        }
+        (dir, p)
+    }
+
+    #[test]
+    fn a_written_chain_verifies_and_can_be_continued() {
+        let (_d, p) = log_with(3);
+        let c = verify_chain(&p).unwrap();
+        assert!(c.is_intact(), "{:?}", c.problems);
+        assert_eq!(c.events, 3);
+        let mut log = EventLog::open(&p).unwrap();
+        assert_eq!(log.append("more", json!({})).unwrap(), 4);
+        assert!(verify_chain(&p).unwrap().is_intact());
+    }
+
+    #[test]
+    fn edited_deleted_and_reordered_lines_are_found() {
+        let (_d, p) = log_with(4);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+
+        let edited = text.replacen("\"i\":1", "\"i\":9", 1);
+        std::fs::write(&p, edited).unwrap();
+        let c = verify_chain(&p).unwrap();
+        assert_eq!(c.problems.len(), 1);
+        assert_eq!(
+            c.problems[0].line, 3,
+            "the line after the edit has a bad prev"
+        );
+
+        let deleted = format!("{}\n{}\n{}\n", lines[0], lines[2], lines[3]);
+        std::fs::write(&p, deleted).unwrap();
+        let c = verify_chain(&p).unwrap();
+        assert!(c
+            .problems
+            .iter()
+            .any(|p| p.line == 2 && p.message.contains("seq")));
+
+        let reordered = format!("{}\n{}\n{}\n{}\n", lines[0], lines[2], lines[1], lines[3]);
+        std::fs::write(&p, reordered).unwrap();
+        assert!(!verify_chain(&p).unwrap().is_intact());
+    }
+
+    #[test]
+    fn a_torn_tail_is_told_apart_and_set_aside() {
+        let (_d, p) = log_with(2);
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"seq\":3,\"at\":\"x").unwrap();
+        let c = verify_chain(&p).unwrap();
+        assert!(c.is_intact());
+        assert_eq!(c.events, 2);
+        assert!(c.torn_tail.is_some());
+        assert!(EventLog::open(&p).is_err());
+        let aside = set_aside_torn_tail(&p).unwrap().unwrap();
+        assert_eq!(std::fs::read(&aside).unwrap(), b"{\"seq\":3,\"at\":\"x");
+        let mut log = EventLog::open(&p).unwrap();
+        assert_eq!(log.append("after", json!({})).unwrap(), 3);
+        assert!(verify_chain(&p).unwrap().is_intact());
+    }
+}

@@ -1,0 +1,21 @@
+//! The run store: one folder per run under `.specbridge/runs/`, records written
+//! atomically, an append-only hash-chained event log, and an OS lock per run.
+
+pub mod atomic;
+pub mod events;
+pub mod lock;
+pub mod records;
+mod run;
+mod select;
+
+pub use atomic::{sha256_file, sha256_hex, write_atomic, write_json_atomic, WriteError};
+pub use events::{verify_chain, ChainCheck, EventLog};
+pub use lock::{LockError, RunLock};
+pub use records::*;
+pub use run::{RunHandle, RunStore, StoreError};
+pub use select::{is_safe_component, RunSelectError};
+
+/// Now, as RFC 3339 UTC with milliseconds (the format of every time in a run).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

@@ -1,0 +1,189 @@
+//! The JSON records of a run directory (DESIGN §6). Every record is camelCase and
+//! carries `schemaVersion`; `schemas/` holds a JSON Schema generated from each type.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::pipeline::model::StageKind;
+use crate::status::{EvidenceStatus, RunStatus, StageStatus};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+fn schema_version() -> u32 {
+    SCHEMA_VERSION
+}
+
+/// `run.json`: the state of a whole run.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    pub run_id: String,
+    pub status: RunStatus,
+    pub pipeline: PipelineRef,
+    pub specbridge_version: String,
+    /// The repository root the run worked in.
+    pub root: String,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub totals: Totals,
+    /// Count of stages by status.
+    #[serde(default)]
+    pub stage_counts: BTreeMap<String, u32>,
+    pub options: RunOptions,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<RunnerInfo>,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// One entry per `specbridge resume` of this run.
+    #[serde(default)]
+    pub resumes: Vec<Value>,
+}
+
+/// Which pipeline file a run loaded.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PipelineRef {
+    pub name: String,
+    /// Relative to the repository root when inside it.
+    pub path: String,
+    /// sha256 of the bytes as loaded (also saved as `pipeline.yaml`).
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Totals {
+    pub cost_usd: f64,
+    pub invocations: u32,
+    pub turns: u32,
+}
+
+/// The options a run was started with, including command-line overrides.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunOptions {
+    pub concurrency: u32,
+    #[serde(default)]
+    pub only: Vec<String>,
+    #[serde(default)]
+    pub fail_fast: bool,
+    #[serde(default)]
+    pub allow_dirty: bool,
+    /// `--max-turns`, `--max-budget-usd`, `--timeout`, `--model` given for this run.
+    #[serde(default)]
+    pub overrides: BTreeMap<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
+}
+
+/// The agent runner detected before the run.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerInfo {
+    pub kind: String,
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub capabilities: Value,
+}
+
+/// `stages/<id>/stage.json`: the state of one stage or fan-out instance.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageRecord {
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    pub stage_id: String,
+    pub kind: StageKind,
+    pub status: StageStatus,
+    #[serde(default)]
+    pub needs: Vec<String>,
+    /// For a fan-out instance: the stage it was expanded from, and its item id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_of: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_hash: Option<String>,
+    pub attempts: u32,
+    /// A one-line reason when the stage did not succeed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_status: Option<EvidenceStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<FileRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<FileRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(default)]
+    pub cost_usd: f64,
+    #[serde(default)]
+    pub turns: u32,
+    /// Set when the stage reused a previous run's result (resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused: Option<bool>,
+}
+
+/// A file and the sha256 of its bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FileRef {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// `plan.json`: the DAG as scheduled, and how fan-out grew it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanRecord {
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    pub nodes: Vec<PlanNode>,
+    #[serde(default)]
+    pub expansions: Vec<Expansion>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanNode {
+    pub id: String,
+    pub kind: StageKind,
+    pub needs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_of: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+    /// Excluded by `--only`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub excluded: bool,
+}
+
+/// One fan-out expansion: stage `stage` grew into `instances` from `source`'s output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Expansion {
+    pub stage: String,
+    pub source: String,
+    pub items_pointer: String,
+    pub instances: Vec<String>,
+    pub at: String,
+}
