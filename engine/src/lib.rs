@@ -5,9 +5,12 @@
 //! its results into output and exit codes.
 
 pub mod diagnostic;
+pub mod orchestrate;
 pub mod pipeline;
+pub mod scheduler;
 pub mod status;
 pub mod store;
+pub mod suggest;
 
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};
 pub use status::{exit, EvidenceStatus, RunStatus, StageStatus};

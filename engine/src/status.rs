@@ -43,9 +43,10 @@ pub mod exit {
 }
 
 /// The status of one stage (or fan-out instance) in a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum StageStatus {
+    #[default]
     Pending,
     Running,
     Succeeded,

@@ -1,0 +1,253 @@
+//! One run from start to end: create the run folder, write the pipeline and the
+//! plan, schedule the stages, and settle `run.json`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use crate::pipeline::{PipelineFile, StageDef};
+use crate::scheduler::{self, Node, RunOutcome, SchedulerOptions, StageExecutor, StageReport};
+use crate::status::{exit, RunStatus, StageStatus};
+use crate::store::{
+    now_rfc3339, Expansion, PipelineRef, PlanRecord, RunHandle, RunOptions, RunRecord, RunStore,
+    RunnerInfo, StoreError, Totals, SCHEMA_VERSION,
+};
+
+/// The pipeline file as loaded: its path, its exact bytes, and its model.
+#[derive(Debug, Clone)]
+pub struct PipelineSource {
+    pub path: PathBuf,
+    pub bytes: Vec<u8>,
+    pub file: PipelineFile,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OrchestrateError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Scheduler(#[from] scheduler::SchedulerError),
+    #[error("--only {name}: no stage has this id{hint}")]
+    UnknownOnly { name: String, hint: String },
+}
+
+/// The stages to schedule: every stage (fan-out stages as placeholders that need
+/// their source), or with `only`, the named stages and everything they need.
+pub fn plan_nodes(file: &PipelineFile, only: &[String]) -> Result<Vec<Node>, OrchestrateError> {
+    let by_id: BTreeMap<&str, &StageDef> = file.stages.iter().map(|s| (s.id.as_str(), s)).collect();
+    let needs_of = |s: &StageDef| -> Vec<String> {
+        let mut needs = s.needs.clone();
+        if let Some(fe) = &s.for_each {
+            if !needs.contains(&fe.stage) {
+                needs.push(fe.stage.clone());
+            }
+        }
+        needs
+    };
+    let mut keep: BTreeSet<String> = BTreeSet::new();
+    if only.is_empty() {
+        keep.extend(by_id.keys().map(|k| k.to_string()));
+    } else {
+        let mut stack: Vec<String> = Vec::new();
+        for name in only {
+            if !by_id.contains_key(name.as_str()) {
+                let hint = crate::suggest::did_you_mean(name, by_id.keys().copied())
+                    .map(|s| format!(" (did you mean `{s}`?)"))
+                    .unwrap_or_default();
+                return Err(OrchestrateError::UnknownOnly {
+                    name: name.clone(),
+                    hint,
+                });
+            }
+            stack.push(name.clone());
+        }
+        while let Some(id) = stack.pop() {
+            if keep.insert(id.clone()) {
+                if let Some(s) = by_id.get(id.as_str()) {
+                    stack.extend(needs_of(s));
+                }
+            }
+        }
+    }
+    Ok(file
+        .stages
+        .iter()
+        .filter(|s| keep.contains(&s.id))
+        .map(|s| {
+            let mut n = Node::stage(&s.id, s.kind, needs_of(s));
+            n.placeholder = s.for_each.is_some();
+            n
+        })
+        .collect())
+}
+
+/// What a run needs besides the pipeline.
+pub struct RunSpec {
+    pub root: PathBuf,
+    pub source: PipelineSource,
+    pub options: RunOptions,
+    pub runner: Option<RunnerInfo>,
+    pub warnings: Vec<String>,
+    pub executor: Arc<dyn StageExecutor>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub status: RunStatus,
+    pub exit_code: i32,
+    pub outcome: RunOutcome,
+}
+
+/// Create a run folder and run the pipeline in it. `on_change` sees every stage
+/// status change (for progress display).
+pub async fn execute_run(
+    spec: RunSpec,
+    on_change: impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send,
+    on_created: impl FnOnce(&RunHandle),
+) -> Result<RunResult, OrchestrateError> {
+    let store = RunStore::new(&spec.root);
+    let run = Arc::new(store.create()?);
+    on_created(&run);
+    let started = Instant::now();
+    let nodes = plan_nodes(&spec.source.file, &spec.options.only)?;
+
+    run.event(
+        "run-started",
+        json!({ "runId": run.id(), "specbridgeVersion": env!("CARGO_PKG_VERSION") }),
+    )?;
+    run.write_bytes("pipeline.yaml", &spec.source.bytes)?;
+    let mut record = RunRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: run.id().to_string(),
+        status: RunStatus::Running,
+        pipeline: PipelineRef {
+            name: spec.source.file.name.clone(),
+            path: display_rel(&spec.root, &spec.source.path),
+            sha256: crate::store::sha256_hex(&spec.source.bytes),
+        },
+        specbridge_version: env!("CARGO_PKG_VERSION").to_string(),
+        root: spec.root.display().to_string(),
+        started_at: now_rfc3339(),
+        ended_at: None,
+        duration_ms: None,
+        exit_code: None,
+        totals: Totals::default(),
+        stage_counts: BTreeMap::new(),
+        options: spec.options.clone(),
+        runner: spec.runner.clone(),
+        warnings: spec.warnings.clone(),
+        resumes: Vec::new(),
+    };
+    run.write_json("run.json", &record)?;
+    let mut plan = PlanRecord {
+        schema_version: SCHEMA_VERSION,
+        nodes: nodes.iter().map(|n| n.to_plan_node(None)).collect(),
+        expansions: Vec::new(),
+    };
+    run.write_json("plan.json", &plan)?;
+
+    let opts = SchedulerOptions {
+        concurrency: spec.options.concurrency.max(1) as usize,
+        fail_fast: spec.options.fail_fast,
+        budget_usd: spec.options.budget_usd,
+    };
+    let outcome =
+        scheduler::run_plan(nodes, spec.executor.clone(), run.clone(), opts, on_change).await?;
+
+    // The plan as it finally stood: instances in place of placeholders, each node
+    // with the input hash its stage reported.
+    plan.nodes = outcome
+        .nodes
+        .iter()
+        .map(|n| {
+            let hash = outcome
+                .reports
+                .get(&n.id)
+                .and_then(|r| r.input_hash.clone());
+            n.to_plan_node(hash)
+        })
+        .collect();
+    plan.expansions = outcome
+        .expansions
+        .iter()
+        .map(|(stage, instances)| {
+            let fe = spec
+                .source
+                .file
+                .stages
+                .iter()
+                .find(|s| &s.id == stage)
+                .and_then(|s| s.for_each.clone());
+            Expansion {
+                stage: stage.clone(),
+                source: fe.as_ref().map(|f| f.stage.clone()).unwrap_or_default(),
+                items_pointer: fe.map(|f| f.items).unwrap_or_default(),
+                instances: instances.clone(),
+                at: now_rfc3339(),
+            }
+        })
+        .collect();
+    run.write_json("plan.json", &plan)?;
+
+    let exit_code = exit::most_severe(outcome.reports.values().map(|r| r.exit_code()));
+    let status = if outcome.cancelled {
+        RunStatus::Cancelled
+    } else if outcome
+        .statuses
+        .values()
+        .all(|s| *s == StageStatus::Succeeded)
+    {
+        RunStatus::Succeeded
+    } else {
+        RunStatus::Failed
+    };
+    record.status = status;
+    record.ended_at = Some(now_rfc3339());
+    record.duration_ms = Some(started.elapsed().as_millis() as u64);
+    record.exit_code = Some(exit_code);
+    record.totals = outcome.totals.clone();
+    record.stage_counts = count_statuses(outcome.statuses.values().copied());
+    run.write_json("run.json", &record)?;
+    run.event(
+        "run-finished",
+        json!({ "status": status, "exitCode": exit_code, "totals": record.totals }),
+    )?;
+    Ok(RunResult {
+        run_id: run.id().to_string(),
+        run_dir: run.dir().to_path_buf(),
+        status,
+        exit_code,
+        outcome,
+    })
+}
+
+pub fn count_statuses(statuses: impl Iterator<Item = StageStatus>) -> BTreeMap<String, u32> {
+    let mut m = BTreeMap::new();
+    for s in statuses {
+        *m.entry(s.as_str().to_string()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// `path` relative to `root` when it is inside it, else as given.
+pub fn display_rel(root: &Path, path: &Path) -> String {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (r, p) = (canon(root), canon(path));
+    p.strip_prefix(&r)
+        .map(|x| x.display().to_string())
+        .unwrap_or_else(|_| path.display().to_string())
+}
+
+/// Turn `--max-turns` style overrides into the record's map.
+pub fn overrides_map(o: &crate::pipeline::RunOverrides) -> BTreeMap<String, Value> {
+    match serde_json::to_value(o) {
+        Ok(Value::Object(m)) => m.into_iter().collect(),
+        _ => BTreeMap::new(),
+    }
+}

@@ -1,0 +1,305 @@
+//! The scheduler: runs the stages of a plan in dependency order with at most
+//! `concurrency` at once (DESIGN §4).
+//!
+//! It knows stages only as nodes with needs and a kind; what a stage does is the
+//! [`StageExecutor`]'s business. The scheduler owns `stage.json` (every status
+//! change goes through it), the stage events, the run totals and the run budget.
+
+mod node;
+mod state;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::sync::RwLock;
+
+pub use node::{Node, StageReport};
+use state::SchedState;
+
+use crate::pipeline::StageKind;
+use crate::status::StageStatus;
+use crate::store::{RunHandle, StoreError, Totals};
+
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// Everything a stage needs from the run it belongs to.
+#[derive(Clone)]
+pub struct StageRun {
+    pub node: Node,
+    /// 1 for a first attempt; resume continues the numbering.
+    pub attempt: u32,
+    pub run: Arc<RunHandle>,
+}
+
+/// What the scheduler asks of stage kinds.
+pub trait StageExecutor: Send + Sync + 'static {
+    /// Run one stage (or fan-out instance) to the end and report how it went.
+    /// Attempt records are the executor's; `stage.json` is the scheduler's.
+    fn execute(self: Arc<Self>, stage: StageRun) -> BoxFuture<StageReport>;
+
+    /// Grow a fan-out placeholder into its instances once everything it needs has
+    /// succeeded. The instances' `needs` must already name sibling instances.
+    fn expand(&self, placeholder: &Node, run: &RunHandle) -> Result<Vec<Node>, String> {
+        let _ = run;
+        Err(format!(
+            "stage `{}` cannot be expanded by this executor",
+            placeholder.id
+        ))
+    }
+
+    /// Whether the run has been cancelled: no new stage starts once it has.
+    fn cancelled(&self) -> bool {
+        false
+    }
+
+    /// For `--dry-run`: what this stage would run (each argv as one line), spawning
+    /// nothing.
+    fn describe(&self, node: &Node) -> Vec<String> {
+        let _ = node;
+        Vec::new()
+    }
+}
+
+/// How a run is scheduled.
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    pub concurrency: usize,
+    pub fail_fast: bool,
+    /// No new agent invocation starts once the run has spent at least this much.
+    pub budget_usd: Option<f64>,
+}
+
+/// The end state of every node, and what was spent.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub statuses: BTreeMap<String, StageStatus>,
+    pub reports: BTreeMap<String, StageReport>,
+    pub totals: Totals,
+    pub cancelled: bool,
+    /// Nodes as finally scheduled (fan-out placeholders replaced by instances).
+    pub nodes: Vec<Node>,
+    /// Each fan-out placeholder that grew, with its instance ids.
+    pub expansions: Vec<(String, Vec<String>)>,
+}
+
+/// Errors that stop the scheduler itself (a stage failing is not one).
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Run `nodes` to completion.
+pub async fn run_plan(
+    nodes: Vec<Node>,
+    executor: Arc<dyn StageExecutor>,
+    run: Arc<RunHandle>,
+    opts: SchedulerOptions,
+    mut on_change: impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send,
+) -> Result<RunOutcome, SchedulerError> {
+    // Execute stages change the working tree: they take the tree lock for writing,
+    // generate stages for reading (their before/after snapshots must not interleave
+    // with a writer), check stages not at all.
+    let tree = Arc::new(RwLock::new(()));
+    let mut st = SchedState::new(nodes);
+    let concurrency = opts.concurrency.max(1);
+    let mut running = tokio::task::JoinSet::new();
+    let mut halted = false;
+
+    loop {
+        if !halted && executor.cancelled() {
+            halted = true;
+        }
+        if halted || (opts.fail_fast && st.any_failed()) {
+            for id in st.pending_ids() {
+                let status = if halted {
+                    StageStatus::Cancelled
+                } else {
+                    StageStatus::Skipped
+                };
+                let reason = if halted {
+                    "the run was cancelled before this stage started".to_string()
+                } else {
+                    "not started: --fail-fast after a failure".to_string()
+                };
+                finish_unstarted(&mut st, &run, &id, status, reason, &mut on_change)?;
+            }
+        }
+        for (id, blocker) in st.blocked() {
+            let reason = format!("blocked: `{blocker}` did not succeed");
+            finish_unstarted(
+                &mut st,
+                &run,
+                &id,
+                StageStatus::Skipped,
+                reason,
+                &mut on_change,
+            )?;
+        }
+        while running.len() < concurrency {
+            let Some(id) = st.next_ready() else { break };
+            let node = st.node(&id).clone();
+            if node.placeholder {
+                match executor.expand(&node, &run) {
+                    Ok(instances) => {
+                        let ids: Vec<String> = instances.iter().map(|n| n.id.clone()).collect();
+                        run.event(
+                            "stage-expanded",
+                            json!({ "stage": node.id, "instances": ids }),
+                        )?;
+                        st.expand(&id, instances);
+                    }
+                    Err(reason) => {
+                        st.set(&id, StageStatus::Failed);
+                        let report = StageReport::failed(StageStatus::Failed, reason);
+                        write_stage(&run, &node, StageStatus::Failed, Some(&report), 0)?;
+                        on_change(&node, StageStatus::Failed, Some(&report));
+                        st.record(&id, report);
+                    }
+                }
+                continue;
+            }
+            if node.kind.is_agent() {
+                if let Some(limit) = opts.budget_usd {
+                    if st.totals.cost_usd >= limit {
+                        let reason = format!(
+                            "not started: the run budget of ${limit:.2} is spent (${:.2})",
+                            st.totals.cost_usd
+                        );
+                        finish_unstarted(
+                            &mut st,
+                            &run,
+                            &id,
+                            StageStatus::BudgetExceeded,
+                            reason,
+                            &mut on_change,
+                        )?;
+                        continue;
+                    }
+                }
+            }
+            let attempt = st.next_attempt(&id);
+            st.set(&id, StageStatus::Running);
+            let started = StageReport {
+                status: StageStatus::Running,
+                started_at: Some(crate::store::now_rfc3339()),
+                ..Default::default()
+            };
+            write_stage(&run, &node, StageStatus::Running, Some(&started), attempt)?;
+            let started_at = started.started_at.clone();
+            run.event("stage-started", json!({ "stage": id, "attempt": attempt }))?;
+            on_change(&node, StageStatus::Running, None);
+            let exec = executor.clone();
+            let tree = tree.clone();
+            let stage = StageRun {
+                node: node.clone(),
+                attempt,
+                run: run.clone(),
+            };
+            running.spawn(async move {
+                let report = match stage.node.kind {
+                    StageKind::Execute => {
+                        let _w = tree.write().await;
+                        exec.clone().execute(stage).await
+                    }
+                    StageKind::Generate => {
+                        let _r = tree.read().await;
+                        exec.clone().execute(stage).await
+                    }
+                    StageKind::Check => exec.clone().execute(stage).await,
+                };
+                let mut report = report;
+                if report.started_at.is_none() {
+                    report.started_at = started_at;
+                }
+                (id, attempt, report)
+            });
+        }
+        if running.is_empty() {
+            if st.all_done() {
+                break;
+            }
+            // Nothing running and nothing ready: only possible if the graph had a
+            // dependency on a node that does not exist; validation prevents that.
+            for id in st.pending_ids() {
+                let reason = "never became ready (missing dependency)".to_string();
+                finish_unstarted(
+                    &mut st,
+                    &run,
+                    &id,
+                    StageStatus::Skipped,
+                    reason,
+                    &mut on_change,
+                )?;
+            }
+            break;
+        }
+        let joined = running.join_next().await.expect("a task is running");
+        let (id, attempt, report) = match joined {
+            Ok(v) => v,
+            Err(e) => {
+                // A panicking executor is a bug; record it against no stage and go on
+                // failing loudly rather than hanging.
+                panic!("stage task failed: {e}");
+            }
+        };
+        let node = st.node(&id).clone();
+        st.totals.cost_usd += report.cost_usd;
+        st.totals.turns += report.turns;
+        st.totals.invocations += report.invocations;
+        st.set(&id, report.status);
+        write_stage(&run, &node, report.status, Some(&report), attempt)?;
+        run.event(
+            "stage-finished",
+            json!({
+                "stage": id,
+                "attempt": attempt,
+                "status": report.status,
+                "outcome": report.outcome,
+                "evidenceStatus": report.evidence_status,
+            }),
+        )?;
+        on_change(&node, report.status, Some(&report));
+        st.record(&id, report);
+    }
+
+    let cancelled = halted || executor.cancelled();
+    Ok(st.into_outcome(cancelled))
+}
+
+fn finish_unstarted(
+    st: &mut SchedState,
+    run: &RunHandle,
+    id: &str,
+    status: StageStatus,
+    reason: String,
+    on_change: &mut impl FnMut(&Node, StageStatus, Option<&StageReport>),
+) -> Result<(), SchedulerError> {
+    let node = st.node(id).clone();
+    let report = StageReport::failed(status, reason);
+    st.set(id, status);
+    write_stage(run, &node, status, Some(&report), 0)?;
+    run.event(
+        "stage-finished",
+        json!({ "stage": id, "status": status, "outcome": report.outcome }),
+    )?;
+    on_change(&node, status, Some(&report));
+    st.record(id, report);
+    Ok(())
+}
+
+fn write_stage(
+    run: &RunHandle,
+    node: &Node,
+    status: StageStatus,
+    report: Option<&StageReport>,
+    attempt: u32,
+) -> Result<(), SchedulerError> {
+    let rel = format!("{}/stage.json", RunHandle::stage_rel(&node.id));
+    let record = node::stage_record(node, status, report, attempt);
+    run.write_json(&rel, &record)?;
+    Ok(())
+}
