@@ -1,5 +1,7 @@
 //! One module per command; each returns the exit code.
 
+pub mod runs;
+
 use std::path::PathBuf;
 
 use crate::args::{Cli, Command, RunnerCommand, RunsCommand};
@@ -42,15 +44,14 @@ impl Workspace {
 
 pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
     let ws = Workspace::new(cli.global.directory)?;
-    let _ = (&ws, printer);
     match cli.command {
         Command::Init(_) => Err(CliError::not_yet("init")),
         Command::Validate(_) => Err(CliError::not_yet("validate")),
         Command::Graph(_) => Err(CliError::not_yet("graph")),
         Command::Run(_) => Err(CliError::not_yet("run")),
         Command::Resume(_) => Err(CliError::not_yet("resume")),
-        Command::Runs(RunsCommand::List { .. }) => Err(CliError::not_yet("runs list")),
-        Command::Runs(RunsCommand::Show { .. }) => Err(CliError::not_yet("runs show")),
+        Command::Runs(RunsCommand::List { json }) => runs::list(&ws, printer, json),
+        Command::Runs(RunsCommand::Show { run, json }) => runs::show(&ws, printer, &run, json),
         Command::Runs(RunsCommand::Audit { .. }) => Err(CliError::not_yet("runs audit")),
         Command::Runner(RunnerCommand::Doctor { .. }) => Err(CliError::not_yet("runner doctor")),
     }

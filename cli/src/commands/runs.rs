@@ -1,0 +1,162 @@
+//! `specbridge runs list` and `runs show`.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use specbridge_engine::store::{PlanRecord, RunStore, StageRecord};
+
+use crate::commands::Workspace;
+use crate::error::{CliError, CliResult};
+use crate::printer::Printer;
+use crate::table::{cost, duration, Table};
+
+pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
+    let store = RunStore::new(&ws.root);
+    let ids = store.run_ids().map_err(|e| CliError::Config(e.to_string()))?;
+    let mut rows = Vec::new();
+    for id in &ids {
+        // A run folder without a readable run.json (a crash before the first
+        // record) is still listed, so the user can find and audit it.
+        match store.read_run(id) {
+            Ok(r) => rows.push(json!({
+                "runId": id,
+                "shortId": short_id(id, &ids),
+                "pipeline": r.pipeline.name,
+                "status": r.status,
+                "startedAt": r.started_at,
+                "durationMs": r.duration_ms,
+                "stagesSucceeded": r.stage_counts.get("succeeded").copied().unwrap_or(0),
+                "stagesTotal": r.stage_counts.values().sum::<u32>(),
+                "costUsd": r.totals.cost_usd,
+                "exitCode": r.exit_code,
+            })),
+            Err(e) => rows.push(json!({
+                "runId": id,
+                "shortId": short_id(id, &ids),
+                "status": "unreadable",
+                "error": e.to_string(),
+            })),
+        }
+    }
+    if json_out {
+        printer.json(&rows);
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        printer.err(format!(
+            "no runs yet in {}",
+            store.runs_dir().display()
+        ));
+        return Ok(0);
+    }
+    let mut t = Table::new(&["RUN", "PIPELINE", "STATUS", "STARTED", "DURATION", "STAGES", "COST"]);
+    for r in rows.iter().rev() {
+        let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
+        t.row(vec![
+            s("shortId"),
+            s("pipeline"),
+            s("status"),
+            s("startedAt"),
+            duration(r.get("durationMs").and_then(Value::as_u64)),
+            format!(
+                "{}/{}",
+                r.get("stagesSucceeded").and_then(Value::as_u64).unwrap_or(0),
+                r.get("stagesTotal").and_then(Value::as_u64).unwrap_or(0)
+            ),
+            cost(r.get("costUsd").and_then(Value::as_f64).unwrap_or(0.0)),
+        ]);
+    }
+    printer.out(t.render().trim_end());
+    Ok(0)
+}
+
+pub fn show(ws: &Workspace, printer: Printer, selector: &str, json_out: bool) -> CliResult {
+    let store = RunStore::new(&ws.root);
+    let (id, dir) = store.select(selector).map_err(|e| CliError::Config(e.to_string()))?;
+    let run = store.read_run(&id).map_err(|e| CliError::Config(e.to_string()))?;
+    let stages = read_stages(&dir);
+    if json_out {
+        printer.json(&json!({ "run": run, "stages": stages }));
+        return Ok(0);
+    }
+    let mut head = vec![
+        format!("run       {id}"),
+        format!("pipeline  {} ({})", run.pipeline.name, run.pipeline.path),
+        format!("status    {}", run.status.as_str()),
+        format!("started   {}", run.started_at),
+        format!("duration  {}", duration(run.duration_ms)),
+        format!(
+            "totals    {} invocations, {} turns, {}",
+            run.totals.invocations,
+            run.totals.turns,
+            cost(run.totals.cost_usd)
+        ),
+    ];
+    if let Some(code) = run.exit_code {
+        head.push(format!("exit code {code}"));
+    }
+    if let Some(r) = &run.runner {
+        head.push(format!(
+            "runner    {} {}",
+            r.command,
+            r.version.as_deref().unwrap_or("(version unknown)")
+        ));
+    }
+    printer.out(head.join("\n"));
+    for w in &run.warnings {
+        printer.out(format!("{}: {w}", printer.warning_label()));
+    }
+    printer.out("");
+    let mut t = Table::new(&[
+        "STAGE", "STATUS", "ATTEMPTS", "DURATION", "TURNS", "COST", "EVIDENCE", "OUTCOME",
+    ]);
+    for s in &stages {
+        t.row(vec![
+            s.stage_id.clone(),
+            s.status.as_str().to_string(),
+            s.attempts.to_string(),
+            duration(s.duration_ms),
+            s.turns.to_string(),
+            cost(s.cost_usd),
+            s.evidence_status.map_or("-", |e| e.as_str()).to_string(),
+            s.outcome.clone().unwrap_or_default(),
+        ]);
+    }
+    printer.out(t.render().trim_end());
+    printer.out(format!("\nrecords: {}", dir.display()));
+    Ok(0)
+}
+
+/// Stage records in plan order (then any others by id).
+pub fn read_stages(dir: &Path) -> Vec<StageRecord> {
+    let mut stages: Vec<StageRecord> = std::fs::read_dir(dir.join("stages"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let bytes = std::fs::read(e.path().join("stage.json")).ok()?;
+            serde_json::from_slice(&bytes).ok()
+        })
+        .collect();
+    let order: Vec<String> = std::fs::read(dir.join("plan.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<PlanRecord>(&b).ok())
+        .map(|p| p.nodes.into_iter().map(|n| n.id).collect())
+        .unwrap_or_default();
+    stages.sort_by_key(|s| {
+        (
+            order.iter().position(|o| *o == s.stage_id).unwrap_or(usize::MAX),
+            s.stage_id.clone(),
+        )
+    });
+    stages
+}
+
+/// The shortest prefix of `id` (at least 8 characters) that no other run shares.
+fn short_id(id: &str, all: &[String]) -> String {
+    let mut n = 8.min(id.len());
+    while n < id.len() && all.iter().any(|o| o != id && o.starts_with(&id[..n])) {
+        n += 1;
+    }
+    id[..n].to_string()
+}
