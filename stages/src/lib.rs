@@ -1,1 +1,44 @@
-//! Stage kinds.
+//! specbridge stage kinds: `generate` (read-only spec generation), `execute` (task
+//! execution with evidence) and `check` (a command gate), and the executor that the
+//! engine's scheduler drives.
+
+pub mod check;
+pub mod context;
+pub mod executor;
+
+pub use context::RunContext;
+pub use executor::PipelineExecutor;
+
+/// An argv as one line a user could paste into a shell (for display only: nothing
+/// specbridge runs goes through a shell).
+pub fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@+%^".contains(&b))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub(crate) fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// An error with its sources, on one line.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

@@ -1,5 +1,7 @@
 //! One module per command; each returns the exit code.
 
+pub mod load;
+pub mod run;
 pub mod runs;
 
 use std::path::PathBuf;
@@ -48,7 +50,7 @@ pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
         Command::Init(_) => Err(CliError::not_yet("init")),
         Command::Validate(_) => Err(CliError::not_yet("validate")),
         Command::Graph(_) => Err(CliError::not_yet("graph")),
-        Command::Run(_) => Err(CliError::not_yet("run")),
+        Command::Run(args) => run::run(&ws, printer, args),
         Command::Resume(_) => Err(CliError::not_yet("resume")),
         Command::Runs(RunsCommand::List { json }) => runs::list(&ws, printer, json),
         Command::Runs(RunsCommand::Show { run, json }) => runs::show(&ws, printer, &run, json),

@@ -1,0 +1,233 @@
+//! `specbridge run`: validate, plan, run, summarise.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use specbridge_engine::orchestrate::{self, overrides_map, RunSpec};
+use specbridge_engine::pipeline::resolve::DEFAULT_CONCURRENCY;
+use specbridge_engine::pipeline::{DurationSpec, RunOverrides};
+use specbridge_engine::scheduler::StageExecutor;
+use specbridge_engine::store::RunOptions;
+use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
+use specbridge_engine::{exit, StageStatus};
+use specbridge_stages::{PipelineExecutor, RunContext};
+
+use crate::args::{OverrideArgs, RunArgs};
+use crate::commands::load::load_valid;
+use crate::commands::Workspace;
+use crate::error::{CliError, CliResult};
+use crate::printer::Printer;
+use crate::progress::Progress;
+use crate::table::{cost, duration, Table};
+
+/// `--timeout` and friends, checked.
+pub fn overrides(o: &OverrideArgs) -> CliResult<RunOverrides> {
+    let timeout = match &o.timeout {
+        Some(t) => Some(
+            DurationSpec::parse(t).map_err(|e| CliError::Config(format!("--timeout: {e}")))?,
+        ),
+        None => None,
+    };
+    if let Some(x) = o.max_budget_usd {
+        if !(x.is_finite() && x > 0.0) {
+            return Err(CliError::Config(format!(
+                "--max-budget-usd: expected a positive amount, got {x}"
+            )));
+        }
+    }
+    if o.max_turns == Some(0) {
+        return Err(CliError::Config("--max-turns: expected at least 1".into()));
+    }
+    if o.concurrency == Some(0) {
+        return Err(CliError::Config("--concurrency: expected at least 1".into()));
+    }
+    Ok(RunOverrides {
+        max_turns: o.max_turns,
+        max_budget_usd: o.max_budget_usd,
+        timeout,
+        model: o.model.clone(),
+    })
+}
+
+pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
+    let source = load_valid(ws, args.file.file.clone(), printer)?;
+    let ov = overrides(&args.overrides)?;
+    let nodes = orchestrate::plan_nodes(&source.file, &args.only)
+        .map_err(|e| CliError::Config(e.to_string()))?;
+    let cancel = CancelToken::new();
+    let ctx = RunContext {
+        root: ws.root.clone(),
+        pipeline_dir: source
+            .path
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_else(|| ws.root.clone()),
+        pipeline: Arc::new(source.file.clone()),
+        overrides: ov.clone(),
+        cancel: cancel.clone(),
+        allow_dirty: args.allow_dirty,
+    };
+    let executor = PipelineExecutor::new(ctx);
+
+    if args.dry_run {
+        return dry_run(printer, &nodes, executor.as_ref(), args.overrides.json);
+    }
+
+    let options = RunOptions {
+        concurrency: args
+            .overrides
+            .concurrency
+            .or(source.file.concurrency)
+            .unwrap_or(DEFAULT_CONCURRENCY),
+        only: args.only.clone(),
+        fail_fast: args.overrides.fail_fast,
+        allow_dirty: args.allow_dirty,
+        overrides: overrides_map(&ov),
+        budget_usd: source.file.budget.max_budget_usd,
+    };
+    let spec = RunSpec {
+        root: ws.root.clone(),
+        source,
+        options,
+        runner: None,
+        warnings: Vec::new(),
+        executor,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Other(format!("failed to start the async runtime: {e}")))?;
+    let json_out = args.overrides.json;
+    let result = rt.block_on(async move {
+        let _ctrl_c = install_ctrl_c(cancel.clone());
+        let mut progress = Progress::new(printer, json_out);
+        let r = orchestrate::execute_run(
+            spec,
+            |node, status, report| progress.stage(node, status, report),
+            |run| {
+                if !json_out {
+                    printer.err(format!("run {} started", run.id()));
+                }
+            },
+        )
+        .await;
+        progress.finish();
+        r
+    });
+    let result = result.map_err(|e| CliError::Config(e.to_string()))?;
+    print_summary(printer, &result, json_out);
+    Ok(result.exit_code)
+}
+
+fn dry_run(
+    printer: Printer,
+    nodes: &[specbridge_engine::scheduler::Node],
+    executor: &dyn StageExecutor,
+    json_out: bool,
+) -> CliResult {
+    let order = topo(nodes);
+    if json_out {
+        let plan: Vec<_> = order
+            .iter()
+            .map(|n| json!({ "id": n.id, "kind": n.kind, "needs": n.needs, "forEach": n.placeholder, "argv": executor.describe(n) }))
+            .collect();
+        printer.json(&json!({ "dryRun": true, "stages": plan }));
+        return Ok(exit::OK);
+    }
+    printer.out("dry run: nothing will be spawned");
+    for n in order {
+        let needs = if n.needs.is_empty() {
+            String::new()
+        } else {
+            format!(" (needs {})", n.needs.join(", "))
+        };
+        let fan = if n.placeholder { ", one per item" } else { "" };
+        printer.out(format!("{} [{}{fan}]{needs}", n.id, n.kind.as_str()));
+        for line in executor.describe(n) {
+            printer.out(format!("    $ {line}"));
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// Nodes in dependency order, ties broken by id.
+fn topo(nodes: &[specbridge_engine::scheduler::Node]) -> Vec<&specbridge_engine::scheduler::Node> {
+    let mut done: std::collections::BTreeSet<&str> = Default::default();
+    let mut out = Vec::new();
+    let mut rest: Vec<_> = nodes.iter().collect();
+    rest.sort_by(|a, b| a.id.cmp(&b.id));
+    while !rest.is_empty() {
+        let Some(i) = rest
+            .iter()
+            .position(|n| n.needs.iter().all(|d| done.contains(d.as_str())))
+        else {
+            out.extend(rest.drain(..));
+            break;
+        };
+        let n = rest.remove(i);
+        done.insert(&n.id);
+        out.push(n);
+    }
+    out
+}
+
+fn print_summary(printer: Printer, r: &orchestrate::RunResult, json_out: bool) {
+    let nodes = &r.outcome.nodes;
+    if json_out {
+        let stages: Vec<_> = nodes
+            .iter()
+            .map(|n| {
+                let rep = r.outcome.reports.get(&n.id);
+                json!({
+                    "id": n.id,
+                    "status": r.outcome.statuses.get(&n.id).copied().unwrap_or(StageStatus::Pending),
+                    "evidenceStatus": rep.and_then(|x| x.evidence_status),
+                    "outcome": rep.and_then(|x| x.outcome.clone()),
+                    "durationMs": rep.and_then(|x| x.duration_ms),
+                    "costUsd": rep.map(|x| x.cost_usd).unwrap_or(0.0),
+                })
+            })
+            .collect();
+        printer.json(&json!({
+            "runId": r.run_id,
+            "runDir": r.run_dir,
+            "status": r.status,
+            "exitCode": r.exit_code,
+            "totals": r.outcome.totals,
+            "stages": stages,
+        }));
+        return;
+    }
+    let mut t = Table::new(&["STAGE", "STATUS", "EVIDENCE", "DURATION", "COST", "OUTCOME"]);
+    for n in nodes {
+        let rep = r.outcome.reports.get(&n.id);
+        t.row(vec![
+            n.id.clone(),
+            r.outcome
+                .statuses
+                .get(&n.id)
+                .map_or("pending", |s| s.as_str())
+                .to_string(),
+            rep.and_then(|x| x.evidence_status)
+                .map_or("-", |e| e.as_str())
+                .to_string(),
+            duration(rep.and_then(|x| x.duration_ms)),
+            cost(rep.map(|x| x.cost_usd).unwrap_or(0.0)),
+            rep.and_then(|x| x.outcome.clone()).unwrap_or_default(),
+        ]);
+    }
+    printer.out(t.render().trim_end());
+    printer.out(format!(
+        "\nrun {} {} (exit {}), {}",
+        r.run_id,
+        r.status.as_str(),
+        r.exit_code,
+        cost(r.outcome.totals.cost_usd)
+    ));
+    printer.out(format!("records: {}", r.run_dir.display()));
+    printer.out(format!(
+        "next: specbridge runs show {}   specbridge runs audit {}",
+        &r.run_id[..8],
+        &r.run_id[..8]
+    ));
+}

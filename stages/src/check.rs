@@ -1,0 +1,142 @@
+//! `check` stages: a command with a timeout, no model. Used as gates.
+
+use std::time::Duration;
+
+use serde_json::json;
+use specbridge_engine::pipeline::resolve::DEFAULT_CHECK_TIMEOUT_MS;
+use specbridge_engine::pipeline::StageDef;
+use specbridge_engine::scheduler::{StageReport, StageRun};
+use specbridge_engine::store::RunHandle;
+use specbridge_engine::supervisor::{self, ProcessRecord, SpawnSpec, SupervisorError};
+use specbridge_engine::StageStatus;
+
+use crate::context::RunContext;
+
+/// What a check stage would run, for `--dry-run`.
+pub fn describe(stage: &StageDef) -> Vec<String> {
+    stage
+        .argv
+        .as_ref()
+        .and_then(|a| a.as_list())
+        .map(|argv| vec![crate::shell_words(argv)])
+        .unwrap_or_default()
+}
+
+/// The spawn of a check command: argv as given, in the repository root, output
+/// streamed into the attempt folder.
+pub fn spawn_spec(ctx: &RunContext, stage: &StageDef, run: &RunHandle, attempt_rel: &str) -> Option<SpawnSpec> {
+    let argv = stage.argv.as_ref()?.as_list()?.to_vec();
+    let (program, args) = argv.split_first()?;
+    let runner = ctx.runner_for(stage);
+    let dir = run.ensure_dir(attempt_rel).ok()?;
+    Some(SpawnSpec {
+        program: program.clone(),
+        args: args.to_vec(),
+        redacted_argv: argv.clone(),
+        cwd: ctx.root.clone(),
+        env: Vec::new(),
+        stdin: None,
+        stdout_path: dir.join("raw-stdout.log"),
+        stderr_path: dir.join("raw-stderr.log"),
+        max_stdout_bytes: runner.max_stdout_bytes.bytes(),
+        max_stderr_bytes: runner.max_stderr_bytes.bytes(),
+        timeout: Some(
+            stage
+                .timeout
+                .map(|t| t.as_duration())
+                .unwrap_or(Duration::from_millis(DEFAULT_CHECK_TIMEOUT_MS)),
+        ),
+        kill_grace: runner.kill_grace.as_duration(),
+    })
+}
+
+/// Run a check stage's command once and report.
+pub async fn run_check(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> StageReport {
+    let run = &sr.run;
+    let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);
+    let Some(spec) = spawn_spec(ctx, stage, run, &attempt_rel) else {
+        return StageReport::failed(
+            StageStatus::Failed,
+            format!("stage `{}` has no argv array to run", stage.id),
+        );
+    };
+    let node_id = sr.node.id.clone();
+    let attempt = sr.attempt;
+    let result = supervisor::run(spec, ctx.cancel.clone(), None, |pid, pgid| {
+        let _ = run.event(
+            "process-spawned",
+            json!({ "stage": node_id, "attempt": attempt, "pid": pid, "pgid": pgid }),
+        );
+    })
+    .await;
+    let mut report = match result {
+        Ok(record) => {
+            let report = classify(&record);
+            if let Err(e) = write_process(run, &attempt_rel, &record) {
+                return StageReport::failed(StageStatus::Failed, e);
+            }
+            let mut r = report;
+            r.started_at = Some(crate::rfc3339(record.started_at));
+            r.ended_at = Some(crate::rfc3339(record.ended_at));
+            r.duration_ms = Some(record.duration_ms);
+            r
+        }
+        Err(SupervisorError::CancelledBeforeSpawn { .. }) => StageReport::failed(
+            StageStatus::Cancelled,
+            "the run was cancelled before the command started".into(),
+        ),
+        Err(e @ SupervisorError::NotFound { .. }) => {
+            StageReport::failed(StageStatus::Failed, e.to_string())
+        }
+        Err(e) => StageReport::failed(StageStatus::Failed, crate::error_chain(&e)),
+    };
+    report.invocations = 0;
+    report
+}
+
+fn write_process(run: &RunHandle, attempt_rel: &str, record: &ProcessRecord) -> Result<(), String> {
+    for log in ["raw-stdout.log", "raw-stderr.log"] {
+        let rel = format!("{attempt_rel}/{log}");
+        if run.path(&rel).map(|p| p.exists()).unwrap_or(false) {
+            run.announce(&rel).map_err(|e| e.to_string())?;
+        }
+    }
+    run.write_json(&format!("{attempt_rel}/process.json"), record)
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// A finished command's status: timeouts and cancels first (their exit codes are
+/// the signal's), then output limits, then the exit code.
+pub fn classify(p: &ProcessRecord) -> StageReport {
+    let (status, outcome) = if p.timed_out {
+        (
+            StageStatus::TimedOut,
+            Some(format!("timed out after {}ms", p.duration_ms)),
+        )
+    } else if p.cancelled {
+        (StageStatus::Cancelled, Some("cancelled".to_string()))
+    } else if let Some(stream) = &p.limit_exceeded {
+        (
+            StageStatus::Failed,
+            Some(format!("stopped: {} exceeded its byte limit", stream.as_str())),
+        )
+    } else if p.exit_code == Some(0) {
+        (StageStatus::Succeeded, None)
+    } else if let Some(code) = p.exit_code {
+        (StageStatus::Failed, Some(format!("exit code {code}")))
+    } else {
+        (
+            StageStatus::Failed,
+            Some(format!(
+                "killed by {}",
+                p.signal.as_deref().unwrap_or("a signal")
+            )),
+        )
+    };
+    StageReport {
+        status,
+        outcome,
+        ..Default::default()
+    }
+}
