@@ -1,1 +1,2 @@
 //! Test helpers.
+pub mod model_server;
