@@ -3,6 +3,7 @@
 //! engine's scheduler drives.
 
 pub mod check;
+pub mod prompt;
 pub mod context;
 pub mod executor;
 
