@@ -7,6 +7,8 @@
 pub mod diagnostic;
 pub mod pipeline;
 pub mod status;
+pub mod supervisor;
+pub mod time;
 
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};
 pub use status::{exit, EvidenceStatus, RunStatus, StageStatus};
