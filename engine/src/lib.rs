@@ -11,6 +11,8 @@ pub mod scheduler;
 pub mod status;
 pub mod store;
 pub mod suggest;
+pub mod supervisor;
+pub mod time;
 
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};
 pub use status::{exit, EvidenceStatus, RunStatus, StageStatus};

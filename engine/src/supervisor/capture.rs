@@ -1,0 +1,246 @@
+//! Streaming one output stream of the child into its file, up to a byte cap,
+//! while handing stdout lines to an observer. Memory use is a read buffer and at
+//! most one line, whatever the child prints.
+
+use std::io;
+use std::path::PathBuf;
+
+use tokio::fs::File;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::record::OutputStream;
+
+/// The longest line handed to an observer; the rest of a longer line is dropped
+/// (it stays in the file), so one huge line cannot exhaust memory.
+pub const MAX_OBSERVED_LINE_BYTES: usize = 1024 * 1024;
+
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// What an observer tells the supervisor after a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObserverControl {
+    Continue,
+    /// The final result has arrived: the process now has the kill grace to exit.
+    ResultSeen,
+}
+
+/// Watches stdout line by line as it arrives, e.g. for stream-json events.
+pub trait StdoutObserver: Send {
+    /// One line without its `\n`, cut at [`MAX_OBSERVED_LINE_BYTES`]. Only bytes
+    /// within the stdout cap are ever seen; a last line without `\n` is seen at end
+    /// of stream unless the cap cut it.
+    fn on_line(&mut self, line: &[u8]) -> ObserverControl;
+}
+
+/// What the capture tells the controlling loop while the process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CaptureEvent {
+    LimitExceeded(OutputStream),
+    ResultSeen,
+    Failed(OutputStream),
+}
+
+/// The state of one stream's capture. It outlives the pumping future so that the
+/// counts stay readable when pumping is abandoned (a pipe held open by a process
+/// that left the group).
+pub(crate) struct Capture<'o> {
+    stream: OutputStream,
+    path: PathBuf,
+    file: File,
+    cap: u64,
+    pub kept: u64,
+    pub truncated: bool,
+    pub error: Option<io::Error>,
+    lines: Option<LineSplitter<'o>>,
+}
+
+impl<'o> Capture<'o> {
+    pub async fn create(
+        stream: OutputStream,
+        path: PathBuf,
+        cap: u64,
+        observer: Option<&'o mut dyn StdoutObserver>,
+    ) -> io::Result<Self> {
+        let file = File::create(&path).await?;
+        Ok(Self {
+            stream,
+            path,
+            file,
+            cap,
+            kept: 0,
+            truncated: false,
+            error: None,
+            lines: observer.map(LineSplitter::new),
+        })
+    }
+
+    pub fn path(&self) -> &PathBuf {
+        &self.path
+    }
+
+    /// Copies `pipe` into the file until end of stream, the cap, or an error.
+    /// Past the cap the pipe is dropped unread: the process is being stopped anyway.
+    pub async fn pump(
+        &mut self,
+        mut pipe: impl AsyncRead + Unpin,
+        events: UnboundedSender<CaptureEvent>,
+    ) {
+        let mut buffer = vec![0u8; READ_BUFFER_BYTES];
+        loop {
+            let read = match pipe.read(&mut buffer).await {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => return self.fail(error, &events),
+            };
+            let room = self.cap.saturating_sub(self.kept);
+            let take = read.min(usize::try_from(room).unwrap_or(usize::MAX));
+            let kept = &buffer[..take];
+            if let Err(error) = self.file.write_all(kept).await {
+                return self.fail(error, &events);
+            }
+            self.kept += take as u64;
+            if let Some(lines) = &mut self.lines {
+                if lines.feed(kept) {
+                    let _ = events.send(CaptureEvent::ResultSeen);
+                }
+            }
+            if take < read {
+                self.truncated = true;
+                let _ = events.send(CaptureEvent::LimitExceeded(self.stream));
+                return;
+            }
+        }
+        if let Some(lines) = &mut self.lines {
+            if lines.finish() {
+                let _ = events.send(CaptureEvent::ResultSeen);
+            }
+        }
+    }
+
+    fn fail(&mut self, error: io::Error, events: &UnboundedSender<CaptureEvent>) {
+        self.error = Some(error);
+        let _ = events.send(CaptureEvent::Failed(self.stream));
+    }
+
+    /// Flushes the file to disk; the first error of the capture wins.
+    pub async fn finish(&mut self) {
+        let flushed = async {
+            self.file.flush().await?;
+            match self.file.sync_data().await {
+                // Not a regular file (a device such as /dev/null): nothing to sync.
+                Err(error) if error.raw_os_error() == Some(libc::EINVAL) => Ok(()),
+                synced => synced,
+            }
+        }
+        .await;
+        if let Err(error) = flushed {
+            self.error.get_or_insert(error);
+        }
+    }
+}
+
+/// Splits a byte stream into lines for an observer, keeping at most
+/// [`MAX_OBSERVED_LINE_BYTES`] of a line.
+struct LineSplitter<'o> {
+    observer: &'o mut dyn StdoutObserver,
+    line: Vec<u8>,
+    result_seen: bool,
+}
+
+impl<'o> LineSplitter<'o> {
+    fn new(observer: &'o mut dyn StdoutObserver) -> Self {
+        Self {
+            observer,
+            line: Vec::new(),
+            result_seen: false,
+        }
+    }
+
+    /// Feeds bytes; true when the observer reported the result for the first time.
+    fn feed(&mut self, mut bytes: &[u8]) -> bool {
+        let mut newly_seen = false;
+        while let Some(end) = bytes.iter().position(|&b| b == b'\n') {
+            self.push(&bytes[..end]);
+            newly_seen |= self.emit();
+            bytes = &bytes[end + 1..];
+        }
+        self.push(bytes);
+        newly_seen
+    }
+
+    /// Hands over a last line that had no `\n`.
+    fn finish(&mut self) -> bool {
+        !self.line.is_empty() && self.emit()
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let room = MAX_OBSERVED_LINE_BYTES - self.line.len();
+        self.line.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    fn emit(&mut self) -> bool {
+        let control = self.observer.on_line(&self.line);
+        self.line.clear();
+        // Give back what one huge line took, so it is not held for the whole run.
+        self.line.shrink_to(READ_BUFFER_BYTES);
+        let newly_seen = control == ObserverControl::ResultSeen && !self.result_seen;
+        self.result_seen |= newly_seen;
+        newly_seen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Collect {
+        lines: Vec<Vec<u8>>,
+    }
+
+    impl StdoutObserver for Collect {
+        fn on_line(&mut self, line: &[u8]) -> ObserverControl {
+            self.lines.push(line.to_vec());
+            if line.starts_with(b"result") {
+                ObserverControl::ResultSeen
+            } else {
+                ObserverControl::Continue
+            }
+        }
+    }
+
+    #[test]
+    fn lines_split_across_chunks_are_joined() {
+        let mut seen = Collect::default();
+        let mut lines = LineSplitter::new(&mut seen);
+        assert!(!lines.feed(b"one\ntw"));
+        assert!(!lines.feed(b"o\n\nthr"));
+        assert!(!lines.finish());
+        assert_eq!(seen.lines, [&b"one"[..], b"two", b"", b"thr"]);
+    }
+
+    #[test]
+    fn the_result_is_reported_once() {
+        let mut seen = Collect::default();
+        let mut lines = LineSplitter::new(&mut seen);
+        assert!(lines.feed(b"result 1\n"));
+        assert!(!lines.feed(b"result 2\n"));
+    }
+
+    #[test]
+    fn huge_lines_are_cut_for_the_observer() {
+        let mut seen = Collect::default();
+        let mut lines = LineSplitter::new(&mut seen);
+        let chunk = vec![b'x'; 300 * 1024];
+        for _ in 0..10 {
+            lines.feed(&chunk);
+        }
+        assert!(lines.line.len() <= MAX_OBSERVED_LINE_BYTES);
+        lines.feed(b"\nnext\n");
+        assert!(lines.line.capacity() <= READ_BUFFER_BYTES);
+        assert_eq!(seen.lines[0].len(), MAX_OBSERVED_LINE_BYTES);
+        assert_eq!(seen.lines[1], b"next");
+    }
+}

@@ -1,0 +1,38 @@
+use std::io;
+use std::path::PathBuf;
+
+/// Why the supervisor could not run a process or could not keep its output.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    /// The program is not an executable file, neither as a path nor in `PATH`.
+    #[error("failed to find executable `{program}`")]
+    NotFound { program: String },
+    /// Cancellation came before the process was started; nothing was spawned.
+    #[error("failed to start `{program}`: the run is being cancelled")]
+    CancelledBeforeSpawn { program: String },
+    #[error("failed to start `{program}`")]
+    Spawn {
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to create output file {}", path.display())]
+    CreateOutput {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// Writing or reading a stream failed; the process group was stopped.
+    #[error("failed to capture output into {}", path.display())]
+    Capture {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to wait for process {pid}")]
+    Wait {
+        pid: u32,
+        #[source]
+        source: io::Error,
+    },
+}

@@ -1,0 +1,168 @@
+//! Signalling and watching a whole process group.
+//!
+//! A group counts as alive only while a member that is not a zombie exists: an
+//! orphaned grandchild is reparented to PID 1, and where PID 1 does not reap (some
+//! containers) its zombie would keep `kill(-pgid, 0)` succeeding forever.
+
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::{getpgrp, Pid};
+
+use super::cancel::{CancelLevel, CancelToken};
+
+/// How often a dying group is looked at again.
+const POLL: Duration = Duration::from_millis(10);
+/// How long to wait for the kernel to finish a SIGKILL before giving up watching.
+const KILL_SETTLE: Duration = Duration::from_secs(5);
+
+/// Whether `pgid` names a group that may be signalled: never group 0 or 1 (which
+/// `kill` reads as "my group" and "init"), never our own.
+fn signallable(pgid: i32) -> bool {
+    pgid > 1 && Pid::from_raw(pgid) != getpgrp()
+}
+
+/// Whether a live (non-zombie) process of group `pgid` exists.
+pub fn group_alive(pgid: i32) -> bool {
+    if !signallable(pgid) {
+        return false;
+    }
+    match killpg(Pid::from_raw(pgid), None) {
+        Err(Errno::ESRCH) => false,
+        // EPERM: the group exists but is not ours to look into.
+        Err(_) => true,
+        Ok(()) => live_members(pgid).unwrap_or(true),
+    }
+}
+
+/// Sends `signal` to group `pgid`; a group that is already gone is not an error.
+pub(crate) fn signal_group(pgid: i32, signal: Signal) {
+    if !signallable(pgid) {
+        return;
+    }
+    match killpg(Pid::from_raw(pgid), signal) {
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(error) => tracing::warn!(pgid, %signal, %error, "failed to signal process group"),
+    }
+}
+
+/// Ends group `pgid` if any of it is alive: SIGTERM, then SIGKILL after `grace`.
+/// Returns whether there was anything to end. Blocking; meant for cleaning up
+/// after a crash, where the group id comes from an earlier run's records.
+pub fn kill_group_if_alive(pgid: i32, grace: Duration) -> bool {
+    if !group_alive(pgid) {
+        return false;
+    }
+    signal_group(pgid, Signal::SIGTERM);
+    if !wait_gone_blocking(pgid, grace) {
+        signal_group(pgid, Signal::SIGKILL);
+        wait_gone_blocking(pgid, KILL_SETTLE);
+    }
+    true
+}
+
+fn wait_gone_blocking(pgid: i32, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    loop {
+        if !group_alive(pgid) {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Ends what is left of group `pgid`: SIGTERM then SIGKILL after `grace`, or SIGKILL
+/// at once when `kill_now` or an immediate cancel says so.
+pub(crate) async fn end_group(pgid: i32, grace: Duration, kill_now: bool, cancel: &CancelToken) {
+    if !kill_now && cancel.level() < CancelLevel::Immediate {
+        signal_group(pgid, Signal::SIGTERM);
+        tokio::select! {
+            gone = wait_gone(pgid, grace) => if gone { return },
+            _ = cancel.wait_until(CancelLevel::Immediate) => {}
+        }
+    }
+    signal_group(pgid, Signal::SIGKILL);
+    wait_gone(pgid, KILL_SETTLE).await;
+}
+
+async fn wait_gone(pgid: i32, limit: Duration) -> bool {
+    let until = tokio::time::Instant::now() + limit;
+    loop {
+        if !group_alive(pgid) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Whether `/proc` lists a non-zombie member of group `pgid`; `None` without a
+/// readable `/proc`.
+fn live_members(pgid: i32) -> Option<bool> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        // A process can end between listing and reading; that is not an error.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((state, group)) = parse_stat(&stat) {
+            if group == pgid && !matches!(state, 'Z' | 'X' | 'x') {
+                return Some(true);
+            }
+        }
+    }
+    Some(false)
+}
+
+/// The state and process group from a `/proc/<pid>/stat` line. The command name
+/// sits in parentheses and may itself hold spaces and parentheses, so fields are
+/// counted from the last `)`.
+fn parse_stat(stat: &str) -> Option<(char, i32)> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _parent = fields.next()?;
+    let group = fields.next()?.parse().ok()?;
+    Some((state, group))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_with_odd_command_names_parse() {
+        let stat = "4242 (a) b (c)) S 1 4240 4240 0 -1 4194560 0 0";
+        assert_eq!(parse_stat(stat), Some(('S', 4240)));
+        assert_eq!(parse_stat("1 (init) Z 0 0 0"), Some(('Z', 0)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn own_group_init_and_zero_are_never_signalled() {
+        assert!(!signallable(0));
+        assert!(!signallable(1));
+        assert!(!signallable(-5));
+        assert!(!signallable(getpgrp().as_raw()));
+        assert!(!group_alive(getpgrp().as_raw()));
+    }
+
+    #[test]
+    fn our_own_group_has_live_members_in_proc() {
+        // The test process itself is a live member of its group.
+        assert_eq!(live_members(getpgrp().as_raw()), Some(true));
+    }
+}

@@ -1,0 +1,29 @@
+//! The process supervisor (DESIGN §4, §5 "Process control"): runs one child
+//! process — an agent or a check command — so that nothing it starts outlives it.
+//!
+//! Each child gets its own process group. A timeout, a cancel, an output limit or a
+//! hang after the agent's result sends SIGTERM to the whole group and SIGKILL after
+//! the kill grace; once the leader has exited, any member of the group still alive
+//! is ended too. stdout and stderr stream to files up to a byte cap, so memory stays
+//! flat whatever the child prints. What happened is returned as a [`ProcessRecord`],
+//! the content of `process.json`.
+
+mod cancel;
+mod capture;
+mod ctrl_c;
+mod error;
+mod group;
+mod record;
+mod resolve;
+mod run;
+mod spec;
+
+pub use cancel::{CancelLevel, CancelToken};
+pub use capture::{ObserverControl, StdoutObserver, MAX_OBSERVED_LINE_BYTES};
+pub use ctrl_c::install_ctrl_c;
+pub use error::SupervisorError;
+pub use group::{group_alive, kill_group_if_alive};
+pub use record::{process_record_schema, OutputStream, ProcessRecord, PROCESS_SCHEMA_VERSION};
+pub use resolve::resolve_program;
+pub use run::run;
+pub use spec::SpawnSpec;

@@ -1,0 +1,306 @@
+//! Running one child process under supervision.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use chrono::Utc;
+use nix::sys::signal::Signal;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc::{self, UnboundedReceiver};
+use tokio::time::{sleep_until, Instant};
+
+use super::cancel::{CancelLevel, CancelToken};
+use super::capture::{Capture, CaptureEvent, StdoutObserver};
+use super::error::SupervisorError;
+use super::group::{end_group, group_alive, signal_group};
+use super::record::{signal_name, OutputStream, ProcessRecord, PROCESS_SCHEMA_VERSION};
+use super::resolve::resolve_program;
+use super::spec::SpawnSpec;
+use crate::time::now_millis;
+
+/// How long reading what is left in the pipes may take once the group is gone.
+/// All that is left then sits in the pipe buffers; only a process that escaped the
+/// group (`setsid`) can keep a pipe open, and it is not waited for.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Runs `spec` to completion and returns its record. `on_spawn` gets the pid and
+/// process group id as soon as the process exists, before anything else happens,
+/// so the caller can record them for recovery after a crash.
+///
+/// Every member of the process group is gone when this returns, including when it
+/// returns an error after the spawn. If the returned future is dropped before it
+/// completes, the group is killed with SIGKILL.
+pub async fn run(
+    mut spec: SpawnSpec,
+    cancel: CancelToken,
+    observer: Option<&mut dyn StdoutObserver>,
+    on_spawn: impl FnOnce(u32, i32),
+) -> Result<ProcessRecord, SupervisorError> {
+    let executable = resolve_program(&spec.program, &spec.cwd, &spec.env)?;
+    if cancel.is_cancelled() {
+        return Err(SupervisorError::CancelledBeforeSpawn {
+            program: spec.program,
+        });
+    }
+    let mut stdout = create_capture(OutputStream::Stdout, &spec, observer).await?;
+    let mut stderr = create_capture(OutputStream::Stderr, &spec, None).await?;
+
+    let mut command = Command::new(&executable);
+    command
+        .arg0(&spec.program)
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .envs(spec.env.iter().map(|(name, value)| (name, value)))
+        .process_group(0)
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+
+    let started_at = now_millis();
+    let started = Instant::now();
+    let mut child = command.spawn().map_err(|source| SupervisorError::Spawn {
+        program: spec.program.clone(),
+        source,
+    })?;
+    let pid = child
+        .id()
+        .expect("a child that was not waited for has a pid");
+    let pgid = i32::try_from(pid).expect("pids fit in pid_t");
+    let mut guard = GroupGuard { pgid, armed: true };
+    on_spawn(pid, pgid);
+
+    let stdin_writer = spec.stdin.take().and_then(|input| {
+        let mut pipe = child.stdin.take()?;
+        Some(tokio::spawn(async move {
+            // A child that exits without reading all of its input is its own
+            // business; the broken pipe is not an error of ours.
+            let _ = pipe.write_all(&input).await;
+        }))
+    });
+    let stdout_pipe = child.stdout.take().expect("stdout is piped");
+    let stderr_pipe = child.stderr.take().expect("stderr is piped");
+
+    let (events, mut event_rx) = mpsc::unbounded_channel();
+    let ended;
+    {
+        let stdout_pump = stdout.pump(stdout_pipe, events.clone());
+        let stderr_pump = stderr.pump(stderr_pipe, events);
+        let control = supervise(&mut child, pid, started, &spec, &cancel, &mut event_rx);
+        tokio::pin!(stdout_pump, stderr_pump, control);
+        let (mut stdout_done, mut stderr_done) = (false, false);
+        ended = loop {
+            tokio::select! {
+                () = &mut stdout_pump, if !stdout_done => stdout_done = true,
+                () = &mut stderr_pump, if !stderr_done => stderr_done = true,
+                ended = &mut control => break ended,
+            }
+        };
+        let drain = async {
+            if !stdout_done {
+                (&mut stdout_pump).await;
+            }
+            if !stderr_done {
+                (&mut stderr_pump).await;
+            }
+        };
+        if tokio::time::timeout(DRAIN_LIMIT, drain).await.is_err() {
+            tracing::warn!(
+                pid,
+                "output pipes stayed open after the process group ended"
+            );
+        }
+    }
+    if let Some(writer) = stdin_writer {
+        writer.abort();
+    }
+    stdout.finish().await;
+    stderr.finish().await;
+    // Past an error of its own the supervise loop may not have ended the group;
+    // leaving the guard armed kills it on return.
+    let ended = ended?;
+    guard.armed = false;
+    for capture in [&mut stdout, &mut stderr] {
+        if let Some(source) = capture.error.take() {
+            return Err(SupervisorError::Capture {
+                path: capture.path().clone(),
+                source,
+            });
+        }
+    }
+    Ok(ProcessRecord {
+        schema_version: PROCESS_SCHEMA_VERSION,
+        executable: executable.display().to_string(),
+        redacted_argv: spec.redacted_argv,
+        cwd: spec.cwd.display().to_string(),
+        started_at,
+        ended_at: ended.at,
+        duration_ms: u64::try_from(ended.after.as_millis()).unwrap_or(u64::MAX),
+        exit_code: ended.status.code(),
+        signal: ended.status.signal().map(signal_name),
+        pid,
+        pgid,
+        timed_out: ended.stops.timed_out,
+        cancelled: ended.stops.cancelled,
+        hung_after_result: ended.stops.hung_after_result,
+        stdout_bytes: stdout.kept,
+        stderr_bytes: stderr.kept,
+        stdout_truncated: stdout.truncated,
+        stderr_truncated: stderr.truncated,
+        limit_exceeded: ended.stops.limit_exceeded,
+        orphans_killed: ended.orphans_killed,
+    })
+}
+
+async fn create_capture<'o>(
+    stream: OutputStream,
+    spec: &SpawnSpec,
+    observer: Option<&'o mut dyn StdoutObserver>,
+) -> Result<Capture<'o>, SupervisorError> {
+    let (path, cap) = match stream {
+        OutputStream::Stdout => (&spec.stdout_path, spec.max_stdout_bytes),
+        OutputStream::Stderr => (&spec.stderr_path, spec.max_stderr_bytes),
+    };
+    Capture::create(stream, path.clone(), cap, observer)
+        .await
+        .map_err(|source| SupervisorError::CreateOutput {
+            path: path.clone(),
+            source,
+        })
+}
+
+/// Why the supervisor stopped the process, as recorded.
+#[derive(Debug, Default)]
+struct Stops {
+    timed_out: bool,
+    cancelled: bool,
+    hung_after_result: bool,
+    limit_exceeded: Option<OutputStream>,
+}
+
+struct Ended {
+    status: ExitStatus,
+    at: chrono::DateTime<Utc>,
+    after: Duration,
+    stops: Stops,
+    orphans_killed: bool,
+}
+
+/// Waits for the leader while acting on timeout, cancel, output limits and the
+/// result; then ends whatever is left of the group.
+async fn supervise(
+    child: &mut Child,
+    pid: u32,
+    started: Instant,
+    spec: &SpawnSpec,
+    cancel: &CancelToken,
+    events: &mut UnboundedReceiver<CaptureEvent>,
+) -> Result<Ended, SupervisorError> {
+    let pgid = pid as i32;
+    let grace = spec.kill_grace;
+    let timeout_at = spec.timeout.map(|timeout| started + timeout);
+    let mut stops = Stops::default();
+    let mut seen_cancel = CancelLevel::None;
+    let mut hang_at: Option<Instant> = None;
+    let mut kill_at: Option<Instant> = None;
+    let mut killed = false;
+    let mut events_open = true;
+
+    // The first reason to stop sends SIGTERM and arms the SIGKILL; later reasons
+    // are recorded but change nothing.
+    let terminate = |kill_at: &mut Option<Instant>, killed: bool| {
+        if kill_at.is_none() && !killed {
+            signal_group(pgid, Signal::SIGTERM);
+            *kill_at = Some(Instant::now() + grace);
+        }
+    };
+
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status.map_err(|source| SupervisorError::Wait { pid, source })?,
+            () = sleep_until_some(timeout_at), if !stops.timed_out => {
+                stops.timed_out = true;
+                terminate(&mut kill_at, killed);
+            }
+            level = cancel.wait_until(next_level(seen_cancel)), if seen_cancel < CancelLevel::Immediate => {
+                seen_cancel = level;
+                stops.cancelled = true;
+                if level == CancelLevel::Immediate {
+                    signal_group(pgid, Signal::SIGKILL);
+                    killed = true;
+                } else {
+                    terminate(&mut kill_at, killed);
+                }
+            }
+            () = sleep_until_some(hang_at) => {
+                hang_at = None;
+                stops.hung_after_result = true;
+                terminate(&mut kill_at, killed);
+            }
+            () = sleep_until_some(kill_at), if !killed => {
+                signal_group(pgid, Signal::SIGKILL);
+                killed = true;
+            }
+            event = events.recv(), if events_open => match event {
+                Some(CaptureEvent::LimitExceeded(stream)) => {
+                    stops.limit_exceeded.get_or_insert(stream);
+                    terminate(&mut kill_at, killed);
+                }
+                Some(CaptureEvent::Failed(_)) => terminate(&mut kill_at, killed),
+                Some(CaptureEvent::ResultSeen) => {
+                    hang_at.get_or_insert(Instant::now() + grace);
+                }
+                None => events_open = false,
+            },
+        }
+    };
+    let after = started.elapsed();
+    let at = now_millis();
+
+    // The leader is gone; anything of its group still running is an orphan.
+    let orphans_killed = group_alive(pgid);
+    if orphans_killed {
+        end_group(pgid, grace, killed, cancel).await;
+    }
+    Ok(Ended {
+        status,
+        at,
+        after,
+        stops,
+        orphans_killed,
+    })
+}
+
+fn next_level(level: CancelLevel) -> CancelLevel {
+    match level {
+        CancelLevel::None => CancelLevel::Graceful,
+        CancelLevel::Graceful | CancelLevel::Immediate => CancelLevel::Immediate,
+    }
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Kills the process group if `run` is abandoned half-way, so that dropping the
+/// future cannot leave processes behind.
+struct GroupGuard {
+    pgid: i32,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            signal_group(self.pgid, Signal::SIGKILL);
+        }
+    }
+}

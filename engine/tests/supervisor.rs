@@ -1,0 +1,359 @@
+//! The process supervisor against real child processes (`sh -c` scripts).
+
+mod supervisor_common;
+
+use std::future::Future;
+use std::time::Duration;
+
+use specbridge_engine::supervisor::{
+    kill_group_if_alive, run, CancelToken, OutputStream, ProcessRecord, SpawnSpec, SupervisorError,
+};
+use supervisor_common::{alive, assert_group_gone, sh, ResultOnLine};
+use tokio::sync::mpsc;
+
+/// Fails instead of hanging when the supervisor misses a stop.
+async fn bounded<T>(work: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), work)
+        .await
+        .expect("the supervised run should have ended long ago")
+}
+
+async fn run_plain(spec: SpawnSpec) -> ProcessRecord {
+    bounded(run(spec, CancelToken::new(), None, |_, _| {}))
+        .await
+        .unwrap()
+}
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[tokio::test]
+async fn exit_code_argv_and_ids_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spawned = None;
+    let record = bounded(run(
+        sh(dir.path(), "echo out; echo err >&2; exit 7"),
+        CancelToken::new(),
+        None,
+        |pid, pgid| spawned = Some((pid, pgid)),
+    ))
+    .await
+    .unwrap();
+
+    assert_eq!(record.exit_code, Some(7));
+    assert_eq!(record.signal, None);
+    assert_eq!(spawned, Some((record.pid, record.pgid)));
+    assert_eq!(record.pgid, record.pid as i32);
+    assert!(record.executable.ends_with("/sh"), "{}", record.executable);
+    assert_eq!(record.redacted_argv, ["sh", "-c", "<script>"]);
+    assert_eq!(read(&dir.path().join("raw-stdout.log")), "out\n");
+    assert_eq!(read(&dir.path().join("raw-stderr.log")), "err\n");
+    assert_eq!((record.stdout_bytes, record.stderr_bytes), (4, 4));
+    assert!(!record.timed_out && !record.cancelled && !record.hung_after_result);
+    assert!(!record.stdout_truncated && !record.stderr_truncated && !record.orphans_killed);
+    assert_eq!(record.limit_exceeded, None);
+    assert!(record.ended_at >= record.started_at);
+}
+
+#[tokio::test]
+async fn a_terminating_signal_is_recorded_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = run_plain(sh(dir.path(), "kill -USR1 $$")).await;
+    assert_eq!(record.exit_code, None);
+    assert_eq!(record.signal.as_deref(), Some("SIGUSR1"));
+}
+
+#[tokio::test]
+async fn stdin_is_delivered_then_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(dir.path(), "cat; echo eof");
+    spec.stdin = Some(b"the prompt\n".to_vec());
+    let record = run_plain(spec).await;
+    // `cat` only ends at end of input, so `eof` proves stdin was closed.
+    assert_eq!(
+        read(&dir.path().join("raw-stdout.log")),
+        "the prompt\neof\n"
+    );
+    assert_eq!(record.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn without_stdin_the_child_reads_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = run_plain(sh(dir.path(), "cat; echo eof")).await;
+    assert_eq!(read(&dir.path().join("raw-stdout.log")), "eof\n");
+    assert_eq!(record.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn env_is_added_and_cwd_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(
+        dir.path(),
+        "printf '%s %s' \"$SPECBRIDGE_TEST_VALUE\" \"$(pwd -P)\"",
+    );
+    spec.env = vec![("SPECBRIDGE_TEST_VALUE".into(), "hello".into())];
+    run_plain(spec).await;
+    let cwd = dir.path().canonicalize().unwrap();
+    assert_eq!(
+        read(&dir.path().join("raw-stdout.log")),
+        format!("hello {}", cwd.display())
+    );
+}
+
+#[tokio::test]
+async fn a_missing_executable_is_not_found_and_nothing_spawns() {
+    let dir = tempfile::tempdir().unwrap();
+    for program in ["specbridge-no-such-program", "./no-such-script"] {
+        let mut spec = sh(dir.path(), "");
+        spec.program = program.into();
+        let mut spawned = false;
+        let error = run(spec, CancelToken::new(), None, |_, _| spawned = true)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, SupervisorError::NotFound { program: p } if p == program),
+            "{error}"
+        );
+        assert!(!spawned);
+    }
+}
+
+#[tokio::test]
+async fn timeout_ends_a_child_that_ignores_sigterm_and_its_grandchild() {
+    let dir = tempfile::tempdir().unwrap();
+    // The background sleep inherits the ignored SIGTERM, so only SIGKILL ends either.
+    let mut spec = sh(dir.path(), "trap '' TERM; sleep 1000 & echo $!; sleep 1000");
+    spec.timeout = Some(Duration::from_secs(3));
+    let record = run_plain(spec).await;
+
+    assert!(record.timed_out);
+    assert!(!record.cancelled);
+    assert_eq!(record.signal.as_deref(), Some("SIGKILL"));
+    let grandchild: i32 = read(&dir.path().join("raw-stdout.log"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!alive(grandchild), "grandchild {grandchild} survived");
+    assert_group_gone(record.pgid);
+}
+
+#[tokio::test]
+async fn a_grandchild_left_behind_by_a_finished_leader_is_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = run_plain(sh(dir.path(), "sleep 1000 & echo $!")).await;
+
+    assert_eq!(record.exit_code, Some(0));
+    assert!(record.orphans_killed);
+    assert!(!record.timed_out);
+    let grandchild: i32 = read(&dir.path().join("raw-stdout.log"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!alive(grandchild), "grandchild {grandchild} survived");
+    assert_group_gone(record.pgid);
+}
+
+/// Runs `spec` in a task, and cancels through `cancel_with` once the child printed
+/// its first line.
+async fn cancel_after_first_line(
+    spec: SpawnSpec,
+    cancel_with: impl FnOnce(&CancelToken),
+) -> ProcessRecord {
+    let cancel = CancelToken::new();
+    let (lines, mut seen) = mpsc::unbounded_channel();
+    let task = tokio::spawn({
+        let cancel = cancel.clone();
+        async move {
+            let mut observer = ResultOnLine { lines };
+            run(spec, cancel, Some(&mut observer), |_, _| {}).await
+        }
+    });
+    bounded(seen.recv())
+        .await
+        .expect("the child printed a line");
+    cancel_with(&cancel);
+    bounded(task).await.unwrap().unwrap()
+}
+
+#[tokio::test]
+async fn graceful_cancel_lets_the_child_clean_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = sh(
+        dir.path(),
+        "trap 'echo stopping; exit 3' TERM; echo ready; while :; do sleep 0.05; done",
+    );
+    let record = cancel_after_first_line(spec, CancelToken::cancel_graceful).await;
+
+    assert!(record.cancelled);
+    assert!(!record.timed_out);
+    assert_eq!(record.exit_code, Some(3));
+    assert_eq!(
+        read(&dir.path().join("raw-stdout.log")),
+        "ready\nstopping\n"
+    );
+    assert_group_gone(record.pgid);
+}
+
+#[tokio::test]
+async fn graceful_cancel_kills_after_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = sh(dir.path(), "trap '' TERM; echo ready; sleep 1000");
+    let record = cancel_after_first_line(spec, CancelToken::cancel_graceful).await;
+
+    assert!(record.cancelled);
+    assert_eq!(record.signal.as_deref(), Some("SIGKILL"));
+    assert_group_gone(record.pgid);
+}
+
+#[tokio::test]
+async fn immediate_cancel_does_not_wait_for_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(
+        dir.path(),
+        "trap '' TERM; sleep 1000 & echo ready; sleep 1000",
+    );
+    // Far beyond the test's own bound: only an immediate SIGKILL ends this in time.
+    spec.kill_grace = Duration::from_secs(3600);
+    let record = cancel_after_first_line(spec, |cancel| {
+        cancel.cancel_graceful();
+        cancel.cancel_now();
+    })
+    .await;
+
+    assert!(record.cancelled);
+    assert_eq!(record.signal.as_deref(), Some("SIGKILL"));
+    assert_group_gone(record.pgid);
+}
+
+#[tokio::test]
+async fn a_run_cancelled_before_the_spawn_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = CancelToken::new();
+    cancel.cancel_graceful();
+    let mut spawned = false;
+    let error = run(sh(dir.path(), "exit 0"), cancel, None, |_, _| {
+        spawned = true
+    })
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(error, SupervisorError::CancelledBeforeSpawn { .. }),
+        "{error}"
+    );
+    assert!(!spawned);
+}
+
+#[tokio::test]
+async fn stdout_past_its_cap_stops_the_process_and_keeps_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(dir.path(), "printf 'one\\ntwo\\nthree\\n'; sleep 1000");
+    spec.max_stdout_bytes = 8;
+    let (lines, mut seen) = mpsc::unbounded_channel();
+    let mut observer = ResultOnLine { lines };
+    let record = bounded(run(
+        spec,
+        CancelToken::new(),
+        Some(&mut observer),
+        |_, _| {},
+    ))
+    .await
+    .unwrap();
+
+    assert_eq!(read(&dir.path().join("raw-stdout.log")), "one\ntwo\n");
+    assert_eq!(record.stdout_bytes, 8);
+    assert!(record.stdout_truncated && !record.stderr_truncated);
+    assert_eq!(record.limit_exceeded, Some(OutputStream::Stdout));
+    assert_eq!(record.signal.as_deref(), Some("SIGTERM"));
+    // Only lines within the cap reach the observer.
+    let mut observed = Vec::new();
+    while let Ok(line) = seen.try_recv() {
+        observed.push(String::from_utf8(line).unwrap());
+    }
+    assert_eq!(observed, ["one", "two"]);
+    assert_group_gone(record.pgid);
+}
+
+#[tokio::test]
+async fn stderr_past_its_cap_stops_the_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(dir.path(), "printf 0123456789 >&2; sleep 1000");
+    spec.max_stderr_bytes = 5;
+    let record = run_plain(spec).await;
+
+    assert_eq!(read(&dir.path().join("raw-stderr.log")), "01234");
+    assert_eq!(record.stderr_bytes, 5);
+    assert!(record.stderr_truncated && !record.stdout_truncated);
+    assert_eq!(record.limit_exceeded, Some(OutputStream::Stderr));
+}
+
+#[tokio::test]
+async fn output_of_exactly_the_cap_is_not_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(dir.path(), "printf abcd");
+    spec.max_stdout_bytes = 4;
+    let record = run_plain(spec).await;
+
+    assert_eq!(record.exit_code, Some(0));
+    assert_eq!(record.stdout_bytes, 4);
+    assert!(!record.stdout_truncated);
+    assert_eq!(record.limit_exceeded, None);
+}
+
+#[tokio::test]
+async fn a_process_hanging_after_its_result_is_terminated() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = sh(dir.path(), "echo progress; echo 'result {}'; sleep 1000");
+    let (lines, _seen) = mpsc::unbounded_channel();
+    let mut observer = ResultOnLine { lines };
+    let record = bounded(run(
+        spec,
+        CancelToken::new(),
+        Some(&mut observer),
+        |_, _| {},
+    ))
+    .await
+    .unwrap();
+
+    assert!(record.hung_after_result);
+    assert!(!record.timed_out && !record.cancelled);
+    assert_eq!(record.signal.as_deref(), Some("SIGTERM"));
+    assert_group_gone(record.pgid);
+}
+
+#[tokio::test]
+async fn a_process_exiting_after_its_result_is_not_hung() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(dir.path(), "echo 'result {}'");
+    spec.kill_grace = Duration::from_secs(3600);
+    let (lines, _seen) = mpsc::unbounded_channel();
+    let mut observer = ResultOnLine { lines };
+    let record = bounded(run(
+        spec,
+        CancelToken::new(),
+        Some(&mut observer),
+        |_, _| {},
+    ))
+    .await
+    .unwrap();
+
+    assert!(!record.hung_after_result);
+    assert_eq!(record.exit_code, Some(0));
+}
+
+#[test]
+fn kill_group_if_alive_ends_a_group_left_from_before() {
+    use std::os::unix::process::CommandExt;
+    let mut orphan = std::process::Command::new("sh")
+        .args(["-c", "trap '' TERM; sleep 1000 & sleep 1000"])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = orphan.id() as i32;
+
+    assert!(kill_group_if_alive(pgid, Duration::from_millis(100)));
+    orphan.wait().unwrap();
+    assert_group_gone(pgid);
+    assert!(!kill_group_if_alive(pgid, Duration::from_millis(100)));
+}
