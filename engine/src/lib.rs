@@ -4,8 +4,11 @@
 //! This crate knows nothing about terminals or argument parsing: the CLI crate turns
 //! its results into output and exit codes.
 
+pub mod dag;
 pub mod diagnostic;
+pub mod graph;
 pub mod pipeline;
+pub mod safety;
 pub mod status;
 
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};

@@ -1,5 +1,8 @@
 //! One module per command; each returns the exit code.
 
+mod graph;
+mod validate;
+
 use std::path::PathBuf;
 
 use crate::args::{Cli, Command, RunnerCommand, RunsCommand};
@@ -16,8 +19,9 @@ impl Workspace {
     pub fn new(dir: Option<PathBuf>) -> CliResult<Self> {
         let root = match dir {
             Some(d) => d,
-            None => std::env::current_dir()
-                .map_err(|e| CliError::Config(format!("failed to read the current directory: {e}")))?,
+            None => std::env::current_dir().map_err(|e| {
+                CliError::Config(format!("failed to read the current directory: {e}"))
+            })?,
         };
         if !root.is_dir() {
             return Err(CliError::Config(format!(
@@ -41,11 +45,10 @@ impl Workspace {
 
 pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
     let ws = Workspace::new(cli.global.directory)?;
-    let _ = (&ws, printer);
     match cli.command {
         Command::Init(_) => Err(CliError::not_yet("init")),
-        Command::Validate(_) => Err(CliError::not_yet("validate")),
-        Command::Graph(_) => Err(CliError::not_yet("graph")),
+        Command::Validate(args) => validate::run(&ws, args, printer),
+        Command::Graph(args) => graph::run(&ws, args, printer),
         Command::Run(_) => Err(CliError::not_yet("run")),
         Command::Resume(_) => Err(CliError::not_yet("resume")),
         Command::Runs(RunsCommand::List { .. }) => Err(CliError::not_yet("runs list")),
