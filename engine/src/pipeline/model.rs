@@ -115,7 +115,7 @@ pub struct RunnerSettings {
     pub from: Option<String>,
 }
 
-/// The three stage kinds (DESIGN §3).
+/// The three stage kinds.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
 )]

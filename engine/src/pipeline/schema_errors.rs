@@ -132,6 +132,27 @@ impl Ctx<'_> {
                 }
                 self.push(d);
             }
+            ValidationErrorKind::Minimum { limit } | ValidationErrorKind::Maximum { limit } => {
+                let bound = if value.as_f64() < limit.as_f64() {
+                    "at least"
+                } else {
+                    "at most"
+                };
+                let limit = limit
+                    .as_f64()
+                    .filter(|f| f.fract() == 0.0)
+                    .map(|f| format!("{f:.0}"))
+                    .unwrap_or_else(|| limit.to_string());
+                self.push(
+                    Diagnostic::error(
+                        "invalid-value",
+                        self.file,
+                        format!("`{path}` must be {bound} {limit}, found {value}"),
+                    )
+                    .at(self.index.value(&path))
+                    .with_path(&path),
+                );
+            }
             other => {
                 let message = jsonschema::ValidationError {
                     instance: std::borrow::Cow::Borrowed(value),
@@ -160,7 +181,7 @@ impl Ctx<'_> {
         let Some(node) = schema_at(self.root, pointer) else {
             return self.wrong_type(pointer, path, value, "a different value".into());
         };
-        let named = ref_name(node, self.root);
+        let named = ref_name(node);
         match (named.as_deref(), value) {
             (Some("Duration"), Value::String(s)) => {
                 let msg = UnitError::Duration(s.clone()).to_string();
@@ -319,7 +340,7 @@ fn branches<'a>(node: &'a Value, root: &'a Value) -> Vec<&'a Value> {
 }
 
 /// The definition a node refers to, directly or as the one non-null alternative.
-fn ref_name(node: &Value, root: &Value) -> Option<String> {
+fn ref_name(node: &Value) -> Option<String> {
     let direct = |n: &Value| {
         n.get("$ref")
             .and_then(Value::as_str)
@@ -335,7 +356,7 @@ fn ref_name(node: &Value, root: &Value) -> Option<String> {
         .filter(|b| b.get("type").and_then(Value::as_str) != Some("null"))
         .collect();
     match non_null.as_slice() {
-        [only] => ref_name(only, root),
+        [only] => ref_name(only),
         _ => None,
     }
 }
@@ -379,7 +400,7 @@ fn enum_options(node: &Value, root: &Value) -> Vec<String> {
 
 /// What a schema node expects, in words.
 fn expectation(node: &Value, root: &Value) -> String {
-    match ref_name(node, root).as_deref() {
+    match ref_name(node).as_deref() {
         Some("Duration") => {
             return "a duration such as 90s, 15m, 1h or an integer of milliseconds".into()
         }
@@ -394,7 +415,16 @@ fn expectation(node: &Value, root: &Value) -> String {
     let mut words: Vec<String> = Vec::new();
     for b in branches(node, root) {
         let w = {
-            match b.get("type").and_then(Value::as_str) {
+            let types: Vec<&str> = match b.get("type") {
+                Some(Value::String(t)) => vec![t.as_str()],
+                Some(Value::Array(ts)) => ts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .filter(|t| *t != "null")
+                    .collect(),
+                _ => Vec::new(),
+            };
+            match types.first().copied() {
                 Some("string") => "a string".into(),
                 Some("integer") => "a whole number".into(),
                 Some("number") => "a number".into(),

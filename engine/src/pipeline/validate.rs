@@ -443,10 +443,7 @@ impl Checker<'_> {
                 at,
                 format!("prompt file `{prompt}` of stage `{}` not found", s.id),
             )
-            .help = Some(format!(
-                "prompt files are relative to the pipeline file's folder ({}); for inline text write `prompt: |` and the text on the next lines",
-                display_dir(self.p.dir())
-            ));
+            .help = Some("prompt files are relative to the pipeline file's folder; for inline text write `prompt: |` and the text on the next lines".into());
         }
     }
 
@@ -503,8 +500,7 @@ impl Checker<'_> {
             Err(_) => {
                 self.error("missing-schema", path, at, format!("schema file `{schema}` not found"))
                     .help = Some(format!(
-                    "schema files are relative to the pipeline file's folder ({}); built-in schemas are {}",
-                    display_dir(self.p.dir()),
+                    "schema files are relative to the pipeline file's folder; built-in schemas are {}",
                     BUILTIN_SCHEMAS.iter().map(|b| format!("builtin:{b}")).collect::<Vec<_>>().join(", ")
                 ));
                 return;
@@ -726,8 +722,7 @@ impl Checker<'_> {
                     format!("unknown permission mode `{mode}`"),
                 )
                 .help = Some(help);
-            } else if mode == "acceptEdits" && stage.map_or(true, |s| s.kind == StageKind::Execute)
-            {
+            } else if mode == "acceptEdits" && stage.is_none_or(|s| s.kind == StageKind::Execute) {
                 self.warning(
                     "accept-edits",
                     &p,
@@ -838,14 +833,6 @@ fn symlink_out(root: &Path, rel: &str) -> Option<String> {
         }
     }
     None
-}
-
-fn display_dir(dir: &Path) -> String {
-    if dir.as_os_str().is_empty() {
-        ".".into()
-    } else {
-        dir.display().to_string()
-    }
 }
 
 /// A shell line as a YAML flow list, for a help message; quotes words that YAML
