@@ -4,13 +4,15 @@
 //! This crate knows nothing about terminals or argument parsing: the CLI crate turns
 //! its results into output and exit codes.
 
+pub mod dag;
 pub mod diagnostic;
+pub mod graph;
 pub mod orchestrate;
 pub mod pipeline;
+pub mod safety;
 pub mod scheduler;
 pub mod status;
 pub mod store;
-pub mod suggest;
 pub mod supervisor;
 pub mod time;
 

@@ -54,7 +54,7 @@ pub fn plan_nodes(file: &PipelineFile, only: &[String]) -> Result<Vec<Node>, Orc
         let mut stack: Vec<String> = Vec::new();
         for name in only {
             if !by_id.contains_key(name.as_str()) {
-                let hint = crate::suggest::did_you_mean(name, by_id.keys().copied())
+                let hint = crate::pipeline::suggest::did_you_mean(name, by_id.keys().copied())
                     .map(|s| format!(" (did you mean `{s}`?)"))
                     .unwrap_or_default();
                 return Err(OrchestrateError::UnknownOnly {

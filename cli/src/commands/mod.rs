@@ -1,8 +1,10 @@
 //! One module per command; each returns the exit code.
 
+mod graph;
 pub mod load;
 pub mod run;
 pub mod runs;
+pub mod validate;
 
 use std::path::PathBuf;
 
@@ -48,9 +50,9 @@ pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
     let ws = Workspace::new(cli.global.directory)?;
     match cli.command {
         Command::Init(_) => Err(CliError::not_yet("init")),
-        Command::Validate(_) => Err(CliError::not_yet("validate")),
-        Command::Graph(_) => Err(CliError::not_yet("graph")),
         Command::Run(args) => run::run(&ws, printer, args),
+        Command::Validate(args) => validate::run(&ws, args, printer),
+        Command::Graph(args) => graph::run(&ws, args, printer),
         Command::Resume(_) => Err(CliError::not_yet("resume")),
         Command::Runs(RunsCommand::List { json }) => runs::list(&ws, printer, json),
         Command::Runs(RunsCommand::Show { run, json }) => runs::show(&ws, printer, &run, json),

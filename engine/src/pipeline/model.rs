@@ -17,6 +17,7 @@ use crate::pipeline::units::{ByteSize, DurationSpec};
 #[schemars(title = "specbridge pipeline file")]
 pub struct PipelineFile {
     /// Format version; only `1` exists.
+    #[schemars(range(min = 1, max = 1))]
     pub version: u32,
     /// A short name for the pipeline, shown in run listings.
     pub name: String,
@@ -114,7 +115,7 @@ pub struct RunnerSettings {
     pub from: Option<String>,
 }
 
-/// The three stage kinds (DESIGN §3).
+/// The three stage kinds.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
 )]

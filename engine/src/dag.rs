@@ -1,0 +1,291 @@
+//! The stage graph: stages as nodes, `needs` as edges from the needed stage to the
+//! stage that needs it.
+//!
+//! Every order this module returns is deterministic (ties broken by id), so plans,
+//! records and printed graphs are the same from run to run. Nodes are plain ids, so
+//! fan-out instances (`implement.task-1`) can be added once an upstream stage has
+//! produced its items.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::Direction;
+
+/// A dependency cycle, in `needs` order: each id needs the next; the last equals
+/// the first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cycle(pub Vec<String>);
+
+impl fmt::Display for Cycle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join(" → "))
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct StageGraph {
+    graph: DiGraph<String, ()>,
+    index: BTreeMap<String, NodeIndex>,
+}
+
+impl StageGraph {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A graph of stages and what each needs. Needs naming a stage that is not in
+    /// the list are left out: validation reports them with their location.
+    pub fn from_needs<'a, I, N>(stages: I) -> Self
+    where
+        I: IntoIterator<Item = (&'a str, N)>,
+        N: IntoIterator<Item = &'a str>,
+    {
+        let stages: Vec<(&str, Vec<&str>)> = stages
+            .into_iter()
+            .map(|(id, needs)| (id, needs.into_iter().collect()))
+            .collect();
+        let mut g = StageGraph::new();
+        for (id, _) in &stages {
+            g.add_node(id);
+        }
+        for (id, needs) in &stages {
+            for need in needs {
+                g.add_edge(need, id);
+            }
+        }
+        g
+    }
+
+    /// Adds a node; false when the id is already there.
+    pub fn add_node(&mut self, id: &str) -> bool {
+        if self.index.contains_key(id) {
+            return false;
+        }
+        let ix = self.graph.add_node(id.to_string());
+        self.index.insert(id.to_string(), ix);
+        true
+    }
+
+    /// Records that `dependent` needs `needed`; false when either is unknown or the
+    /// edge exists already.
+    pub fn add_edge(&mut self, needed: &str, dependent: &str) -> bool {
+        let (Some(&a), Some(&b)) = (self.index.get(needed), self.index.get(dependent)) else {
+            return false;
+        };
+        if self.graph.contains_edge(a, b) {
+            return false;
+        }
+        self.graph.add_edge(a, b, ());
+        true
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.index.contains_key(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Every id, sorted.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.index.keys().map(String::as_str)
+    }
+
+    /// The stages `id` needs directly, sorted.
+    pub fn needs(&self, id: &str) -> Vec<&str> {
+        self.neighbours(id, Direction::Incoming)
+    }
+
+    /// The stages that need `id` directly, sorted.
+    pub fn dependents(&self, id: &str) -> Vec<&str> {
+        self.neighbours(id, Direction::Outgoing)
+    }
+
+    fn neighbours(&self, id: &str, dir: Direction) -> Vec<&str> {
+        let Some(&ix) = self.index.get(id) else {
+            return Vec::new();
+        };
+        let set: BTreeSet<&str> = self
+            .graph
+            .neighbors_directed(ix, dir)
+            .map(|n| self.graph[n].as_str())
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// Every stage after all it needs; among stages that are ready together, the
+    /// smallest id first. Fails with one cycle when there is any.
+    pub fn topo_order(&self) -> Result<Vec<String>, Cycle> {
+        let mut waiting: BTreeMap<&str, usize> = self
+            .index
+            .iter()
+            .map(|(id, &ix)| {
+                let n = self
+                    .graph
+                    .neighbors_directed(ix, Direction::Incoming)
+                    .collect::<BTreeSet<_>>()
+                    .len();
+                (id.as_str(), n)
+            })
+            .collect();
+        let mut ready: BTreeSet<&str> = waiting
+            .iter()
+            .filter(|(_, &n)| n == 0)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut order = Vec::with_capacity(self.len());
+        while let Some(id) = ready.pop_first() {
+            order.push(id.to_string());
+            for next in self.dependents(id) {
+                let n = waiting.get_mut(next).expect("every node is counted");
+                *n -= 1;
+                if *n == 0 {
+                    ready.insert(next);
+                }
+            }
+        }
+        if order.len() == self.len() {
+            Ok(order)
+        } else {
+            Err(self
+                .find_cycles()
+                .into_iter()
+                .next()
+                .expect("a graph without a topological order has a cycle"))
+        }
+    }
+
+    /// One cycle per strongly connected group of stages (a self-dependency counts),
+    /// each starting at the group's smallest id, sorted by that id.
+    pub fn find_cycles(&self) -> Vec<Cycle> {
+        let mut cycles = Vec::new();
+        for scc in petgraph::algo::tarjan_scc(&self.graph) {
+            let members: BTreeSet<&str> = scc.iter().map(|&ix| self.graph[ix].as_str()).collect();
+            let start = *members.iter().next().expect("components are not empty");
+            if members.len() == 1 && !self.needs(start).contains(&start) {
+                continue;
+            }
+            cycles.push(self.cycle_through(start, &members));
+        }
+        cycles.sort_by(|a, b| a.0[0].cmp(&b.0[0]));
+        cycles
+    }
+
+    /// A simple cycle from `start` back to it along `needs`, staying inside one
+    /// strongly connected group (so one exists); depth-first, smallest id first.
+    fn cycle_through(&self, start: &str, members: &BTreeSet<&str>) -> Cycle {
+        let mut path = vec![start];
+        let mut seen = BTreeSet::from([start]);
+        // Each frame: the candidates still to try from the node at that depth.
+        let mut stack: Vec<Vec<&str>> = vec![self.next_steps(start, members)];
+        while let Some(candidates) = stack.last_mut() {
+            let Some(next) = candidates.pop() else {
+                stack.pop();
+                path.pop();
+                continue;
+            };
+            if next == start {
+                path.push(start);
+                return Cycle(path.into_iter().map(String::from).collect());
+            }
+            if seen.insert(next) {
+                path.push(next);
+                stack.push(self.next_steps(next, members));
+            }
+        }
+        unreachable!("a strongly connected group with an edge has a cycle through each member")
+    }
+
+    /// The needs of `id` inside the group, reversed so that popping yields the
+    /// smallest id first.
+    fn next_steps<'a>(&'a self, id: &str, members: &BTreeSet<&str>) -> Vec<&'a str> {
+        let mut v: Vec<&str> = self
+            .needs(id)
+            .into_iter()
+            .filter(|n| members.contains(n))
+            .collect();
+        v.reverse();
+        v
+    }
+
+    /// The given stages and everything they need, directly or transitively.
+    pub fn ancestors<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+        self.closure(ids, Direction::Incoming)
+    }
+
+    /// The given stages and everything that needs them, directly or transitively.
+    pub fn descendants<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+        self.closure(ids, Direction::Outgoing)
+    }
+
+    fn closure<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+        dir: Direction,
+    ) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let mut todo: Vec<NodeIndex> = ids
+            .into_iter()
+            .filter_map(|id| self.index.get(id).copied())
+            .collect();
+        while let Some(ix) = todo.pop() {
+            if out.insert(self.graph[ix].clone()) {
+                todo.extend(self.graph.neighbors_directed(ix, dir));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(edges: &[(&'static str, &'static [&'static str])]) -> StageGraph {
+        StageGraph::from_needs(edges.iter().map(|(id, needs)| (*id, needs.iter().copied())))
+    }
+
+    #[test]
+    fn ties_are_broken_by_id() {
+        let g = graph(&[("c", &[]), ("b", &[]), ("a", &["c"]), ("d", &["b"])]);
+        assert_eq!(g.topo_order().unwrap(), ["b", "c", "a", "d"]);
+    }
+
+    #[test]
+    fn a_three_stage_cycle_is_reported_whole() {
+        let g = graph(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"]), ("d", &[])]);
+        let cycle = g.topo_order().unwrap_err();
+        assert_eq!(cycle.to_string(), "a → b → c → a");
+    }
+
+    #[test]
+    fn a_self_dependency_is_a_cycle() {
+        let g = graph(&[("a", &["a"])]);
+        assert_eq!(g.find_cycles(), vec![Cycle(vec!["a".into(), "a".into()])]);
+    }
+
+    #[test]
+    fn unknown_needs_are_left_out() {
+        let g = graph(&[("a", &["ghost"])]);
+        assert_eq!(g.topo_order().unwrap(), ["a"]);
+    }
+
+    #[test]
+    fn ancestors_and_descendants_include_the_start() {
+        let g = graph(&[("a", &[]), ("b", &["a"]), ("c", &["b"]), ("x", &[])]);
+        assert_eq!(
+            g.ancestors(["c"]).into_iter().collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
+        assert_eq!(
+            g.descendants(["b"]).into_iter().collect::<Vec<_>>(),
+            ["b", "c"]
+        );
+    }
+}

@@ -1,0 +1,124 @@
+//! Drawing the stage graph: Mermaid, Graphviz dot, or JSON.
+
+use serde::Serialize;
+
+use crate::dag::StageGraph;
+use crate::pipeline::model::PipelineFile;
+use crate::pipeline::validate::stage_graph;
+
+/// One node as drawn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GraphNode {
+    pub id: String,
+    pub kind: String,
+    pub needs: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub for_each: Option<String>,
+    /// For the graph of a recorded run: the node's status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// A graph ready to draw: nodes in topological order (ties by id).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GraphView {
+    pub nodes: Vec<GraphNode>,
+}
+
+impl GraphView {
+    /// The graph of a pipeline that validated (so it has no cycle).
+    pub fn of_pipeline(file: &PipelineFile) -> Self {
+        let graph = stage_graph(&file.stages);
+        let order = graph
+            .topo_order()
+            .unwrap_or_else(|_| graph.ids().map(String::from).collect());
+        let nodes = order
+            .iter()
+            .filter_map(|id| file.stages.iter().find(|s| &s.id == id))
+            .map(|s| GraphNode {
+                id: s.id.clone(),
+                kind: s.kind.as_str().to_string(),
+                needs: needs_of(&graph, &s.id),
+                for_each: s.for_each.as_ref().map(|f| f.stage.clone()),
+                status: None,
+            })
+            .collect();
+        GraphView { nodes }
+    }
+
+    pub fn to_mermaid(&self) -> String {
+        let mut out = String::from("flowchart TD\n");
+        for n in &self.nodes {
+            let label = match &n.status {
+                Some(st) => format!("{}<br/>{} · {st}", n.id, n.kind),
+                None => format!("{}<br/>{}", n.id, n.kind),
+            };
+            out.push_str(&format!("    {}[\"{}\"]\n", mermaid_id(&n.id), label));
+        }
+        for n in &self.nodes {
+            for need in &n.needs {
+                out.push_str(&format!(
+                    "    {} --> {}\n",
+                    mermaid_id(need),
+                    mermaid_id(&n.id)
+                ));
+            }
+        }
+        out
+    }
+
+    pub fn to_dot(&self) -> String {
+        let mut out = String::from("digraph pipeline {\n    rankdir=TB;\n    node [shape=box];\n");
+        for n in &self.nodes {
+            let label = match &n.status {
+                Some(st) => format!("{}\\n{} · {st}", n.id, n.kind),
+                None => format!("{}\\n{}", n.id, n.kind),
+            };
+            out.push_str(&format!(
+                "    {} [label={}];\n",
+                dot_id(&n.id),
+                dot_string(&label)
+            ));
+        }
+        for n in &self.nodes {
+            for need in &n.needs {
+                out.push_str(&format!("    {} -> {};\n", dot_id(need), dot_id(&n.id)));
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("serializable")
+    }
+}
+
+fn needs_of(graph: &StageGraph, id: &str) -> Vec<String> {
+    graph.needs(id).into_iter().map(String::from).collect()
+}
+
+/// Mermaid node ids: stage ids are `[a-z0-9_-]` (instances add `.`), which
+/// Mermaid reads fine except for a few reserved words and dots.
+fn mermaid_id(id: &str) -> String {
+    let safe: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("s_{safe}")
+}
+
+fn dot_id(id: &str) -> String {
+    dot_string(id)
+}
+
+fn dot_string(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\\\""))
+}

@@ -1,0 +1,110 @@
+//! The safety scan of a pipeline file (DESIGN §7): a forbidden flag or permission
+//! mode anywhere a value can reach the agent's command line or environment.
+//!
+//! It runs on the raw document, so that it reports even in a file with structural
+//! errors: a bypass attempt always ends with the safety exit code.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::diagnostic::{Diagnostic, DiagnosticClass};
+use crate::pipeline::locate::{child_index, child_key, SourceIndex};
+use crate::safety;
+
+/// Every forbidden value of the document, each a safety-class error.
+pub(crate) fn scan(document: &Value, index: &SourceIndex, file: &Path) -> Vec<Diagnostic> {
+    let mut s = Scan {
+        index,
+        file,
+        out: Vec::new(),
+    };
+    s.walk(document, "", false);
+    s.out
+}
+
+struct Scan<'a> {
+    index: &'a SourceIndex,
+    file: &'a Path,
+    out: Vec<Diagnostic>,
+}
+
+impl Scan<'_> {
+    fn walk(&mut self, v: &Value, path: &str, in_env: bool) {
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map {
+                    let p = child_key(path, k);
+                    if !in_env {
+                        // Free text is not passed to the agent as flags.
+                        if matches!(k.as_str(), "prompt" | "description" | "name") {
+                            continue;
+                        }
+                        if k == "permissionMode" {
+                            if let Some(mode) = child.as_str().and_then(safety::forbidden_mode) {
+                                self.mode(mode, &p);
+                            }
+                            continue;
+                        }
+                    }
+                    self.walk(child, &p, in_env || k == "env");
+                }
+            }
+            Value::Array(items) => {
+                let strings: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+                if strings.len() == items.len() {
+                    if let Some((i, hit)) = safety::forbidden_in_args(&strings) {
+                        self.flag(hit, &child_index(path, i));
+                    }
+                } else {
+                    for (i, item) in items.iter().enumerate() {
+                        self.walk(item, &child_index(path, i), in_env);
+                    }
+                }
+            }
+            Value::String(text) => {
+                if let Some(hit) = safety::forbidden_in(text) {
+                    self.flag(hit, path);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn mode(&mut self, mode: &str, path: &str) {
+        let what = if mode == "auto" {
+            "lets a classifier approve actions in the user's place"
+        } else {
+            "skips every permission check"
+        };
+        self.push(
+            "forbidden-mode",
+            path,
+            format!("permission mode `{mode}` is forbidden: it {what}"),
+            format!("use one of {}", safety::ALLOWED_MODES.join(", ")),
+        );
+    }
+
+    fn flag(&mut self, hit: &str, path: &str) {
+        let what = if hit.starts_with("--") && !hit.starts_with("--permission-mode") {
+            "flag"
+        } else {
+            "permission mode"
+        };
+        self.push(
+            "forbidden-flag",
+            path,
+            format!("forbidden {what} `{hit}` in `{path}`: specbridge never bypasses the agent's permission checks"),
+            "remove it; grant what a stage needs with `tools`, `allowedBashRules` and an allowed `permissionMode`".into(),
+        );
+    }
+
+    fn push(&mut self, code: &str, path: &str, message: String, help: String) {
+        let mut d = Diagnostic::error(code, self.file, message)
+            .at(self.index.value(path).or_else(|| self.index.nearest(path)))
+            .with_path(path)
+            .with_help(help);
+        d.class = DiagnosticClass::Safety;
+        self.out.push(d);
+    }
+}

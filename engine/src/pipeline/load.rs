@@ -1,0 +1,232 @@
+//! Reading a pipeline file: bytes → YAML → structural check against the schema →
+//! typed [`PipelineFile`], keeping the exact bytes, their sha256 and every node's
+//! position.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::diagnostic::{Diagnostic, Location};
+use crate::pipeline::forbidden;
+use crate::pipeline::locate::SourceIndex;
+use crate::pipeline::model::PipelineFile;
+use crate::pipeline::schema_errors;
+
+/// The only format version this build reads.
+pub const SUPPORTED_VERSION: u64 = 1;
+
+/// A pipeline file that parsed and matched the schema.
+#[derive(Debug, Clone)]
+pub struct LoadedPipeline {
+    /// The file as given to [`load`].
+    pub path: PathBuf,
+    /// The bytes exactly as read (the run store keeps them).
+    pub raw: Vec<u8>,
+    /// sha256 of `raw`, lowercase hex.
+    pub sha256: String,
+    pub file: PipelineFile,
+    /// The document as JSON, for checks that walk every value.
+    pub document: Value,
+    pub index: SourceIndex,
+}
+
+impl LoadedPipeline {
+    /// The folder prompt and schema paths are relative to.
+    pub fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+
+    /// Where to point for a document path such as `stages[1].needs[0]`.
+    pub fn locate(&self, path: &str) -> Option<Location> {
+        self.index.nearest(path)
+    }
+}
+
+/// Read and parse a pipeline file. On failure, every problem found, each located.
+pub fn load(path: &Path) -> Result<LoadedPipeline, Vec<Diagnostic>> {
+    match std::fs::read(path) {
+        Ok(raw) => load_bytes(path, raw),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(vec![Diagnostic::error(
+            "file-not-found",
+            path,
+            "pipeline file not found",
+        )
+        .with_help("create one with `specbridge init`, or name another with `-f FILE`")]),
+        Err(e) => Err(vec![Diagnostic::error(
+            "unreadable-file",
+            path,
+            format!("failed to read the pipeline file: {e}"),
+        )]),
+    }
+}
+
+/// Parse pipeline bytes that were read from `path`.
+pub fn load_bytes(path: &Path, raw: Vec<u8>) -> Result<LoadedPipeline, Vec<Diagnostic>> {
+    let one = |d: Diagnostic| Err(vec![d]);
+    let Ok(text) = std::str::from_utf8(&raw) else {
+        return one(Diagnostic::error(
+            "not-utf8",
+            path,
+            "the pipeline file is not UTF-8 text",
+        ));
+    };
+    if is_blank(text) {
+        return one(
+            Diagnostic::error("empty-file", path, "the pipeline file is empty")
+                .with_help("a pipeline needs at least `version: 1`, a `name` and `stages`; `specbridge init` writes a starter"),
+        );
+    }
+    let yaml: serde_yaml::Value = match serde_yaml::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return one(Diagnostic::error(
+                "not-yaml",
+                path,
+                format!("the pipeline file is not valid YAML: {}", yaml_message(&e)),
+            )
+            .at(yaml_location(&e)))
+        }
+    };
+    let document = yaml_to_json(&yaml);
+    let index = SourceIndex::build(text);
+    if !document.is_object() {
+        return one(
+            Diagnostic::error(
+                "not-a-mapping",
+                path,
+                format!(
+                    "the pipeline file must be a mapping with keys such as `version` and `stages`, found {}",
+                    shape(&document)
+                ),
+            )
+            .at(index.value("")),
+        );
+    }
+    if let Some(v) = document.get("version").filter(|v| v.is_number()) {
+        if v.as_u64() != Some(SUPPORTED_VERSION) {
+            // Another version may mean another format: other messages would mislead.
+            return one(Diagnostic::error(
+                "unsupported-version",
+                path,
+                format!(
+                    "unsupported version `{v}`: this specbridge reads version {SUPPORTED_VERSION}"
+                ),
+            )
+            .at(index.value("version"))
+            .with_path("version")
+            .with_help("set `version: 1`, or use the specbridge release that wrote this file"));
+        }
+    }
+    let mut problems = schema_errors::check(&document, &index, path);
+    if !problems.is_empty() {
+        // A bypass attempt is reported even in a file that is otherwise broken.
+        problems.extend(forbidden::scan(&document, &index, path));
+        sort(&mut problems);
+        return Err(problems);
+    }
+    let file: PipelineFile = match serde_yaml::from_str(text) {
+        Ok(f) => f,
+        Err(e) => {
+            return one(
+                Diagnostic::error("invalid-value", path, yaml_message(&e)).at(yaml_location(&e))
+            )
+        }
+    };
+    let sha256 = hex::encode(Sha256::digest(&raw));
+    Ok(LoadedPipeline {
+        path: path.to_path_buf(),
+        raw,
+        sha256,
+        file,
+        document,
+        index,
+    })
+}
+
+/// Order diagnostics by where they are, unlocated ones last.
+pub fn sort(diags: &mut [Diagnostic]) {
+    diags.sort_by(|a, b| {
+        let key = |d: &Diagnostic| (d.location.is_none(), d.location, d.message.clone());
+        key(a).cmp(&key(b))
+    });
+}
+
+/// Nothing but whitespace, comments and document markers.
+fn is_blank(text: &str) -> bool {
+    text.lines().all(|l| {
+        let l = l.trim();
+        l.is_empty() || l.starts_with('#') || l == "---" || l == "..."
+    })
+}
+
+fn yaml_location(e: &serde_yaml::Error) -> Option<Location> {
+    e.location().map(|l| Location {
+        line: l.line(),
+        column: l.column(),
+    })
+}
+
+/// serde_yaml's message without its own `at line L column C`: the location is
+/// printed in front already.
+fn yaml_message(e: &serde_yaml::Error) -> String {
+    use std::sync::OnceLock;
+    static AT: OnceLock<regex::Regex> = OnceLock::new();
+    let re =
+        AT.get_or_init(|| regex::Regex::new(r" at line \d+ column \d+").expect("static regex"));
+    let text = e.to_string();
+    match e.location() {
+        // Keep a second location (a context such as "while parsing a mapping at …").
+        Some(_) => re.replacen(&text, 1, "").into_owned(),
+        None => text,
+    }
+}
+
+fn shape(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// The YAML value as JSON for schema validation. Keys that are not strings are
+/// written as YAML would print them; tags are dropped.
+fn yaml_to_json(v: &serde_yaml::Value) -> Value {
+    use serde_yaml::Value as Y;
+    match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(*b),
+        Y::Number(n) => {
+            if let Some(i) = n.as_u64() {
+                Value::from(i)
+            } else if let Some(i) = n.as_i64() {
+                Value::from(i)
+            } else {
+                n.as_f64()
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Value::Number)
+                    .unwrap_or(Value::Null)
+            }
+        }
+        Y::String(s) => Value::String(s.clone()),
+        Y::Sequence(items) => Value::Array(items.iter().map(yaml_to_json).collect()),
+        Y::Mapping(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let key = match k {
+                        Y::String(s) => s.clone(),
+                        other => serde_yaml::to_string(other)
+                            .map(|s| s.trim_end().to_string())
+                            .unwrap_or_default(),
+                    };
+                    (key, yaml_to_json(v))
+                })
+                .collect(),
+        ),
+        Y::Tagged(t) => yaml_to_json(&t.value),
+    }
+}

@@ -1,0 +1,899 @@
+//! Semantic checks of a loaded pipeline (DESIGN §2, §7): everything the schema
+//! cannot say. Every problem is reported, each with its location.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+
+use crate::dag::StageGraph;
+use crate::diagnostic::{Diagnostic, Location, Severity};
+use crate::pipeline::forbidden;
+use crate::pipeline::load::{self, LoadedPipeline};
+use crate::pipeline::locate::{child_index, child_key};
+use crate::pipeline::model::{Argv, RunnerSettings, StageDef, StageKind, VerificationCommand};
+use crate::pipeline::suggest::did_you_mean;
+use crate::safety;
+
+/// The built-in output schemas, addressed as `builtin:NAME`.
+pub const BUILTIN_SCHEMAS: &[&str] = &["document", "tasks", "task-result"];
+
+/// Paths no document may be written into, whatever `protectedPaths` says.
+pub const ALWAYS_PROTECTED: &[&str] = &[".git", ".specbridge"];
+
+/// A pipeline with no errors (warnings may remain).
+#[derive(Debug, Clone)]
+pub struct ValidPipeline {
+    pub pipeline: LoadedPipeline,
+    pub warnings: Vec<Diagnostic>,
+    pub graph: StageGraph,
+}
+
+/// Load `path` and check it against the repository at `repo_root`: every problem,
+/// sorted by location, or the pipeline with its warnings.
+pub fn load_and_validate(path: &Path, repo_root: &Path) -> Result<ValidPipeline, Vec<Diagnostic>> {
+    let pipeline = load::load(path)?;
+    let diagnostics = validate(&pipeline, repo_root);
+    if diagnostics.iter().any(Diagnostic::is_error) {
+        return Err(diagnostics);
+    }
+    let graph = stage_graph(&pipeline.file.stages);
+    Ok(ValidPipeline {
+        pipeline,
+        warnings: diagnostics,
+        graph,
+    })
+}
+
+/// The graph of a pipeline's stages (self-dependencies left out).
+pub fn stage_graph(stages: &[StageDef]) -> StageGraph {
+    StageGraph::from_needs(stages.iter().map(|s| {
+        (
+            s.id.as_str(),
+            s.needs
+                .iter()
+                .map(String::as_str)
+                .filter(move |n| *n != s.id),
+        )
+    }))
+}
+
+/// Every semantic problem of a loaded pipeline, sorted by location.
+pub fn validate(pipeline: &LoadedPipeline, repo_root: &Path) -> Vec<Diagnostic> {
+    let mut c = Checker {
+        p: pipeline,
+        root: repo_root,
+        out: Vec::new(),
+    };
+    c.top_level();
+    c.stages();
+    c.out.extend(forbidden::scan(
+        &pipeline.document,
+        &pipeline.index,
+        &pipeline.path,
+    ));
+    load::sort(&mut c.out);
+    c.out
+}
+
+struct Checker<'a> {
+    p: &'a LoadedPipeline,
+    root: &'a Path,
+    out: Vec<Diagnostic>,
+}
+
+fn valid_id(id: &str) -> bool {
+    let mut chars = id.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+impl Checker<'_> {
+    fn at_key(&self, path: &str) -> Option<Location> {
+        self.p.locate(path)
+    }
+
+    fn at_value(&self, path: &str) -> Option<Location> {
+        self.p.index.value(path).or_else(|| self.p.locate(path))
+    }
+
+    fn error(
+        &mut self,
+        code: &str,
+        path: &str,
+        at: Option<Location>,
+        message: String,
+    ) -> &mut Diagnostic {
+        self.out.push(
+            Diagnostic::error(code, &self.p.path, message)
+                .at(at)
+                .with_path(path),
+        );
+        self.out.last_mut().expect("just pushed")
+    }
+
+    fn warning(&mut self, code: &str, path: &str, message: String) -> &mut Diagnostic {
+        let at = self.at_key(path);
+        self.out.push(
+            Diagnostic::warning(code, &self.p.path, message)
+                .at(at)
+                .with_path(path),
+        );
+        self.out.last_mut().expect("just pushed")
+    }
+
+    fn top_level(&mut self) {
+        let f = &self.p.file;
+        if f.stages.is_empty() {
+            let at = self.at_key("stages");
+            self.error(
+                "no-stages",
+                "stages",
+                at,
+                "the pipeline has no stages".into(),
+            );
+        }
+        if f.concurrency == Some(0) {
+            let at = self.at_value("concurrency");
+            self.error(
+                "invalid-value",
+                "concurrency",
+                at,
+                "`concurrency` must be at least 1".into(),
+            );
+        }
+        if let Some(b) = f.budget.max_budget_usd {
+            self.positive_money(b, "budget.maxBudgetUsd");
+        }
+        for (i, p) in f.protected_paths.iter().enumerate() {
+            let path = child_index("protectedPaths", i);
+            if let Some(why) = escapes(p) {
+                let at = self.at_value(&path);
+                self.error(
+                    "path-outside-repo",
+                    &path,
+                    at,
+                    format!("protected path `{p}` {why}; protected paths are relative to the repository root"),
+                );
+            }
+        }
+        self.runner(&f.runner, "runner", None);
+        self.verification(&f.verification, "verification");
+    }
+
+    fn positive_money(&mut self, value: f64, path: &str) {
+        if value <= 0.0 || !value.is_finite() {
+            let at = self.at_value(path);
+            self.error(
+                "invalid-value",
+                path,
+                at,
+                format!("`{path}` must be greater than zero, found {value}"),
+            );
+        }
+    }
+
+    fn stages(&mut self) {
+        let stages = &self.p.file.stages;
+        let mut first: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, s) in stages.iter().enumerate() {
+            let path = child_index("stages", i);
+            let id_path = child_key(&path, "id");
+            if !valid_id(&s.id) {
+                let at = self.at_value(&id_path);
+                self.error(
+                    "invalid-id",
+                    &id_path,
+                    at,
+                    format!("stage id `{}` is not allowed: ids use lowercase letters, digits, `-` and `_`, and start with a letter or digit", s.id),
+                );
+            }
+            match first.get(s.id.as_str()) {
+                Some(&j) => {
+                    let line = self
+                        .at_value(&child_key(&child_index("stages", j), "id"))
+                        .map(|l| format!(" (line {})", l.line))
+                        .unwrap_or_default();
+                    let at = self.at_value(&id_path);
+                    self.error(
+                        "duplicate-id",
+                        &id_path,
+                        at,
+                        format!("duplicate stage id `{}`", s.id),
+                    )
+                    .help = Some(format!(
+                        "the first stage with this id is stages[{j}]{line}; ids must be unique"
+                    ));
+                }
+                None => {
+                    first.insert(&s.id, i);
+                }
+            }
+        }
+        let ids: Vec<&str> = first.keys().copied().collect();
+        let graph = stage_graph(stages);
+        for (i, s) in stages.iter().enumerate() {
+            let path = child_index("stages", i);
+            self.needs(s, &path, &ids);
+            self.kind_fields(s, &path);
+            self.prompt(s, &path);
+            self.output(s, &path);
+            self.for_each(s, &path, &graph);
+            if let Some(r) = &s.runner {
+                self.runner(r, &child_key(&path, "runner"), Some(s));
+            }
+            if let Some(v) = &s.verification {
+                self.verification(v, &child_key(&path, "verification"));
+            }
+            if let Some(t) = s.timeout {
+                self.nonzero_duration(t.as_millis(), &child_key(&path, "timeout"));
+            }
+        }
+        self.cycles(&graph);
+        self.shared_documents();
+    }
+
+    fn needs(&mut self, s: &StageDef, path: &str, ids: &[&str]) {
+        let mut seen = BTreeSet::new();
+        for (j, need) in s.needs.iter().enumerate() {
+            let need_path = child_index(&child_key(path, "needs"), j);
+            let at = self.at_value(&need_path);
+            if *need == s.id {
+                self.error(
+                    "self-dependency",
+                    &need_path,
+                    at,
+                    format!("stage `{}` needs itself", s.id),
+                )
+                .help = Some("remove it from its own `needs`".into());
+            } else if !ids.contains(&need.as_str()) {
+                let help = match did_you_mean(need, ids.iter().copied().filter(|i| *i != s.id)) {
+                    Some(m) => format!("did you mean `{m}`?"),
+                    None => format!("the stages are: {}", ids.join(", ")),
+                };
+                self.error(
+                    "unknown-need",
+                    &need_path,
+                    at,
+                    format!(
+                        "stage `{}` needs `{need}`, which is not a stage of this pipeline",
+                        s.id
+                    ),
+                )
+                .help = Some(help);
+            } else if !seen.insert(need.as_str()) {
+                self.warning(
+                    "duplicate-need",
+                    &need_path,
+                    format!("stage `{}` lists `{need}` in `needs` twice", s.id),
+                );
+            }
+        }
+    }
+
+    /// Keys that belong to other kinds, and keys a kind requires.
+    fn kind_fields(&mut self, s: &StageDef, path: &str) {
+        let kind = s.kind.as_str();
+        let present: [(&str, bool); 6] = [
+            ("prompt", s.prompt.is_some()),
+            ("output", s.output.is_some()),
+            ("forEach", s.for_each.is_some()),
+            ("runner", s.runner.is_some()),
+            ("argv", s.argv.is_some()),
+            ("verification", s.verification.is_some()),
+        ];
+        let allowed: &[&str] = match s.kind {
+            StageKind::Generate => &["prompt", "output", "forEach", "runner"],
+            StageKind::Execute => &["prompt", "output", "forEach", "runner", "verification"],
+            StageKind::Check => &["argv"],
+        };
+        for (key, is_set) in present {
+            if is_set && !allowed.contains(&key) {
+                let p = child_key(path, key);
+                let at = self.at_key(&p);
+                let msg = format!("`{key}` is not used by {kind} stages (stage `{}`)", s.id);
+                let help = match (s.kind, key) {
+                    (StageKind::Check, _) => "check stages run `argv` and nothing else".to_string(),
+                    (StageKind::Generate, "verification") => {
+                        "verification runs after execute stages only".to_string()
+                    }
+                    (_, "argv") => {
+                        "use a separate `kind: check` stage to run a command".to_string()
+                    }
+                    _ => format!("remove `{key}` or change the stage's kind"),
+                };
+                self.error("field-not-for-kind", &p, at, msg).help = Some(help);
+            }
+        }
+        if s.timeout.is_some() && s.kind.is_agent() {
+            let p = child_key(path, "timeout");
+            let at = self.at_key(&p);
+            self.error(
+                "field-not-for-kind",
+                &p,
+                at,
+                format!("`timeout` is not used by {kind} stages (stage `{}`)", s.id),
+            )
+            .help = Some("an agent stage's timeout is `runner.timeout`".into());
+        }
+        let stage_at = self.at_key(&child_key(path, "id"));
+        if s.kind.is_agent() && s.prompt.is_none() {
+            self.error(
+                "missing-prompt-key",
+                &child_key(path, "prompt"),
+                stage_at,
+                format!("{kind} stage `{}` has no `prompt`", s.id),
+            )
+            .help =
+                Some("give a file (`prompt: prompts/x.md`) or inline text (`prompt: |`)".into());
+        }
+        if s.kind == StageKind::Generate && s.output.is_none() {
+            self.error(
+                "missing-output",
+                &child_key(path, "output"),
+                stage_at,
+                format!("generate stage `{}` has no `output`", s.id),
+            )
+            .help = Some("add `output: { schema: builtin:document }` (or a schema file)".into());
+        }
+        if s.kind == StageKind::Check {
+            match &s.argv {
+                None => {
+                    self.error(
+                        "missing-argv",
+                        &child_key(path, "argv"),
+                        stage_at,
+                        format!("check stage `{}` has no `argv`", s.id),
+                    )
+                    .help = Some("add the command as a list, e.g. `argv: [cargo, test]`".into());
+                }
+                Some(argv) => self.argv(argv, &child_key(path, "argv")),
+            }
+        }
+    }
+
+    fn argv(&mut self, argv: &Argv, path: &str) {
+        match argv {
+            Argv::Shell(line) => {
+                let at = self.at_value(path);
+                self.error(
+                    "shell-string",
+                    path,
+                    at,
+                    format!("`{path}` is a shell string; specbridge runs commands without a shell"),
+                )
+                .help = Some(format!(
+                    "give the arguments as a list: `[{}]`",
+                    suggest_list(line)
+                ));
+            }
+            Argv::List(items) if items.is_empty() => {
+                let at = self.at_value(path);
+                self.error("empty-argv", path, at, format!("`{path}` is empty"));
+            }
+            Argv::List(items) if items[0].trim().contains(char::is_whitespace) => {
+                let p = child_index(path, 0);
+                let at = self.at_value(&p);
+                self.error(
+                    "shell-string",
+                    &p,
+                    at,
+                    format!("`{p}` holds a whole command line; specbridge runs commands without a shell"),
+                )
+                .help = Some(format!("give the arguments as a list: `[{}]`", suggest_list(&items[0])));
+            }
+            Argv::List(_) => {}
+        }
+    }
+
+    fn verification(&mut self, cmds: &[VerificationCommand], base: &str) {
+        let mut names = BTreeSet::new();
+        for (i, v) in cmds.iter().enumerate() {
+            let path = child_index(base, i);
+            self.argv(&v.argv, &child_key(&path, "argv"));
+            if let Some(t) = v.timeout {
+                self.nonzero_duration(t.as_millis(), &child_key(&path, "timeout"));
+            }
+            if !names.insert(v.name.as_str()) {
+                let p = child_key(&path, "name");
+                let at = self.at_value(&p);
+                self.error(
+                    "duplicate-verification",
+                    &p,
+                    at,
+                    format!("two verification commands are named `{}`", v.name),
+                );
+            }
+        }
+    }
+
+    fn nonzero_duration(&mut self, ms: u64, path: &str) {
+        if ms == 0 {
+            let at = self.at_value(path);
+            self.error(
+                "invalid-value",
+                path,
+                at,
+                format!("`{path}` must be longer than zero"),
+            );
+        }
+    }
+
+    fn prompt(&mut self, s: &StageDef, path: &str) {
+        let Some(prompt) = &s.prompt else { return };
+        let p = child_key(path, "prompt");
+        if prompt.trim().is_empty() {
+            let at = self.at_value(&p);
+            self.error(
+                "empty-prompt",
+                &p,
+                at,
+                format!("stage `{}` has an empty prompt", s.id),
+            );
+            return;
+        }
+        if prompt.contains('\n') {
+            return; // inline template text
+        }
+        if !self.p.dir().join(prompt).is_file() {
+            let at = self.at_value(&p);
+            self.error(
+                "missing-prompt",
+                &p,
+                at,
+                format!("prompt file `{prompt}` of stage `{}` not found", s.id),
+            )
+            .help = Some("prompt files are relative to the pipeline file's folder; for inline text write `prompt: |` and the text on the next lines".into());
+        }
+    }
+
+    fn output(&mut self, s: &StageDef, path: &str) {
+        let Some(out) = &s.output else { return };
+        let out_path = child_key(path, "output");
+        let schema_path = child_key(&out_path, "schema");
+        if let Some(name) = out.schema.strip_prefix("builtin:") {
+            if !BUILTIN_SCHEMAS.contains(&name) {
+                let at = self.at_value(&schema_path);
+                let help = match did_you_mean(name, BUILTIN_SCHEMAS.iter().copied()) {
+                    Some(m) => format!("did you mean `builtin:{m}`?"),
+                    None => format!(
+                        "the built-in schemas are {}",
+                        BUILTIN_SCHEMAS
+                            .iter()
+                            .map(|b| format!("builtin:{b}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                self.error(
+                    "unknown-builtin-schema",
+                    &schema_path,
+                    at,
+                    format!("unknown built-in schema `{}`", out.schema),
+                )
+                .help = Some(help);
+            }
+        } else {
+            self.schema_file(&out.schema, &schema_path);
+        }
+        if let Some(doc) = &out.document {
+            let doc_path = child_key(&out_path, "document");
+            if s.kind != StageKind::Generate {
+                let at = self.at_key(&doc_path);
+                self.error(
+                    "field-not-for-kind",
+                    &doc_path,
+                    at,
+                    format!("`output.document` is only for generate stages (stage `{}` is {})", s.id, s.kind.as_str()),
+                )
+                .help = Some("execute stages change files themselves; only generate stages have a document written for them".into());
+            }
+            self.document_path(doc, &doc_path);
+        }
+    }
+
+    fn schema_file(&mut self, schema: &str, path: &str) {
+        let file = self.p.dir().join(schema);
+        let at = self.at_value(path);
+        let text = match std::fs::read_to_string(&file) {
+            Ok(t) => t,
+            Err(_) => {
+                self.error("missing-schema", path, at, format!("schema file `{schema}` not found"))
+                    .help = Some(format!(
+                    "schema files are relative to the pipeline file's folder; built-in schemas are {}",
+                    BUILTIN_SCHEMAS.iter().map(|b| format!("builtin:{b}")).collect::<Vec<_>>().join(", ")
+                ));
+                return;
+            }
+        };
+        match serde_json::from_str::<serde_json::Value>(&text) {
+            Err(e) => {
+                self.error(
+                    "invalid-schema",
+                    path,
+                    at,
+                    format!("schema file `{schema}` is not valid JSON: {e}"),
+                );
+            }
+            Ok(v) => {
+                if let Err(e) = jsonschema::validator_for(&v) {
+                    self.error(
+                        "invalid-schema",
+                        path,
+                        at,
+                        format!("schema file `{schema}` is not a valid JSON Schema: {e}"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn document_path(&mut self, doc: &str, path: &str) {
+        let at = self.at_value(path);
+        if let Some(why) = escapes(doc) {
+            self.error(
+                "document-outside-repo",
+                path,
+                at,
+                format!("document path `{doc}` {why}; documents are written inside the repository"),
+            )
+            .help = Some(
+                "give a path relative to the repository root, e.g. `docs/specs/requirements.md`"
+                    .into(),
+            );
+            return;
+        }
+        let norm = normalize(doc);
+        let protected = ALWAYS_PROTECTED
+            .iter()
+            .map(|p| p.to_string())
+            .chain(self.p.file.protected_paths.iter().map(|p| normalize(p)))
+            .find(|p| !p.is_empty() && (norm == *p || norm.starts_with(&format!("{p}/"))));
+        if let Some(p) = protected {
+            self.error(
+                "document-protected",
+                path,
+                at,
+                format!("document path `{doc}` is inside `{p}`, which is protected"),
+            );
+            return;
+        }
+        if let Some(rel) = self.pipeline_rel() {
+            if rel == norm {
+                self.error(
+                    "document-protected",
+                    path,
+                    at,
+                    format!("document path `{doc}` is the pipeline file itself"),
+                );
+                return;
+            }
+        }
+        if let Some(link) = symlink_out(self.root, &norm) {
+            self.error(
+                "document-outside-repo",
+                path,
+                at,
+                format!("document path `{doc}` goes through `{link}`, a symbolic link out of the repository"),
+            );
+        }
+    }
+
+    /// The pipeline file relative to the repository root, normalized.
+    fn pipeline_rel(&self) -> Option<String> {
+        let file = std::fs::canonicalize(&self.p.path).ok()?;
+        let root = std::fs::canonicalize(self.root).ok()?;
+        Some(normalize(&file.strip_prefix(root).ok()?.to_string_lossy()))
+    }
+
+    fn shared_documents(&mut self) {
+        let mut writers: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, s) in self.p.file.stages.iter().enumerate() {
+            let Some(doc) = s.output.as_ref().and_then(|o| o.document.as_ref()) else {
+                continue;
+            };
+            let key = normalize(doc);
+            match writers.get(&key) {
+                Some(&j) => {
+                    let other = &self.p.file.stages[j].id;
+                    let p = child_key(&child_key(&child_index("stages", i), "output"), "document");
+                    let at = self.at_value(&p);
+                    self.error(
+                        "duplicate-document",
+                        &p,
+                        at,
+                        format!(
+                            "stages `{other}` and `{}` both write the document `{doc}`",
+                            s.id
+                        ),
+                    )
+                    .help = Some("each document is written by exactly one stage".into());
+                }
+                None => {
+                    writers.insert(key, i);
+                }
+            }
+        }
+    }
+
+    fn for_each(&mut self, s: &StageDef, path: &str, graph: &StageGraph) {
+        let Some(fe) = &s.for_each else { return };
+        let fe_path = child_key(path, "forEach");
+        let stage_path = child_key(&fe_path, "stage");
+        let at = self.at_value(&stage_path);
+        let stages = &self.p.file.stages;
+        match stages.iter().find(|t| t.id == fe.stage) {
+            None => {
+                let ids = stages.iter().map(|t| t.id.as_str()).filter(|i| *i != s.id);
+                let d = self.error(
+                    "foreach-unknown-stage",
+                    &stage_path,
+                    at,
+                    format!(
+                        "`forEach.stage` of `{}` names `{}`, which is not a stage of this pipeline",
+                        s.id, fe.stage
+                    ),
+                );
+                if let Some(m) = did_you_mean(&fe.stage, ids) {
+                    d.help = Some(format!("did you mean `{m}`?"));
+                }
+            }
+            Some(t) if t.kind != StageKind::Generate => {
+                self.error(
+                    "foreach-not-generate",
+                    &stage_path,
+                    at,
+                    format!(
+                        "`forEach.stage` of `{}` is `{}`, a {} stage; it must be a generate stage",
+                        s.id,
+                        t.id,
+                        t.kind.as_str()
+                    ),
+                );
+            }
+            Some(t) => {
+                let upstream = t.id != s.id && graph.ancestors([s.id.as_str()]).contains(&t.id);
+                if !upstream {
+                    self.error(
+                        "foreach-not-upstream",
+                        &stage_path,
+                        at,
+                        format!(
+                            "`forEach.stage` of `{}` is `{}`, which is not upstream of it",
+                            s.id, t.id
+                        ),
+                    )
+                    .help = Some(format!("add `{}` to the `needs` of `{}`", t.id, s.id));
+                }
+            }
+        }
+        if !(fe.items.is_empty() || fe.items.starts_with('/')) {
+            let p = child_key(&fe_path, "items");
+            let at = self.at_value(&p);
+            self.error(
+                "invalid-pointer",
+                &p,
+                at,
+                format!(
+                    "`forEach.items` must be a JSON pointer such as `/tasks`, found `{}`",
+                    fe.items
+                ),
+            );
+        }
+    }
+
+    fn cycles(&mut self, graph: &StageGraph) {
+        for cycle in graph.find_cycles() {
+            let path = &cycle.0;
+            if path.len() <= 2 {
+                continue; // a self-dependency, reported by `needs`
+            }
+            // Point at the first stage's `needs` entry that starts the cycle.
+            let stages = &self.p.file.stages;
+            let (i, s) = stages
+                .iter()
+                .enumerate()
+                .find(|(_, s)| s.id == path[0])
+                .expect("cycle members are stages");
+            let j = s.needs.iter().position(|n| *n == path[1]).unwrap_or(0);
+            let p = child_index(&child_key(&child_index("stages", i), "needs"), j);
+            let at = self.at_value(&p);
+            self.error("cycle", &p, at, format!("dependency cycle: {cycle}"))
+                .help =
+                Some("each stage needs the next; remove one of these `needs` entries".into());
+        }
+    }
+
+    fn runner(&mut self, r: &RunnerSettings, base: &str, stage: Option<&StageDef>) {
+        if let Some(mode) = &r.permission_mode {
+            let p = child_key(base, "permissionMode");
+            let at = self.at_value(&p);
+            if safety::forbidden_mode(mode).is_some() {
+                // Reported with the other forbidden values, as a safety error.
+            } else if !safety::ALLOWED_MODES.contains(&mode.as_str()) {
+                let help = match did_you_mean(mode, safety::ALLOWED_MODES.iter().copied()) {
+                    Some(m) => format!("did you mean `{m}`?"),
+                    None => format!("use one of {}", safety::ALLOWED_MODES.join(", ")),
+                };
+                self.error(
+                    "invalid-mode",
+                    &p,
+                    at,
+                    format!("unknown permission mode `{mode}`"),
+                )
+                .help = Some(help);
+            } else if mode == "acceptEdits" && stage.is_none_or(|s| s.kind == StageKind::Execute) {
+                self.warning(
+                    "accept-edits",
+                    &p,
+                    "`acceptEdits` lets the agent run `rm`, `mv` and shell redirections inside the repository without asking; specbridge adds deny rules for them (Bash(rm:*), Bash(mv:*), …)".into(),
+                );
+            }
+        }
+        if let Some(s) = stage.filter(|s| s.kind == StageKind::Generate) {
+            for (key, set) in [
+                ("tools", r.tools.is_some()),
+                ("allowedBashRules", r.allowed_bash_rules.is_some()),
+                ("permissionMode", r.permission_mode.is_some()),
+            ] {
+                if set {
+                    self.warning(
+                        "ignored-setting",
+                        &child_key(base, key),
+                        format!("`{key}` is ignored for generate stage `{}`: generate stages are always read-only", s.id),
+                    );
+                }
+            }
+        }
+        if r.max_turns == Some(0) {
+            let p = child_key(base, "maxTurns");
+            let at = self.at_value(&p);
+            self.error("invalid-value", &p, at, format!("`{p}` must be at least 1"));
+        }
+        if let Some(b) = r.max_budget_usd {
+            self.positive_money(b, &child_key(base, "maxBudgetUsd"));
+        }
+        if let Some(t) = r.timeout {
+            self.nonzero_duration(t.as_millis(), &child_key(base, "timeout"));
+        }
+        for (i, rule) in r.allowed_bash_rules.iter().flatten().enumerate() {
+            let t = rule.trim();
+            if !(t.starts_with("Bash(") && t.ends_with(')')) {
+                let p = child_index(&child_key(base, "allowedBashRules"), i);
+                let at = self.at_value(&p);
+                self.error(
+                    "invalid-bash-rule",
+                    &p,
+                    at,
+                    format!("allowed Bash rule `{rule}` is not a Bash permission rule"),
+                )
+                .help = Some(format!(
+                    "write it as `Bash({t})`, e.g. `Bash(git status *)`"
+                ));
+            }
+        }
+        for (i, dir) in r.plugin_dirs.iter().flatten().enumerate() {
+            if !self.root.join(dir).is_dir() {
+                let p = child_index(&child_key(base, "pluginDirs"), i);
+                let at = self.at_value(&p);
+                self.error(
+                    "missing-plugin-dir",
+                    &p,
+                    at,
+                    format!("plugin folder `{dir}` not found"),
+                )
+                .help = Some("plugin folders are relative to the repository root".into());
+            }
+        }
+    }
+}
+
+/// Why a relative path would leave its folder, if it would.
+fn escapes(p: &str) -> Option<&'static str> {
+    let path = Path::new(p);
+    if path.is_absolute() || p.starts_with('/') || p.starts_with('\\') {
+        return Some("is absolute");
+    }
+    if path.components().any(|c| c == Component::ParentDir) {
+        return Some("contains `..`");
+    }
+    if p.trim().is_empty() {
+        return Some("is empty");
+    }
+    None
+}
+
+/// A relative path with `.` parts and repeated or trailing slashes removed.
+fn normalize(p: &str) -> String {
+    Path::new(p)
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The first existing part of `rel` under `root` that is a symbolic link leading
+/// out of the repository.
+fn symlink_out(root: &Path, rel: &str) -> Option<String> {
+    let canon_root = std::fs::canonicalize(root).ok()?;
+    let mut cur = PathBuf::from(root);
+    let mut shown = Vec::new();
+    for part in rel.split('/') {
+        cur.push(part);
+        shown.push(part);
+        let meta = std::fs::symlink_metadata(&cur).ok()?;
+        if meta.file_type().is_symlink() {
+            let target = std::fs::canonicalize(&cur).ok();
+            if !target.is_some_and(|t| t.starts_with(&canon_root)) {
+                return Some(shown.join("/"));
+            }
+        }
+    }
+    None
+}
+
+/// A shell line as a YAML flow list, for a help message; quotes words that YAML
+/// would otherwise read differently.
+fn suggest_list(line: &str) -> String {
+    line.split_whitespace()
+        .map(|w| {
+            let plain = w
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=+@%^".contains(c));
+            if plain {
+                w.to_string()
+            } else {
+                format!("\"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The exit-code class of a set of diagnostics: None when there is no error.
+pub fn worst_class(diags: &[Diagnostic]) -> Option<crate::diagnostic::DiagnosticClass> {
+    use crate::diagnostic::DiagnosticClass;
+    let errors: Vec<_> = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
+    if errors.is_empty() {
+        None
+    } else if errors.iter().any(|d| d.class == DiagnosticClass::Safety) {
+        Some(DiagnosticClass::Safety)
+    } else {
+        Some(DiagnosticClass::Config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids() {
+        for ok in ["a", "0", "design", "impl-2", "a_b"] {
+            assert!(valid_id(ok), "{ok}");
+        }
+        for bad in ["", "A", "-a", "_a", "a b", "a.b", "é"] {
+            assert!(!valid_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn paths() {
+        assert_eq!(escapes("/etc/passwd"), Some("is absolute"));
+        assert_eq!(escapes("docs/../../x"), Some("contains `..`"));
+        assert_eq!(escapes("docs/x.md"), None);
+        assert_eq!(normalize("./docs//x.md/"), "docs/x.md");
+    }
+
+    #[test]
+    fn shell_lines_become_lists() {
+        assert_eq!(suggest_list("cargo test --all"), "cargo, test, --all");
+        assert_eq!(suggest_list("echo a:b"), "echo, \"a:b\"");
+    }
+}

@@ -1,0 +1,152 @@
+//! The forbidden flags and permission modes (DESIGN §7), in one place.
+//!
+//! Three layers reject them: pipeline validation, argv assembly, and an assertion
+//! just before spawn. All three ask this module, so the list cannot drift apart.
+
+/// Flags that switch off Claude Code's permission prompts.
+pub const FORBIDDEN_FLAGS: &[&str] = &[
+    "--dangerously-skip-permissions",
+    "--allow-dangerously-skip-permissions",
+];
+
+/// Permission modes that approve actions without the user's rules: a bypass, or a
+/// classifier deciding in the user's place.
+pub const FORBIDDEN_MODES: &[&str] = &["bypassPermissions", "auto"];
+
+/// The permission modes a pipeline may configure.
+pub const ALLOWED_MODES: &[&str] = &["default", "acceptEdits", "plan", "dontAsk"];
+
+/// The forbidden flag or mode inside one token (an argument, a rule, an environment
+/// value), if any. Matches inside longer text too (`--dangerously-skip-permissions=true`,
+/// `"--permission-mode bypassPermissions"`), because the token may be split later by
+/// whatever reads it.
+pub fn forbidden_in(token: &str) -> Option<&'static str> {
+    // The longer flag contains the shorter one as a suffix; test it first so the
+    // report names what was written.
+    for flag in FORBIDDEN_FLAGS.iter().rev() {
+        if token.contains(flag) {
+            return Some(flag);
+        }
+    }
+    if contains_word(token, "bypassPermissions") {
+        return Some("bypassPermissions");
+    }
+    if permission_mode_auto(token) {
+        return Some("--permission-mode auto");
+    }
+    None
+}
+
+/// The first forbidden flag or mode in an argument list, with the index of the
+/// argument that holds it. Also catches a mode given as the next argument
+/// (`--permission-mode`, `auto`).
+pub fn forbidden_in_args<S: AsRef<str>>(args: &[S]) -> Option<(usize, &'static str)> {
+    for (i, arg) in args.iter().enumerate() {
+        let arg = arg.as_ref();
+        if let Some(hit) = forbidden_in(arg) {
+            return Some((i, hit));
+        }
+        if arg == "--permission-mode" {
+            if let Some(next) = args.get(i + 1) {
+                if let Some(mode) = forbidden_mode(next.as_ref()) {
+                    return Some((i + 1, mode));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The forbidden mode named by a permission-mode value, if it is one.
+pub fn forbidden_mode(mode: &str) -> Option<&'static str> {
+    FORBIDDEN_MODES.iter().copied().find(|m| *m == mode.trim())
+}
+
+fn contains_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
+    })
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// `--permission-mode auto` or `--permission-mode=auto` inside one token.
+fn permission_mode_auto(token: &str) -> bool {
+    token.match_indices("--permission-mode").any(|(at, flag)| {
+        let rest = &token[at + flag.len()..];
+        let rest = rest.trim_start_matches(|c: char| c == '=' || c.is_whitespace());
+        let rest = rest.trim_start_matches(['"', '\'']);
+        rest.starts_with("auto")
+            && !rest["auto".len()..]
+                .chars()
+                .next()
+                .is_some_and(is_word_char)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_are_found_inside_tokens() {
+        assert_eq!(
+            forbidden_in("--dangerously-skip-permissions"),
+            Some("--dangerously-skip-permissions")
+        );
+        assert_eq!(
+            forbidden_in("--allow-dangerously-skip-permissions"),
+            Some("--allow-dangerously-skip-permissions")
+        );
+        assert_eq!(
+            forbidden_in("--dangerously-skip-permissions=true"),
+            Some("--dangerously-skip-permissions")
+        );
+        assert_eq!(
+            forbidden_in("--permission-mode bypassPermissions"),
+            Some("bypassPermissions")
+        );
+        assert_eq!(
+            forbidden_in("--permission-mode=auto"),
+            Some("--permission-mode auto")
+        );
+        assert_eq!(
+            forbidden_in("x --permission-mode  'auto' y"),
+            Some("--permission-mode auto")
+        );
+    }
+
+    #[test]
+    fn ordinary_tokens_pass() {
+        for ok in [
+            "Bash(git status *)",
+            "auto",
+            "--permission-mode default",
+            "--permission-mode automatic-ish",
+            "bypassPermissionsX",
+            "--model",
+        ] {
+            assert_eq!(forbidden_in(ok), None, "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn mode_as_next_argument_is_found() {
+        assert_eq!(
+            forbidden_in_args(&["--verbose", "--permission-mode", "auto"]),
+            Some((2, "auto"))
+        );
+        assert_eq!(
+            forbidden_in_args(&["--permission-mode", "plan", "auto"]),
+            None
+        );
+        assert_eq!(
+            forbidden_in_args(&["-x", "--dangerously-skip-permissions"]),
+            Some((1, "--dangerously-skip-permissions"))
+        );
+    }
+}
