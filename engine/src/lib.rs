@@ -6,6 +6,9 @@
 
 pub mod diagnostic;
 pub mod pipeline;
+pub mod redact;
+pub mod runner;
+pub mod safety;
 pub mod status;
 
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};
