@@ -1,5 +1,7 @@
 //! One module per command; each returns the exit code.
 
+mod doctor;
+
 use std::path::PathBuf;
 
 use crate::args::{Cli, Command, RunnerCommand, RunsCommand};
@@ -16,8 +18,9 @@ impl Workspace {
     pub fn new(dir: Option<PathBuf>) -> CliResult<Self> {
         let root = match dir {
             Some(d) => d,
-            None => std::env::current_dir()
-                .map_err(|e| CliError::Config(format!("failed to read the current directory: {e}")))?,
+            None => std::env::current_dir().map_err(|e| {
+                CliError::Config(format!("failed to read the current directory: {e}"))
+            })?,
         };
         if !root.is_dir() {
             return Err(CliError::Config(format!(
@@ -51,6 +54,10 @@ pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
         Command::Runs(RunsCommand::List { .. }) => Err(CliError::not_yet("runs list")),
         Command::Runs(RunsCommand::Show { .. }) => Err(CliError::not_yet("runs show")),
         Command::Runs(RunsCommand::Audit { .. }) => Err(CliError::not_yet("runs audit")),
-        Command::Runner(RunnerCommand::Doctor { .. }) => Err(CliError::not_yet("runner doctor")),
+        Command::Runner(RunnerCommand::Doctor {
+            kind,
+            command,
+            json,
+        }) => doctor::run(&kind, command, json, printer),
     }
 }

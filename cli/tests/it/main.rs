@@ -1,3 +1,4 @@
 //! End-to-end tests of the `specbridge` binary: one test binary, one module per area.
 
 mod common;
+mod doctor;
