@@ -174,10 +174,7 @@ mod tests {
     #[test]
     fn most_severe_follows_the_documented_order() {
         assert_eq!(most_severe([GATE, RUNNER_FAILURE, TIMEOUT]), TIMEOUT);
-        assert_eq!(
-            most_severe([TIMEOUT, RUNNER_UNAVAILABLE]),
-            RUNNER_UNAVAILABLE
-        );
+        assert_eq!(most_severe([TIMEOUT, RUNNER_UNAVAILABLE]), RUNNER_UNAVAILABLE);
         assert_eq!(most_severe([RUNNER_UNAVAILABLE, SAFETY, GATE]), SAFETY);
         assert_eq!(most_severe([OK, GATE]), GATE);
         assert_eq!(most_severe([]), OK);

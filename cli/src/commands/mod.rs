@@ -18,9 +18,8 @@ impl Workspace {
     pub fn new(dir: Option<PathBuf>) -> CliResult<Self> {
         let root = match dir {
             Some(d) => d,
-            None => std::env::current_dir().map_err(|e| {
-                CliError::Config(format!("failed to read the current directory: {e}"))
-            })?,
+            None => std::env::current_dir()
+                .map_err(|e| CliError::Config(format!("failed to read the current directory: {e}")))?,
         };
         if !root.is_dir() {
             return Err(CliError::Config(format!(

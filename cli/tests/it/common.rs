@@ -146,7 +146,10 @@ fn filters() -> &'static [(regex::Regex, &'static str)] {
                 r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
                 "[UUID]",
             ),
-            (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "[TIME]"),
+            (
+                r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z",
+                "[TIME]",
+            ),
             (r"\b\d+(\.\d+)?(ms|s)\b", "[DUR]"),
         ]
         .into_iter()

@@ -115,9 +115,7 @@ pub struct RunnerSettings {
 }
 
 /// The three stage kinds (DESIGN §3).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum StageKind {
     /// Spec generation: read-only.

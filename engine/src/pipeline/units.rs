@@ -223,10 +223,7 @@ mod tests {
         assert_eq!(DurationSpec::parse("250ms").unwrap().as_millis(), 250);
         assert_eq!(DurationSpec::parse("1500").unwrap().as_millis(), 1500);
         for bad in ["", "s", "1.5h", "10 minutes", "-3s", "1d"] {
-            assert!(
-                DurationSpec::parse(bad).is_err(),
-                "{bad:?} should be rejected"
-            );
+            assert!(DurationSpec::parse(bad).is_err(), "{bad:?} should be rejected");
         }
     }
 
