@@ -9,6 +9,8 @@ pub mod diagnostic;
 pub mod graph;
 pub mod orchestrate;
 pub mod pipeline;
+pub mod redact;
+pub mod runner;
 pub mod safety;
 pub mod scheduler;
 pub mod status;

@@ -1,5 +1,6 @@
 //! One module per command; each returns the exit code.
 
+mod doctor;
 mod graph;
 pub mod load;
 pub mod run;
@@ -57,6 +58,10 @@ pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
         Command::Runs(RunsCommand::List { json }) => runs::list(&ws, printer, json),
         Command::Runs(RunsCommand::Show { run, json }) => runs::show(&ws, printer, &run, json),
         Command::Runs(RunsCommand::Audit { .. }) => Err(CliError::not_yet("runs audit")),
-        Command::Runner(RunnerCommand::Doctor { .. }) => Err(CliError::not_yet("runner doctor")),
+        Command::Runner(RunnerCommand::Doctor {
+            kind,
+            command,
+            json,
+        }) => doctor::run(&kind, command, json, printer),
     }
 }

@@ -1,4 +1,5 @@
 //! End-to-end tests of the `specbridge` binary: one test binary, one module per area.
 
 mod common;
+mod doctor;
 mod validate;

@@ -1,0 +1,111 @@
+//! `specbridge runner doctor`: what the installed agent CLI is and whether it can be used.
+
+use std::path::PathBuf;
+
+use specbridge_engine::runner::claude_code::{
+    diagnose, AuthStatus, DoctorOptions, DoctorReport, DoctorStatus,
+};
+
+use crate::error::{CliError, CliResult};
+use crate::printer::Printer;
+
+pub fn run(kind: &str, command: Option<PathBuf>, json: bool, printer: Printer) -> CliResult {
+    if kind != "claude-code" {
+        return Err(CliError::Config(format!(
+            "unknown runner kind `{kind}`; the only runner is `claude-code`"
+        )));
+    }
+    let command = command
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "claude".to_string());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Other(format!("failed to start the async runtime: {e}")))?;
+    let report = runtime.block_on(diagnose(&command, &DoctorOptions::from_env()));
+    if json {
+        printer.json(&report);
+    } else {
+        print_table(&report, printer);
+    }
+    Ok(report.exit_code())
+}
+
+fn print_table(report: &DoctorReport, printer: Printer) {
+    let command = match &report.resolved_path {
+        Some(p) if *p != report.command => format!("{} ({p})", report.command),
+        _ => report.command.clone(),
+    };
+    let status = match report.status {
+        DoctorStatus::Available if !report.degraded.is_empty() => {
+            printer.paint("available, degraded", "33")
+        }
+        DoctorStatus::Available => printer.paint("available", "32"),
+        other => printer.paint(other.as_str(), "1;31"),
+    };
+    let auth = match report.auth {
+        AuthStatus::NotChecked => "not checked".to_string(),
+        other => other.as_str().to_string(),
+    };
+    printer.out("Claude Code runner");
+    printer.out(format!("  command  {command}"));
+    if let Some(v) = &report.version {
+        printer.out(format!("  version  {v}"));
+    }
+    printer.out(format!("  status   {status}"));
+    if report.capabilities.is_some() {
+        printer.out(format!("  auth     {auth}"));
+    }
+    if let Some(e) = &report.error {
+        printer.out(format!("  error    {e}"));
+    }
+    print_gaps(
+        printer,
+        "Missing required flags (nothing will be run):",
+        &report.missing,
+    );
+    print_gaps(printer, "Degraded capabilities:", &report.degraded);
+    if !report.warnings.is_empty() {
+        printer.out("");
+        printer.out("Notes:");
+        for w in &report.warnings {
+            printer.out(format!("  - {w}"));
+        }
+    }
+    if let Some(hint) = hint(report) {
+        printer.out("");
+        printer.out(hint);
+    }
+}
+
+fn print_gaps(
+    printer: Printer,
+    title: &str,
+    gaps: &[specbridge_engine::runner::claude_code::CapabilityGap],
+) {
+    if gaps.is_empty() {
+        return;
+    }
+    let width = gaps.iter().map(|g| g.flag.len()).max().unwrap_or(0);
+    printer.out("");
+    printer.out(title);
+    for g in gaps {
+        printer.out(format!("  {:width$}  {}", g.flag, g.meaning));
+    }
+}
+
+fn hint(report: &DoctorReport) -> Option<&'static str> {
+    match report.status {
+        DoctorStatus::Available => None,
+        DoctorStatus::Unauthenticated => {
+            Some("Log in with `claude auth login`, or set ANTHROPIC_API_KEY for the runner.")
+        }
+        DoctorStatus::Incompatible => {
+            Some("Install a newer Claude Code: `npm install -g @anthropic-ai/claude-code`.")
+        }
+        DoctorStatus::Unavailable => Some(
+            "Install Claude Code (`npm install -g @anthropic-ai/claude-code`) or point --command at it.",
+        ),
+        DoctorStatus::Error => None,
+    }
+}

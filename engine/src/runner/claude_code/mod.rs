@@ -1,0 +1,17 @@
+//! The Claude Code runner (DESIGN §5): detection of the installed CLI, argv
+//! assembly with the tool policies of DESIGN §3, and reading its output.
+
+pub mod argv;
+pub mod capabilities;
+pub mod doctor;
+pub mod help;
+pub mod probe;
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+
+pub use argv::{
+    assemble, InvocationInput, InvocationRequest, Operation, OutputFormat, SkippedFlag, ToolPolicy,
+};
+pub use capabilities::{Capabilities, CapabilityGap};
+pub use doctor::{diagnose, AuthStatus, DoctorOptions, DoctorReport, DoctorStatus};
