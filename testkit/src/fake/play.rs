@@ -35,6 +35,17 @@ pub struct Play {
 
 impl Play {
     pub fn run(mut self) -> i32 {
+        if self.step.scenario == Scenario::IgnoreSigterm {
+            // Before the first event, so that a reader who saw any output knows that
+            // SIGTERM is already ignored.
+            // SAFETY: setting a signal disposition to "ignore" runs no handler code.
+            unsafe {
+                let _ = nix::sys::signal::signal(
+                    nix::sys::signal::Signal::SIGTERM,
+                    nix::sys::signal::SigHandler::SigIgn,
+                );
+            }
+        }
         let init = self.session.init_event();
         self.output.event(&init);
         match self.step.scenario {
@@ -121,13 +132,6 @@ impl Play {
                 self.succeed(3)
             }
             Scenario::IgnoreSigterm => {
-                // SAFETY: setting a signal disposition to "ignore" runs no handler code.
-                unsafe {
-                    let _ = nix::sys::signal::signal(
-                        nix::sys::signal::Signal::SIGTERM,
-                        nix::sys::signal::SigHandler::SigIgn,
-                    );
-                }
                 let event = self.session.assistant_text("Thinking very hard.");
                 self.output.event(&event);
                 hang(&*self.env)
