@@ -6,6 +6,7 @@
 
 pub mod diagnostic;
 pub mod pipeline;
+pub mod runner;
 pub mod status;
 
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};

@@ -42,7 +42,7 @@ pub mod exit {
 }
 
 /// The status of one stage (or fan-out instance) in a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum StageStatus {
     Pending,

@@ -1,0 +1,6 @@
+//! The Claude Code runner.
+
+pub mod envelope;
+pub mod outcome;
+pub mod record;
+pub mod stream;

@@ -1,0 +1,3 @@
+//! Agent runners.
+
+pub mod claude_code;
