@@ -4,8 +4,12 @@
 pub mod argv;
 pub mod capabilities;
 pub mod doctor;
+pub mod envelope;
 pub mod help;
+pub mod outcome;
 pub mod probe;
+pub mod record;
+pub mod stream;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
