@@ -13,10 +13,6 @@ pub enum CliError {
     #[error("")]
     Reported(i32),
     #[error("{0}")]
-    RunnerUnavailable(String),
-    #[error("{0}")]
-    Safety(String),
-    #[error("{0}")]
     Other(String),
 }
 
@@ -25,8 +21,6 @@ impl CliError {
         match self {
             CliError::Config(_) => exit::CONFIG,
             CliError::Reported(code) => *code,
-            CliError::RunnerUnavailable(_) => exit::RUNNER_UNAVAILABLE,
-            CliError::Safety(_) => exit::SAFETY,
             CliError::Other(_) => exit::CONFIG,
         }
     }

@@ -15,7 +15,7 @@ use crate::printer::Printer;
 
 fn main() {
     let cli = Cli::parse();
-    let printer = Printer::new(cli.global.color, cli.global.verbose);
+    let printer = Printer::new(cli.global.color);
     init_tracing(cli.global.verbose);
     let code = match commands::dispatch(cli, printer) {
         Ok(code) => code,

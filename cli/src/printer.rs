@@ -8,12 +8,12 @@ use crate::args::ColorChoice;
 #[derive(Debug, Clone, Copy)]
 pub struct Printer {
     pub color: bool,
-    pub verbose: u8,
+    /// Whether stderr is a terminal (live progress lines) or a pipe (plain lines).
     pub stderr_is_terminal: bool,
 }
 
 impl Printer {
-    pub fn new(choice: ColorChoice, verbose: u8) -> Self {
+    pub fn new(choice: ColorChoice) -> Self {
         let stderr_is_terminal = std::io::stderr().is_terminal();
         let color = match choice {
             ColorChoice::Always => true,
@@ -22,7 +22,6 @@ impl Printer {
         };
         Printer {
             color,
-            verbose,
             stderr_is_terminal,
         }
     }

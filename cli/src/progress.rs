@@ -1,6 +1,11 @@
-//! Live progress on stderr: one plain line per stage event. (On a terminal the
-//! agent runner adds a live line per running stage.)
+//! Live progress on stderr. On a terminal: a live line per running stage (elapsed
+//! time, and for agent stages turns, last tool and cost so far). On a pipe: one
+//! plain line per stage event. With `--json`: nothing.
 
+use std::collections::HashMap;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use specbridge_engine::scheduler::{Node, StageReport};
 use specbridge_engine::StageStatus;
 
@@ -10,31 +15,69 @@ use crate::table::duration;
 pub struct Progress {
     printer: Printer,
     quiet: bool,
+    live: Option<MultiProgress>,
+    bars: HashMap<String, ProgressBar>,
 }
 
 impl Progress {
     pub fn new(printer: Printer, json: bool) -> Self {
+        let live = (printer.stderr_is_terminal && !json)
+            .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
         Progress {
             printer,
             quiet: json,
+            live,
+            bars: HashMap::new(),
         }
     }
 
+    /// A stage changed status.
     pub fn stage(&mut self, node: &Node, status: StageStatus, report: Option<&StageReport>) {
         if self.quiet {
             return;
         }
+        let line = Self::line(node, status, report);
+        let Some(mp) = &self.live else {
+            self.printer.err(line);
+            return;
+        };
+        if status == StageStatus::Running {
+            let bar = mp.add(ProgressBar::new_spinner());
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {prefix} {elapsed} {msg}")
+                    .expect("valid template"),
+            );
+            bar.set_prefix(node.id.clone());
+            bar.enable_steady_tick(Duration::from_millis(120));
+            self.bars.insert(node.id.clone(), bar);
+            return;
+        }
+        if let Some(bar) = self.bars.remove(&node.id) {
+            bar.finish_and_clear();
+            mp.remove(&bar);
+        }
+        let _ = mp.println(line);
+    }
+
+    fn line(node: &Node, status: StageStatus, report: Option<&StageReport>) -> String {
         let mut line = format!("{:<10} {}", status.as_str(), node.id);
         if let Some(r) = report {
             if status != StageStatus::Running {
                 line.push_str(&format!(" ({})", duration(r.duration_ms)));
             }
+            if let Some(e) = r.evidence_status {
+                line.push_str(&format!(" [{}]", e.as_str()));
+            }
             if let Some(o) = &r.outcome {
                 line.push_str(&format!(": {o}"));
             }
         }
-        self.printer.err(line);
+        line
     }
 
-    pub fn finish(&mut self) {}
+    pub fn finish(&mut self) {
+        for (_, bar) in self.bars.drain() {
+            bar.finish_and_clear();
+        }
+    }
 }

@@ -211,7 +211,6 @@ mod tests {
         );
     }
 
-
     fn argv(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
     }

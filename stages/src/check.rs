@@ -24,7 +24,12 @@ pub fn describe(stage: &StageDef) -> Vec<String> {
 
 /// The spawn of a check command: argv as given, in the repository root, output
 /// streamed into the attempt folder.
-pub fn spawn_spec(ctx: &RunContext, stage: &StageDef, run: &RunHandle, attempt_rel: &str) -> Option<SpawnSpec> {
+pub fn spawn_spec(
+    ctx: &RunContext,
+    stage: &StageDef,
+    run: &RunHandle,
+    attempt_rel: &str,
+) -> Option<SpawnSpec> {
     let argv = stage.argv.as_ref()?.as_list()?.to_vec();
     let (program, args) = argv.split_first()?;
     let runner = ctx.runner_for(stage);
@@ -119,7 +124,10 @@ pub fn classify(p: &ProcessRecord) -> StageReport {
     } else if let Some(stream) = &p.limit_exceeded {
         (
             StageStatus::Failed,
-            Some(format!("stopped: {} exceeded its byte limit", stream.as_str())),
+            Some(format!(
+                "stopped: {} exceeded its byte limit",
+                stream.as_str()
+            )),
         )
     } else if p.exit_code == Some(0) {
         (StageStatus::Succeeded, None)

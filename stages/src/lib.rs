@@ -3,9 +3,9 @@
 //! engine's scheduler drives.
 
 pub mod check;
-pub mod prompt;
 pub mod context;
 pub mod executor;
+pub mod prompt;
 
 pub use context::RunContext;
 pub use executor::PipelineExecutor;

@@ -70,7 +70,11 @@ pub struct PromptContext {
 }
 
 /// Read (if a file) and render a prompt. The result is sent byte for byte.
-pub fn render(source: &PromptSource, name: &str, ctx: &PromptContext) -> Result<String, PromptError> {
+pub fn render(
+    source: &PromptSource,
+    name: &str,
+    ctx: &PromptContext,
+) -> Result<String, PromptError> {
     let (template, name) = match source {
         PromptSource::File(p) => (
             std::fs::read_to_string(p).map_err(|e| PromptError::Read {
@@ -152,9 +156,13 @@ mod tests {
 
     #[test]
     fn undefined_variables_fail_with_their_line() {
-        let e = render_text("line one\n{{ stages.requirements.output }}\n", "prompts/x.md", &ctx())
-            .unwrap_err()
-            .to_string();
+        let e = render_text(
+            "line one\n{{ stages.requirements.output }}\n",
+            "prompts/x.md",
+            &ctx(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("prompts/x.md:2"), "{e}");
         assert!(e.contains("undefined"), "{e}");
     }

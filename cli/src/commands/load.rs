@@ -12,7 +12,11 @@ use crate::printer::Printer;
 
 /// Load the pipeline file and validate it; print warnings; refuse on errors with
 /// the same messages and exit code as `specbridge validate`.
-pub fn load_valid(ws: &Workspace, file: Option<PathBuf>, printer: Printer) -> CliResult<PipelineSource> {
+pub fn load_valid(
+    ws: &Workspace,
+    file: Option<PathBuf>,
+    printer: Printer,
+) -> CliResult<PipelineSource> {
     let path = ws.pipeline_path(file);
     match load_and_validate(&path, &ws.root) {
         Ok(v) => {

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use specbridge_engine::dag::StageGraph;
 use specbridge_engine::orchestrate::{self, overrides_map, RunSpec};
 use specbridge_engine::pipeline::resolve::DEFAULT_CONCURRENCY;
 use specbridge_engine::pipeline::{DurationSpec, RunOverrides};
-use specbridge_engine::scheduler::StageExecutor;
+use specbridge_engine::scheduler::{Node, StageExecutor};
 use specbridge_engine::store::RunOptions;
 use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
 use specbridge_engine::{exit, StageStatus};
@@ -23,9 +24,9 @@ use crate::table::{cost, duration, Table};
 /// `--timeout` and friends, checked.
 pub fn overrides(o: &OverrideArgs) -> CliResult<RunOverrides> {
     let timeout = match &o.timeout {
-        Some(t) => Some(
-            DurationSpec::parse(t).map_err(|e| CliError::Config(format!("--timeout: {e}")))?,
-        ),
+        Some(t) => {
+            Some(DurationSpec::parse(t).map_err(|e| CliError::Config(format!("--timeout: {e}")))?)
+        }
         None => None,
     };
     if let Some(x) = o.max_budget_usd {
@@ -39,7 +40,9 @@ pub fn overrides(o: &OverrideArgs) -> CliResult<RunOverrides> {
         return Err(CliError::Config("--max-turns: expected at least 1".into()));
     }
     if o.concurrency == Some(0) {
-        return Err(CliError::Config("--concurrency: expected at least 1".into()));
+        return Err(CliError::Config(
+            "--concurrency: expected at least 1".into(),
+        ));
     }
     Ok(RunOverrides {
         max_turns: o.max_turns,
@@ -121,7 +124,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
 
 fn dry_run(
     printer: Printer,
-    nodes: &[specbridge_engine::scheduler::Node],
+    nodes: &[Node],
     executor: &dyn StageExecutor,
     json_out: bool,
 ) -> CliResult {
@@ -151,28 +154,23 @@ fn dry_run(
 }
 
 /// Nodes in dependency order, ties broken by id.
-fn topo(nodes: &[specbridge_engine::scheduler::Node]) -> Vec<&specbridge_engine::scheduler::Node> {
-    let mut done: std::collections::BTreeSet<&str> = Default::default();
-    let mut out = Vec::new();
-    let mut rest: Vec<_> = nodes.iter().collect();
-    rest.sort_by(|a, b| a.id.cmp(&b.id));
-    while !rest.is_empty() {
-        let Some(i) = rest
+fn topo(nodes: &[Node]) -> Vec<&Node> {
+    let graph = StageGraph::from_needs(
+        nodes
             .iter()
-            .position(|n| n.needs.iter().all(|d| done.contains(d.as_str())))
-        else {
-            out.extend(rest.drain(..));
-            break;
-        };
-        let n = rest.remove(i);
-        done.insert(&n.id);
-        out.push(n);
-    }
-    out
+            .map(|n| (n.id.as_str(), n.needs.iter().map(String::as_str))),
+    );
+    let order = graph
+        .topo_order()
+        .unwrap_or_else(|_| nodes.iter().map(|n| n.id.clone()).collect());
+    order
+        .iter()
+        .filter_map(|id| nodes.iter().find(|n| &n.id == id))
+        .collect()
 }
 
 fn print_summary(printer: Printer, r: &orchestrate::RunResult, json_out: bool) {
-    let nodes = &r.outcome.nodes;
+    let nodes = topo(&r.outcome.nodes);
     if json_out {
         let stages: Vec<_> = nodes
             .iter()
@@ -199,7 +197,7 @@ fn print_summary(printer: Printer, r: &orchestrate::RunResult, json_out: bool) {
         return;
     }
     let mut t = Table::new(&["STAGE", "STATUS", "EVIDENCE", "DURATION", "COST", "OUTCOME"]);
-    for n in nodes {
+    for n in &nodes {
         let rep = r.outcome.reports.get(&n.id);
         t.row(vec![
             n.id.clone(),

@@ -12,7 +12,9 @@ use crate::table::{cost, duration, Table};
 
 pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
     let store = RunStore::new(&ws.root);
-    let ids = store.run_ids().map_err(|e| CliError::Config(e.to_string()))?;
+    let ids = store
+        .run_ids()
+        .map_err(|e| CliError::Config(e.to_string()))?;
     let mut rows = Vec::new();
     for id in &ids {
         // A run folder without a readable run.json (a crash before the first
@@ -43,13 +45,12 @@ pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
         return Ok(0);
     }
     if rows.is_empty() {
-        printer.err(format!(
-            "no runs yet in {}",
-            store.runs_dir().display()
-        ));
+        printer.err(format!("no runs yet in {}", store.runs_dir().display()));
         return Ok(0);
     }
-    let mut t = Table::new(&["RUN", "PIPELINE", "STATUS", "STARTED", "DURATION", "STAGES", "COST"]);
+    let mut t = Table::new(&[
+        "RUN", "PIPELINE", "STATUS", "STARTED", "DURATION", "STAGES", "COST",
+    ]);
     for r in rows.iter().rev() {
         let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
         t.row(vec![
@@ -60,7 +61,9 @@ pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
             duration(r.get("durationMs").and_then(Value::as_u64)),
             format!(
                 "{}/{}",
-                r.get("stagesSucceeded").and_then(Value::as_u64).unwrap_or(0),
+                r.get("stagesSucceeded")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
                 r.get("stagesTotal").and_then(Value::as_u64).unwrap_or(0)
             ),
             cost(r.get("costUsd").and_then(Value::as_f64).unwrap_or(0.0)),
@@ -72,8 +75,12 @@ pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
 
 pub fn show(ws: &Workspace, printer: Printer, selector: &str, json_out: bool) -> CliResult {
     let store = RunStore::new(&ws.root);
-    let (id, dir) = store.select(selector).map_err(|e| CliError::Config(e.to_string()))?;
-    let run = store.read_run(&id).map_err(|e| CliError::Config(e.to_string()))?;
+    let (id, dir) = store
+        .select(selector)
+        .map_err(|e| CliError::Config(e.to_string()))?;
+    let run = store
+        .read_run(&id)
+        .map_err(|e| CliError::Config(e.to_string()))?;
     let stages = read_stages(&dir);
     if json_out {
         printer.json(&json!({ "run": run, "stages": stages }));
@@ -145,7 +152,10 @@ pub fn read_stages(dir: &Path) -> Vec<StageRecord> {
         .unwrap_or_default();
     stages.sort_by_key(|s| {
         (
-            order.iter().position(|o| *o == s.stage_id).unwrap_or(usize::MAX),
+            order
+                .iter()
+                .position(|o| *o == s.stage_id)
+                .unwrap_or(usize::MAX),
             s.stage_id.clone(),
         )
     });

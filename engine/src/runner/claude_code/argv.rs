@@ -399,7 +399,9 @@ fn tool_policy(
             })
         }
         Operation::Execute | Operation::Continue { .. } => {
-            if let Some(forbidden) = forbidden_mode(&runner.permission_mode).or_else(|| forbidden_in(&runner.permission_mode)) {
+            if let Some(forbidden) = forbidden_mode(&runner.permission_mode)
+                .or_else(|| forbidden_in(&runner.permission_mode))
+            {
                 return Err(AssemblyError::Forbidden {
                     field: "permissionMode",
                     value: runner.permission_mode.clone(),
