@@ -13,6 +13,7 @@ pub mod redact;
 pub mod runner;
 pub mod safety;
 pub mod scheduler;
+pub mod schemas;
 pub mod status;
 pub mod store;
 pub mod supervisor;

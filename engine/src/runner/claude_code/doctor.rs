@@ -332,23 +332,6 @@ mod tests {
     }
 
     #[test]
-    fn the_committed_schema_matches_the_report_type() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/doctor.schema.json");
-        let generated = serde_json::to_string_pretty(&report_schema()).unwrap() + "\n";
-        if std::env::var_os("SPECBRIDGE_BLESS").is_some() {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, &generated).unwrap();
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!("read {}: {e} (run with SPECBRIDGE_BLESS=1)", path.display())
-        });
-        assert_eq!(
-            committed, generated,
-            "schemas/doctor.schema.json is stale: run with SPECBRIDGE_BLESS=1"
-        );
-    }
-
-    #[test]
     fn exit_code_is_zero_only_when_available() {
         assert_eq!(DoctorStatus::Available.exit_code(), 0);
         for s in [
