@@ -2,4 +2,5 @@
 
 mod common;
 mod doctor;
+mod run_checks;
 mod validate;

@@ -1,0 +1,392 @@
+//! `specbridge run` on check-only pipelines: scheduling, records, crash safety.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use specbridge_engine::store::verify_chain;
+
+use crate::common::{workspace_root, TestContext};
+
+/// A diamond (a → b, c → d), a failing branch (c fails, so d is skipped) and an
+/// independent stage (e) that must still run.
+const DIAMOND: &str = r#"
+version: 1
+name: diamond
+concurrency: 2
+stages:
+  - { id: a, kind: check, argv: [echo, a] }
+  - { id: b, kind: check, needs: [a], argv: [echo, b] }
+  - { id: c, kind: check, needs: [a], argv: [sh, -c, "echo failing >&2; exit 3"] }
+  - { id: d, kind: check, needs: [b, c], argv: [echo, d] }
+  - { id: e, kind: check, argv: [echo, e] }
+"#;
+
+fn read_json(path: &Path) -> Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+fn schema(name: &str) -> jsonschema::Validator {
+    let s = read_json(&workspace_root().join("schemas").join(name));
+    jsonschema::validator_for(&s).unwrap()
+}
+
+fn assert_valid(validator: &jsonschema::Validator, path: &Path) {
+    let v = read_json(path);
+    let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "{} breaks its schema: {errors:?}",
+        path.display()
+    );
+}
+
+#[test]
+fn diamond_with_a_failing_branch_records_every_file() {
+    let ctx = TestContext::new();
+    ctx.write("specbridge.yaml", DIAMOND);
+    let out = ctx.run(&["run"]);
+    assert_eq!(
+        out.code,
+        4,
+        "a failed check is a runner failure: {}",
+        out.snapshot()
+    );
+
+    let run = ctx.only_run_dir();
+    let status =
+        |id: &str| read_json(&run.join(format!("stages/{id}/stage.json")))["status"].clone();
+    assert_eq!(status("a"), "succeeded");
+    assert_eq!(status("b"), "succeeded");
+    assert_eq!(status("c"), "failed");
+    assert_eq!(status("d"), "skipped");
+    assert_eq!(status("e"), "succeeded");
+    let c = read_json(&run.join("stages/c/stage.json"));
+    assert_eq!(c["outcome"], "exit code 3");
+    let d = read_json(&run.join("stages/d/stage.json"));
+    assert!(
+        d["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("`c` did not succeed"),
+        "{d}"
+    );
+    assert!(
+        !run.join("stages/d/attempt-001").exists(),
+        "a skipped stage spawns nothing"
+    );
+
+    // Every file of the run directory that applies, against its schema.
+    assert_eq!(
+        std::fs::read(run.join("pipeline.yaml")).unwrap(),
+        DIAMOND.as_bytes()
+    );
+    assert_valid(&schema("run.schema.json"), &run.join("run.json"));
+    assert_valid(&schema("plan.schema.json"), &run.join("plan.json"));
+    let stage_schema = schema("stage.schema.json");
+    let process_schema = schema("process.schema.json");
+    for id in ["a", "b", "c", "d", "e"] {
+        assert_valid(&stage_schema, &run.join(format!("stages/{id}/stage.json")));
+    }
+    for id in ["a", "b", "c", "e"] {
+        let attempt = run.join(format!("stages/{id}/attempt-001"));
+        assert_valid(&process_schema, &attempt.join("process.json"));
+        assert!(attempt.join("raw-stdout.log").is_file());
+        assert!(attempt.join("raw-stderr.log").is_file());
+    }
+    assert_eq!(
+        std::fs::read_to_string(run.join("stages/c/attempt-001/raw-stderr.log")).unwrap(),
+        "failing\n"
+    );
+    let run_json = read_json(&run.join("run.json"));
+    assert_eq!(run_json["status"], "failed");
+    assert_eq!(run_json["exitCode"], 4);
+    assert_eq!(run_json["stageCounts"]["succeeded"], 3);
+
+    // The event chain verifies and every line fits the event schema.
+    let events = run.join("events.jsonl");
+    let check = verify_chain(&events).unwrap();
+    assert!(
+        check.is_intact() && check.torn_tail.is_none(),
+        "{:?}",
+        check.problems
+    );
+    let event_schema = schema("event.schema.json");
+    for line in std::fs::read_to_string(&events).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert!(event_schema.is_valid(&v), "{line}");
+    }
+    // The announced sha256 of run.json is its content's.
+    let text = std::fs::read_to_string(&events).unwrap();
+    let last_run_json = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "record-written" && e["path"] == "run.json")
+        .last()
+        .unwrap();
+    assert_eq!(
+        last_run_json["sha256"],
+        specbridge_engine::store::sha256_file(&run.join("run.json")).unwrap()
+    );
+}
+
+#[test]
+fn fail_fast_starts_nothing_after_the_first_failure() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        r#"
+version: 1
+name: ff
+concurrency: 1
+stages:
+  - { id: a, kind: check, argv: ["false"] }
+  - { id: b, kind: check, argv: [echo, b] }
+"#,
+    );
+    let out = ctx.run(&["run", "--fail-fast"]);
+    assert_eq!(out.code, 4);
+    let run = ctx.only_run_dir();
+    assert_eq!(
+        read_json(&run.join("stages/b/stage.json"))["status"],
+        "skipped"
+    );
+    assert!(!run.join("stages/b/attempt-001").exists());
+}
+
+#[test]
+fn only_runs_the_named_stages_and_what_they_need() {
+    let ctx = TestContext::new();
+    ctx.write("specbridge.yaml", DIAMOND);
+    let out = ctx.run(&["run", "--only", "b", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let summary: Value =
+        serde_json::from_str(&out.stdout).expect("--json prints one JSON document");
+    let ids: Vec<&str> = summary["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b"]);
+    let out = ctx.run(&["run", "--only", "bb"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .contains("--only bb: no stage has this id (did you mean `b`?)"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn dry_run_prints_every_argv_and_spawns_nothing() {
+    let ctx = TestContext::new();
+    ctx.write("specbridge.yaml", DIAMOND);
+    let out = ctx.run(&["run", "--dry-run"]);
+    assert_eq!(out.code, 0);
+    insta::assert_snapshot!(out.stdout, @r#"
+    dry run: nothing will be spawned
+    a [check]
+        $ echo a
+    b [check] (needs a)
+        $ echo b
+    c [check] (needs a)
+        $ sh -c 'echo failing >&2; exit 3'
+    d [check] (needs b, c)
+        $ echo d
+    e [check]
+        $ echo e
+    "#);
+    assert!(
+        !ctx.path(".specbridge").exists(),
+        "a dry run records nothing"
+    );
+}
+
+#[test]
+fn a_timed_out_check_is_stopped_and_exits_5() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        r#"
+version: 1
+name: slow
+runner: { killGrace: 200ms }
+stages:
+  - { id: slow, kind: check, argv: [sleep, "30"], timeout: 300ms }
+"#,
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 5, "{}", out.snapshot());
+    let run = ctx.only_run_dir();
+    let p = read_json(&run.join("stages/slow/attempt-001/process.json"));
+    assert_eq!(p["timedOut"], true);
+    assert_eq!(
+        read_json(&run.join("stages/slow/stage.json"))["status"],
+        "timed-out"
+    );
+}
+
+#[test]
+fn runs_list_and_show_describe_the_run() {
+    let ctx = TestContext::new();
+    ctx.write("specbridge.yaml", DIAMOND);
+    ctx.run(&["run"]);
+    let list = ctx.run(&["runs", "list", "--json"]);
+    assert_eq!(list.code, 0);
+    let v: Value = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(v[0]["pipeline"], "diamond");
+    assert_eq!(v[0]["status"], "failed");
+    assert_eq!(v[0]["stagesSucceeded"], 3);
+    assert_eq!(v[0]["stagesTotal"], 5);
+
+    let show = ctx.run(&["runs", "show", "latest"]);
+    assert_eq!(show.code, 0);
+    assert!(show.stdout.contains("c      failed"), "{}", show.stdout);
+    assert!(
+        show.stdout.contains("blocked: `c` did not succeed"),
+        "{}",
+        show.stdout
+    );
+
+    let missing = ctx.run(&["runs", "show", "ffff"]);
+    assert_eq!(missing.code, 2);
+    assert!(
+        missing.stderr.contains("no run matches `ffff`"),
+        "{}",
+        missing.stderr
+    );
+}
+
+/// SIGKILL specbridge in the middle of a run: every JSON record still parses, the
+/// event log has no torn line that cannot be told apart, and a new process can
+/// take the run's lock.
+#[test]
+fn a_killed_run_leaves_parseable_records_and_a_free_lock() {
+    let ctx = TestContext::new();
+    let mut stages = String::new();
+    for i in 0..40 {
+        stages.push_str(&format!(
+            "  - {{ id: s{i:02}, kind: check, argv: [sh, -c, \"sleep 0.05; echo {i}\"] }}\n"
+        ));
+    }
+    ctx.write(
+        "specbridge.yaml",
+        &format!("version: 1\nname: long\nconcurrency: 2\nstages:\n{stages}"),
+    );
+    let mut child = ctx.command().arg("run").spawn().unwrap();
+    let runs = ctx.path(".specbridge/runs");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Wait until some stages have finished, then kill without warning.
+    loop {
+        let done = std::fs::read_dir(&runs)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path().join("stages/s03/stage.json"))
+            .filter(|p| p.exists())
+            .is_some();
+        if done || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let run = ctx.only_run_dir();
+    let mut json_files = 0;
+    for entry in walk(&run) {
+        if entry.extension().is_some_and(|e| e == "json") {
+            read_json(&entry);
+            json_files += 1;
+        }
+        let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            !name.starts_with(".tmp-") || !name.ends_with(".json"),
+            "temporary file left as a record: {name}"
+        );
+    }
+    assert!(json_files > 3);
+    let check = verify_chain(&run.join("events.jsonl")).unwrap();
+    assert!(check.is_intact(), "{:?}", check.problems);
+    let id = run.file_name().unwrap().to_str().unwrap();
+    specbridge_engine::store::RunLock::acquire(&run, id).expect("the lock is free again");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Ctrl-C: the running command is stopped, every record is written, and the run
+/// ends `cancelled` with exit 5; stages not started are `cancelled` too.
+#[test]
+fn ctrl_c_cancels_gracefully_and_records_everything() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        r#"
+version: 1
+name: cancel-me
+concurrency: 1
+runner: { killGrace: 500ms }
+stages:
+  - { id: long, kind: check, argv: [sh, -c, "echo $$ > pid; exec sleep 30"] }
+  - { id: after, kind: check, needs: [long], argv: [echo, never] }
+"#,
+    );
+    let mut child = ctx.command().arg("run").spawn().unwrap();
+    let pid_file = ctx.path("pid");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pid_file.exists()
+        || std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .is_empty()
+    {
+        assert!(Instant::now() < deadline, "the check never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: sending a signal to a child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(5));
+
+    let run = ctx.only_run_dir();
+    assert_eq!(read_json(&run.join("run.json"))["status"], "cancelled");
+    assert_eq!(
+        read_json(&run.join("stages/long/stage.json"))["status"],
+        "cancelled"
+    );
+    assert_eq!(
+        read_json(&run.join("stages/after/stage.json"))["status"],
+        "cancelled"
+    );
+    assert_eq!(
+        read_json(&run.join("stages/long/attempt-001/process.json"))["cancelled"],
+        true
+    );
+    // SAFETY: probing a pid with signal 0 sends nothing.
+    let alive = unsafe { libc::kill(sleeper, 0) } == 0
+        && !std::fs::read_to_string(format!("/proc/{sleeper}/stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true);
+    assert!(!alive, "the cancelled command must not outlive the run");
+    assert!(verify_chain(&run.join("events.jsonl")).unwrap().is_intact());
+}
