@@ -5,6 +5,7 @@ use serde::Serialize;
 use crate::dag::StageGraph;
 use crate::pipeline::model::PipelineFile;
 use crate::pipeline::validate::stage_graph;
+use crate::store::PlanRecord;
 
 /// One node as drawn.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -42,6 +43,32 @@ impl GraphView {
                 needs: needs_of(&graph, &s.id),
                 for_each: s.for_each.as_ref().map(|f| f.stage.clone()),
                 status: None,
+            })
+            .collect();
+        GraphView { nodes }
+    }
+
+    /// The expanded graph of a recorded run: the nodes of its `plan.json` (fan-out
+    /// instances in place of their stage), each with the status its `stage.json`
+    /// records.
+    pub fn of_run(plan: &PlanRecord, status_of: impl Fn(&str) -> Option<String>) -> Self {
+        let graph = StageGraph::from_needs(
+            plan.nodes
+                .iter()
+                .map(|n| (n.id.as_str(), n.needs.iter().map(String::as_str))),
+        );
+        let order = graph
+            .topo_order()
+            .unwrap_or_else(|_| graph.ids().map(String::from).collect());
+        let nodes = order
+            .iter()
+            .filter_map(|id| plan.nodes.iter().find(|n| &n.id == id))
+            .map(|n| GraphNode {
+                id: n.id.clone(),
+                kind: n.kind.as_str().to_string(),
+                needs: n.needs.clone(),
+                for_each: n.instance_of.clone(),
+                status: status_of(&n.id).or_else(|| Some("pending".into())),
             })
             .collect();
         GraphView { nodes }

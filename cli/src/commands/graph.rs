@@ -2,6 +2,7 @@
 
 use specbridge_engine::graph::GraphView;
 use specbridge_engine::pipeline::validate::load_and_validate;
+use specbridge_engine::store::{read_json, PlanRecord, RunStore};
 
 use crate::args::{GraphArgs, GraphFormat};
 use crate::commands::validate::{display_path, exit_code, print_diagnostics, relative, summary};
@@ -10,8 +11,10 @@ use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 
 pub fn run(ws: &Workspace, args: GraphArgs, printer: Printer) -> CliResult {
-    if args.run.is_some() {
-        return Err(CliError::not_yet("graph --run"));
+    if let Some(selector) = &args.run {
+        let view = of_run(ws, selector)?;
+        print(&printer, &view, args.format);
+        return Ok(0);
     }
     let path = ws.pipeline_path(args.file.file);
     let valid = match load_and_validate(&path, &ws.root) {
@@ -24,10 +27,31 @@ pub fn run(ws: &Workspace, args: GraphArgs, printer: Printer) -> CliResult {
         }
     };
     let view = GraphView::of_pipeline(&valid.pipeline.file);
-    match args.format {
+    print(&printer, &view, args.format);
+    Ok(exit_code(&valid.warnings))
+}
+
+fn print(printer: &Printer, view: &GraphView, format: GraphFormat) {
+    match format {
         GraphFormat::Mermaid => printer.out(view.to_mermaid().trim_end()),
         GraphFormat::Dot => printer.out(view.to_dot().trim_end()),
         GraphFormat::Json => printer.json(&view.to_json()),
     }
-    Ok(exit_code(&valid.warnings))
+}
+
+/// The expanded graph of a recorded run, with each node's status.
+fn of_run(ws: &Workspace, selector: &str) -> CliResult<GraphView> {
+    let store = RunStore::new(&ws.root);
+    let (_, dir) = store
+        .select(selector)
+        .map_err(|e| CliError::Config(e.to_string()))?;
+    let plan: PlanRecord =
+        read_json(&dir.join("plan.json")).map_err(|e| CliError::Config(e.to_string()))?;
+    let stages = crate::commands::runs::read_stages(&dir);
+    Ok(GraphView::of_run(&plan, |id| {
+        stages
+            .iter()
+            .find(|s| s.stage_id == id)
+            .map(|s| s.status.as_str().to_string())
+    }))
 }

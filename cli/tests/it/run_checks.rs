@@ -390,3 +390,33 @@ stages:
     assert!(!alive, "the cancelled command must not outlive the run");
     assert!(verify_chain(&run.join("events.jsonl")).unwrap().is_intact());
 }
+
+#[test]
+fn graph_of_a_run_shows_each_node_status() {
+    let ctx = TestContext::new();
+    ctx.write("specbridge.yaml", DIAMOND);
+    ctx.run(&["run"]);
+    let out = ctx.run(&["graph", "--run", "latest", "--format", "json"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let status: Vec<(String, String)> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["id"].as_str().unwrap().to_string(),
+                n["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let get = |id: &str| status.iter().find(|(i, _)| i == id).unwrap().1.clone();
+    assert_eq!(get("c"), "failed");
+    assert_eq!(get("d"), "skipped");
+    let mermaid = ctx.run(&["graph", "--run", "latest"]);
+    assert!(
+        mermaid.stdout.contains("d<br/>check · skipped"),
+        "{}",
+        mermaid.stdout
+    );
+}

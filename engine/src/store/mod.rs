@@ -12,7 +12,7 @@ pub use atomic::{sha256_file, sha256_hex, write_atomic, write_json_atomic, Write
 pub use events::{verify_chain, ChainCheck, EventLog};
 pub use lock::{LockError, RunLock};
 pub use records::*;
-pub use run::{RunHandle, RunStore, StoreError};
+pub use run::{read_json, RunHandle, RunStore, StoreError};
 pub use select::{is_safe_component, RunSelectError};
 
 /// Now, as RFC 3339 UTC with milliseconds (the format of every time in a run).
