@@ -122,8 +122,7 @@ fn diamond_with_a_failing_branch_records_every_file() {
     let last_run_json = text
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|e| e["type"] == "record-written" && e["path"] == "run.json")
-        .last()
+        .rfind(|e| e["type"] == "record-written" && e["path"] == "run.json")
         .unwrap();
     assert_eq!(
         last_run_json["sha256"],
