@@ -2,6 +2,7 @@
 
 mod doctor;
 mod graph;
+mod init;
 pub mod load;
 pub mod run;
 pub mod runs;
@@ -50,7 +51,7 @@ impl Workspace {
 pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
     let ws = Workspace::new(cli.global.directory)?;
     match cli.command {
-        Command::Init(_) => Err(CliError::not_yet("init")),
+        Command::Init(args) => init::run(&ws, args, printer),
         Command::Run(args) => run::run(&ws, printer, args),
         Command::Validate(args) => validate::run(&ws, args, printer),
         Command::Graph(args) => graph::run(&ws, args, printer),
