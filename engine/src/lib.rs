@@ -5,6 +5,7 @@
 //! its results into output and exit codes.
 
 pub mod diagnostic;
+pub mod evidence;
 pub mod orchestrate;
 pub mod pipeline;
 pub mod scheduler;
