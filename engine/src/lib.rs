@@ -6,6 +6,7 @@
 
 pub mod dag;
 pub mod diagnostic;
+pub mod evidence;
 pub mod graph;
 pub mod orchestrate;
 pub mod pipeline;

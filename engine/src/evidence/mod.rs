@@ -1,0 +1,33 @@
+//! Git evidence for agent stages (DESIGN §3, §6, §7): snapshots of the working tree
+//! before and after an invocation, attribution of what changed, protected paths,
+//! the attempt's `diff.patch`, and the evidence status that follows from them.
+//!
+//! Everything here is plain library code over a repository root; running
+//! verification commands and writing the records are the stage kinds' business.
+
+mod attribute;
+mod diff;
+mod error;
+mod git;
+mod paths;
+mod protect;
+mod record;
+mod snapshot;
+mod status;
+
+pub use attribute::{attribute, ChangedFiles, OwnWrite};
+pub use diff::{attempt_diff, AttemptDiff, DiffInfo, DEFAULT_DIFF_MAX_BYTES};
+pub use error::EvidenceError;
+pub use paths::normalize_rel_path;
+pub use protect::{ProtectedPaths, ProtectedRule, ProtectionReason, Violation, ViolationKind};
+pub use record::{
+    record_schemas, ChangeCounts, Claims, EvidenceKind, EvidenceRecord, VerificationSummary,
+};
+pub use snapshot::{require_clean_start, EntryKind, GitSnapshot, PathState, PathStatus};
+pub use status::{
+    decide, generate_violations, EvidenceDecision, EvidenceInput, VerificationResult,
+};
+
+/// The run store's folder: specbridge writes there during every stage, so it is never
+/// part of a snapshot (the run's own hash chain is what protects it).
+pub const RUN_STORE_DIR: &str = ".specbridge";

@@ -1,0 +1,311 @@
+//! `git-before.json` / `git-after.json`: what differs from HEAD, path by path, with
+//! the sha256 of each path's current content, plus HEAD, branch and git's own
+//! control files (which `git status` never shows).
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::git::Git;
+use super::paths::is_under;
+use super::{EvidenceError, RUN_STORE_DIR};
+use crate::store::{now_rfc3339, sha256_file, SCHEMA_VERSION};
+
+fn schema_version() -> u32 {
+    SCHEMA_VERSION
+}
+
+/// The state of a repository's working tree at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitSnapshot {
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    pub taken_at: String,
+    /// The commit HEAD points to; none in a repository without commits.
+    pub head: Option<String>,
+    /// The checked-out branch; none when HEAD is detached.
+    pub branch: Option<String>,
+    /// sha256 over every local ref and the object it names (remote-tracking refs
+    /// excluded: a background fetch may move them at any time).
+    pub refs_sha256: String,
+    /// Every path that differs from HEAD, and every untracked file that is not
+    /// ignored. `.specbridge/` is never listed.
+    pub entries: BTreeMap<String, PathState>,
+    /// sha256 of git's configuration, hooks and info files, keyed `.git/<name>`: an
+    /// agent that installs a hook has changed what the user's next git command runs.
+    #[serde(default)]
+    pub git_control: BTreeMap<String, String>,
+}
+
+/// One path that differs from HEAD.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PathState {
+    /// What git status says about the path.
+    pub status: PathStatus,
+    /// What is on disk now.
+    pub kind: EntryKind,
+    /// sha256 of the file's bytes, or of a symlink's target; none when the path is
+    /// missing or a directory (a submodule or nested repository).
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub executable: bool,
+}
+
+impl PathState {
+    /// Whether two states have the same content on disk (git's view aside).
+    pub fn same_content(&self, other: &PathState) -> bool {
+        self.kind == other.kind
+            && self.sha256 == other.sha256
+            && self.executable == other.executable
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PathStatus {
+    Modified,
+    Added,
+    Deleted,
+    Renamed,
+    Copied,
+    TypeChanged,
+    Unmerged,
+    Untracked,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum EntryKind {
+    File,
+    Symlink,
+    Directory,
+    Missing,
+}
+
+const STATUS_ARGS: &[&str] = &[
+    "status",
+    "--porcelain=v1",
+    "-z",
+    "--untracked-files=all",
+    "--no-renames",
+    "--ignore-submodules=none",
+    "--",
+    ".",
+    ":(exclude).specbridge",
+];
+
+impl GitSnapshot {
+    /// Take a snapshot of the repository whose root is `root`.
+    pub fn take(root: &Path) -> Result<GitSnapshot, EvidenceError> {
+        let git = Git::new(root);
+        let taken_at = now_rfc3339();
+        let status = git.run(STATUS_ARGS)?;
+        let mut entries = BTreeMap::new();
+        for (xy, path) in parse_porcelain(&status).map_err(|d| git.bad_output(STATUS_ARGS, d))? {
+            let key = String::from_utf8_lossy(path.strip_suffix(b"/").unwrap_or(path)).into_owned();
+            if is_under(&key, RUN_STORE_DIR) {
+                continue;
+            }
+            let (kind, sha256, executable) = observe(&root.join(OsStr::from_bytes(path)))?;
+            entries.insert(
+                key,
+                PathState {
+                    status: status_of(xy),
+                    kind,
+                    sha256,
+                    executable,
+                },
+            );
+        }
+        Ok(GitSnapshot {
+            schema_version: SCHEMA_VERSION,
+            taken_at,
+            head: optional_line(&git, &["rev-parse", "-q", "--verify", "HEAD^{commit}"])?,
+            branch: optional_line(&git, &["symbolic-ref", "--short", "-q", "HEAD"])?,
+            refs_sha256: refs_fingerprint(&git)?,
+            entries,
+            git_control: git_control(&git)?,
+        })
+    }
+
+    /// Whether nothing differs from HEAD.
+    pub fn is_clean(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Execute stages start from a clean tree unless the run allows a dirty one (then the
+/// pre-existing changes are recorded and kept out of attribution).
+pub fn require_clean_start(before: &GitSnapshot, allow_dirty: bool) -> Result<(), EvidenceError> {
+    if allow_dirty || before.is_clean() {
+        return Ok(());
+    }
+    Err(EvidenceError::DirtyTree {
+        paths: before.entries.keys().cloned().collect(),
+    })
+}
+
+/// A status record: the two status letters and the path's bytes.
+type StatusRecord<'a> = ([u8; 2], &'a [u8]);
+
+/// Records of `XY path`, NUL-terminated; a rename or copy is followed by its source.
+fn parse_porcelain(out: &[u8]) -> Result<Vec<StatusRecord<'_>>, String> {
+    let mut records = out.split(|b| *b == 0).filter(|r| !r.is_empty());
+    let mut parsed = Vec::new();
+    while let Some(rec) = records.next() {
+        if rec.len() < 4 || rec[2] != b' ' {
+            return Err(format!(
+                "unexpected record {:?}",
+                String::from_utf8_lossy(rec)
+            ));
+        }
+        let xy = [rec[0], rec[1]];
+        parsed.push((xy, &rec[3..]));
+        if matches!(xy[0], b'R' | b'C') {
+            // The source no longer exists under its old name in the index.
+            let from = records.next().ok_or("a rename without its source")?;
+            parsed.push(([b'D', b' '], from));
+        }
+    }
+    Ok(parsed)
+}
+
+fn status_of(xy: [u8; 2]) -> PathStatus {
+    match xy {
+        [b'?', b'?'] => PathStatus::Untracked,
+        [x, y] if x == b'U' || y == b'U' || (x == y && matches!(x, b'A' | b'D')) => {
+            PathStatus::Unmerged
+        }
+        [x, y] if x == b'D' || y == b'D' => PathStatus::Deleted,
+        [b'A', _] => PathStatus::Added,
+        [b'R', _] => PathStatus::Renamed,
+        [b'C', _] => PathStatus::Copied,
+        [x, y] if x == b'T' || y == b'T' => PathStatus::TypeChanged,
+        _ => PathStatus::Modified,
+    }
+}
+
+/// What is at `path` now. Symlinks are never followed: their target is their content.
+fn observe(path: &Path) -> Result<(EntryKind, Option<String>, bool), EvidenceError> {
+    let err = |source| EvidenceError::Hash {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if is_missing(&e) => return Ok((EntryKind::Missing, None, false)),
+        Err(e) => return Err(err(e)),
+    };
+    let ft = meta.file_type();
+    if ft.is_symlink() {
+        let target = std::fs::read_link(path).map_err(err)?;
+        let digest = Sha256::digest(target.as_os_str().as_bytes());
+        return Ok((EntryKind::Symlink, Some(hex::encode(digest)), false));
+    }
+    if ft.is_dir() {
+        return Ok((EntryKind::Directory, None, false));
+    }
+    let sha = sha256_file(path).map_err(err)?;
+    Ok((
+        EntryKind::File,
+        Some(sha),
+        meta.permissions().mode() & 0o111 != 0,
+    ))
+}
+
+fn is_missing(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
+}
+
+/// The first line of stdout, or none when git exits 1 quietly (no such ref).
+fn optional_line(git: &Git, args: &[&str]) -> Result<Option<String>, EvidenceError> {
+    let out = git.output(args)?;
+    match out.status.code() {
+        Some(0) => Ok(
+            Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|s| !s.is_empty()),
+        ),
+        Some(1) if out.stderr.is_empty() => Ok(None),
+        _ => Err(git.failed(args, &out.stderr)),
+    }
+}
+
+fn refs_fingerprint(git: &Git) -> Result<String, EvidenceError> {
+    let out = git.run(&["for-each-ref", "--format=%(objectname) %(refname)"])?;
+    let mut h = Sha256::new();
+    for line in out.split(|b| *b == b'\n') {
+        if !line.is_empty() && !line.windows(14).any(|w| w == b" refs/remotes/") {
+            h.update(line);
+            h.update(b"\n");
+        }
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+fn git_control(git: &Git) -> Result<BTreeMap<String, String>, EvidenceError> {
+    let args = ["rev-parse", "--git-common-dir"];
+    let out = git.run(&args)?;
+    let dir = PathBuf::from(OsStr::from_bytes(out.trim_ascii_end()));
+    let dir = git.root().join(dir);
+    let mut files = BTreeMap::new();
+    for name in ["config", "config.worktree"] {
+        control_file(&dir.join(name), format!(".git/{name}"), &mut files)?;
+    }
+    for sub in ["hooks", "info"] {
+        let Ok(read) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        for entry in read.flatten() {
+            let name = entry.file_name();
+            let label = format!(".git/{sub}/{}", name.to_string_lossy());
+            control_file(&entry.path(), label, &mut files)?;
+        }
+    }
+    Ok(files)
+}
+
+fn control_file(
+    path: &Path,
+    label: String,
+    files: &mut BTreeMap<String, String>,
+) -> Result<(), EvidenceError> {
+    if let (EntryKind::File | EntryKind::Symlink, Some(sha), exec) = observe(path)? {
+        // A hook only runs when executable, so the bit is part of what we compare.
+        files.insert(label, if exec { format!("{sha}+x") } else { sha });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn porcelain_records_parse_with_renames() {
+        let out = b" M a b.txt\0?? new\0R  to\0from\0D  gone\0";
+        let parsed = parse_porcelain(out).unwrap();
+        let names: Vec<_> = parsed
+            .iter()
+            .map(|(xy, p)| (status_of(*xy), String::from_utf8_lossy(p).into_owned()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (PathStatus::Modified, "a b.txt".to_string()),
+                (PathStatus::Untracked, "new".to_string()),
+                (PathStatus::Renamed, "to".to_string()),
+                (PathStatus::Deleted, "from".to_string()),
+                (PathStatus::Deleted, "gone".to_string()),
+            ]
+        );
+        assert!(parse_porcelain(b"R  to\0").is_err());
+        assert!(parse_porcelain(b"garbage\0").is_err());
+    }
+}
