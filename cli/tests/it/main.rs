@@ -2,5 +2,6 @@
 
 mod common;
 mod doctor;
+mod init;
 mod run_checks;
 mod validate;
