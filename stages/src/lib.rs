@@ -7,6 +7,7 @@ pub mod context;
 pub mod executor;
 pub mod init;
 pub mod prompt;
+pub mod verify;
 
 pub use context::RunContext;
 pub use executor::PipelineExecutor;

@@ -27,7 +27,10 @@ fn init_refuses_to_overwrite_and_writes_nothing() {
     assert_eq!(out.code, 2);
     insta::assert_snapshot!(out.stderr, @"error: refusing to overwrite existing files: prompts/design.md");
     assert_eq!(ctx.read("prompts/design.md"), "mine\n");
-    assert!(!ctx.path("specbridge.yaml").exists(), "nothing is written when anything exists");
+    assert!(
+        !ctx.path("specbridge.yaml").exists(),
+        "nothing is written when anything exists"
+    );
 }
 
 #[test]
@@ -35,5 +38,10 @@ fn init_names_the_templates_it_has() {
     let ctx = TestContext::new();
     let out = ctx.run(&["init", "--template", "nope"]);
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("unknown template `nope`; available: spec-to-task"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("unknown template `nope`; available: spec-to-task"),
+        "{}",
+        out.stderr
+    );
 }

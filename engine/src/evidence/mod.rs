@@ -14,6 +14,7 @@ mod protect;
 mod record;
 mod snapshot;
 mod status;
+pub mod verification;
 
 pub use attribute::{attribute, ChangedFiles, OwnWrite};
 pub use diff::{attempt_diff, AttemptDiff, DiffInfo, DEFAULT_DIFF_MAX_BYTES};

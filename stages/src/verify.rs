@@ -1,0 +1,174 @@
+//! Verification commands of execute stages: specbridge runs them itself after the
+//! agent, and only their results (never the model's claims) decide `verified`.
+
+use std::time::Duration;
+
+use serde_json::json;
+use specbridge_engine::evidence::verification::{CommandResult, VerificationRecord};
+use specbridge_engine::pipeline::resolve::DEFAULT_CHECK_TIMEOUT_MS;
+use specbridge_engine::pipeline::VerificationCommand;
+use specbridge_engine::store::RunHandle;
+use specbridge_engine::supervisor::{self, SpawnSpec};
+
+use crate::context::RunContext;
+
+/// A verification name as a file-name part: anything outside `[A-Za-z0-9._-]`
+/// becomes `-`.
+fn file_part(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let s = s.trim_start_matches('.').to_string();
+    if s.is_empty() {
+        "command".into()
+    } else {
+        s
+    }
+}
+
+/// Run every command in order (all of them, even after a failure, so the record
+/// is complete), logs into the attempt folder, `verification.json` announced.
+pub async fn run_verification(
+    ctx: &RunContext,
+    commands: &[VerificationCommand],
+    run: &RunHandle,
+    attempt_rel: &str,
+    kill_grace: Duration,
+) -> Result<VerificationRecord, String> {
+    let dir = run.ensure_dir(attempt_rel).map_err(|e| e.to_string())?;
+    let mut record = VerificationRecord {
+        schema_version: 1,
+        commands: Vec::new(),
+    };
+    for (i, cmd) in commands.iter().enumerate() {
+        let required = cmd.required.unwrap_or(true);
+        let argv = cmd
+            .argv
+            .as_list()
+            .map(<[String]>::to_vec)
+            .unwrap_or_default();
+        let part = file_part(&cmd.name);
+        // Two commands with the same name keep separate logs.
+        let stem = if commands[..i].iter().any(|c| file_part(&c.name) == part) {
+            format!("verification-{part}-{}", i + 1)
+        } else {
+            format!("verification-{part}")
+        };
+        let stdout_log = format!("{stem}.stdout.log");
+        let stderr_log = format!("{stem}.stderr.log");
+        let Some((program, args)) = argv.split_first() else {
+            record.commands.push(CommandResult {
+                name: cmd.name.clone(),
+                argv,
+                required,
+                passed: false,
+                exit_code: None,
+                signal: None,
+                timed_out: false,
+                duration_ms: 0,
+                failure: Some("no argv array to run".into()),
+                stdout_log,
+                stderr_log,
+            });
+            continue;
+        };
+        let spec = SpawnSpec {
+            program: program.clone(),
+            args: args.to_vec(),
+            redacted_argv: argv.clone(),
+            cwd: ctx.root.clone(),
+            env: Vec::new(),
+            stdin: None,
+            stdout_path: dir.join(&stdout_log),
+            stderr_path: dir.join(&stderr_log),
+            max_stdout_bytes: 1 << 20,
+            max_stderr_bytes: 1 << 20,
+            timeout: Some(
+                cmd.timeout
+                    .map(|t| t.as_duration())
+                    .unwrap_or(Duration::from_millis(DEFAULT_CHECK_TIMEOUT_MS)),
+            ),
+            kill_grace,
+        };
+        let name = cmd.name.clone();
+        let result = supervisor::run(spec, ctx.cancel.clone(), None, |pid, pgid| {
+            let _ = run.event(
+                "process-spawned",
+                json!({ "verification": name, "attempt": attempt_rel, "pid": pid, "pgid": pgid }),
+            );
+        })
+        .await;
+        let entry = match result {
+            Ok(p) => {
+                let passed = p.exit_code == Some(0) && !p.timed_out && !p.cancelled;
+                let failure = (!passed).then(|| {
+                    if p.timed_out {
+                        format!("timed out after {}ms", p.duration_ms)
+                    } else if p.cancelled {
+                        "cancelled".to_string()
+                    } else if let Some(c) = p.exit_code {
+                        format!("exit code {c}")
+                    } else {
+                        format!("killed by {}", p.signal.as_deref().unwrap_or("a signal"))
+                    }
+                });
+                CommandResult {
+                    name: cmd.name.clone(),
+                    argv,
+                    required,
+                    passed,
+                    exit_code: p.exit_code,
+                    signal: p.signal.clone(),
+                    timed_out: p.timed_out,
+                    duration_ms: p.duration_ms,
+                    failure,
+                    stdout_log,
+                    stderr_log,
+                }
+            }
+            Err(e) => CommandResult {
+                name: cmd.name.clone(),
+                argv,
+                required,
+                passed: false,
+                exit_code: None,
+                signal: None,
+                timed_out: false,
+                duration_ms: 0,
+                failure: Some(e.to_string()),
+                stdout_log,
+                stderr_log,
+            },
+        };
+        for log in [&entry.stdout_log, &entry.stderr_log] {
+            let rel = format!("{attempt_rel}/{log}");
+            if run.path(&rel).map(|p| p.exists()).unwrap_or(false) {
+                run.announce(&rel).map_err(|e| e.to_string())?;
+            }
+        }
+        record.commands.push(entry);
+    }
+    run.write_json(&format!("{attempt_rel}/verification.json"), &record)
+        .map_err(|e| e.to_string())?;
+    Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_safe_file_parts() {
+        assert_eq!(file_part("cargo test"), "cargo-test");
+        assert_eq!(file_part("../x"), "-x");
+        assert_eq!(file_part(".hidden"), "hidden");
+        assert_eq!(file_part(""), "command");
+    }
+}
