@@ -1064,3 +1064,113 @@ fn the_report_serializes_camel_case() {
     assert_eq!(v["findings"][0]["severity"], "error");
     assert_eq!(v["findings"][0]["attempt"], 1);
 }
+
+#[test]
+fn a_log_rewritten_wholesale_is_summed_up_after_twenty_findings() {
+    let fx = Fixture::finished();
+    let mut lines = event_lines(&fx);
+    lines.reverse();
+    write_event_lines(&fx, &lines);
+    let report = fx.audit();
+    let chain: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.file.as_deref() == Some("events.jsonl"))
+        .collect();
+    assert_eq!(chain.len(), 21, "{report:#?}");
+    assert_eq!(chain[20].code, FindingCode::ChainBroken);
+    assert!(
+        chain[20].message.contains("more broken lines"),
+        "{}",
+        chain[20].message
+    );
+}
+
+#[test]
+fn an_announcement_of_a_path_outside_the_run_is_unsafe() {
+    let fx = Fixture::finished();
+    fx.run
+        .event(
+            "record-written",
+            json!({ "path": "../other/run.json", "sha256": "00".repeat(32) }),
+        )
+        .unwrap();
+    assert_eq!(codes(&fx.audit()), [FindingCode::AnnouncedPathUnsafe]);
+}
+
+#[test]
+fn a_temporary_file_left_by_a_crash_is_not_an_unannounced_record() {
+    let fx = Fixture::finished();
+    std::fs::write(fx.path("stages/spec/.tmp-Ab12.json"), "{}").unwrap();
+    assert_eq!(fx.audit().findings, vec![]);
+}
+
+#[test]
+fn an_invalid_recorded_schema_is_reported_on_the_output() {
+    let fx = Fixture::finished();
+    fx.run
+        .write_json(
+            "stages/spec/attempt-001/output-schema.json",
+            &json!({ "type": 12 }),
+        )
+        .unwrap();
+    let report = fx.audit();
+    assert_eq!(codes(&report), [FindingCode::OutputInvalid]);
+    assert!(report.findings[0]
+        .message
+        .contains("is not a valid JSON Schema"));
+}
+
+#[test]
+fn only_the_first_three_schema_errors_are_quoted() {
+    let fx = Fixture::finished();
+    fx.run
+        .write_json(
+            "stages/implement/output.json",
+            &json!({ "status": "maybe", "summary": 1, "changedFiles": [2, 3] }),
+        )
+        .unwrap();
+    let report = fx.audit();
+    assert_eq!(codes(&report), [FindingCode::OutputInvalid]);
+    let message = &report.findings[0].message;
+    assert_eq!(message.matches("; at ").count(), 2, "{message}");
+    assert!(message.ends_with("; and 1 more"), "{message}");
+}
+
+#[test]
+fn a_resumed_run_is_open_again() {
+    let fx = Fixture::finished();
+    fx.run.event("run-resumed", json!({})).unwrap();
+    let mut record = run_record(&fx.run, RunStatus::Running, None);
+    fx.run.write_json("run.json", &record).unwrap();
+    assert_eq!(fx.audit().findings, vec![]);
+
+    record.status = RunStatus::Failed;
+    fx.run.write_json("run.json", &record).unwrap();
+    assert_eq!(codes(&fx.audit()), [FindingCode::RunJsonMismatch]);
+}
+
+#[test]
+fn a_finished_stage_json_after_a_start_without_a_finish_is_a_mismatch() {
+    let fx = Fixture::unfinished();
+    fx.run
+        .event("stage-started", json!({ "stage": "test", "attempt": 2 }))
+        .unwrap();
+    let report = fx.audit();
+    assert_eq!(codes(&report), [FindingCode::StageJsonMismatch]);
+    assert_eq!(report.findings[0].attempt, Some(2));
+}
+
+#[test]
+fn a_stage_finished_event_without_a_stage_json_is_a_mismatch() {
+    let fx = Fixture::finished();
+    fx.run
+        .event(
+            "stage-finished",
+            json!({ "stage": "ghost", "status": "failed" }),
+        )
+        .unwrap();
+    let report = fx.audit();
+    assert_eq!(codes(&report), [FindingCode::StageJsonMismatch]);
+    assert_eq!(report.findings[0].stage.as_deref(), Some("ghost"));
+}
