@@ -30,7 +30,7 @@ const SHAPES: &[(&str, &str)] = &[
     (r"\b(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{20,}", REDACTED),
     (r"\bgithub_pat_[A-Za-z0-9_]{20,}", REDACTED),
     (r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", REDACTED),
-    (r"\bxox[abprs]-[A-Za-z0-9\-]{10,}", REDACTED),
+    (r"\bxox[abposr]-[A-Za-z0-9\-]{10,}", REDACTED),
     (
         r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*",
         REDACTED,

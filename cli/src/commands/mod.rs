@@ -1,5 +1,6 @@
 //! One module per command; each returns the exit code.
 
+mod audit;
 mod doctor;
 mod graph;
 mod init;
@@ -58,7 +59,9 @@ pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
         Command::Resume(_) => Err(CliError::not_yet("resume")),
         Command::Runs(RunsCommand::List { json }) => runs::list(&ws, printer, json),
         Command::Runs(RunsCommand::Show { run, json }) => runs::show(&ws, printer, &run, json),
-        Command::Runs(RunsCommand::Audit { .. }) => Err(CliError::not_yet("runs audit")),
+        Command::Runs(RunsCommand::Audit { run, all, json }) => {
+            audit::run(&ws, printer, run, all, json)
+        }
         Command::Runner(RunnerCommand::Doctor {
             kind,
             command,

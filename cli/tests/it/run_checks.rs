@@ -419,3 +419,30 @@ fn graph_of_a_run_shows_each_node_status() {
         mermaid.stdout
     );
 }
+
+#[test]
+fn a_recorded_run_audits_clean_and_tampering_is_found() {
+    let ctx = TestContext::new();
+    ctx.write("specbridge.yaml", DIAMOND);
+    ctx.run(&["run"]);
+    let clean = ctx.run(&["runs", "audit", "latest"]);
+    assert_eq!(clean.code, 0, "{}", clean.snapshot());
+    assert!(clean.stdout.contains(": clean ("), "{}", clean.stdout);
+
+    let run = ctx.only_run_dir();
+    let stage = run.join("stages/b/stage.json");
+    let text = std::fs::read_to_string(&stage).unwrap();
+    std::fs::write(&stage, text.replace("succeeded", "failed\u{20}\u{20}")).unwrap();
+    let out = ctx.run(&["runs", "audit", "latest", "--json"]);
+    assert_eq!(out.code, 1);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let codes: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"file-hash-mismatch"), "{codes:?}");
+    let all = ctx.run(&["runs", "audit", "--all"]);
+    assert_eq!(all.code, 1);
+}

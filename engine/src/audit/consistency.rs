@@ -1,0 +1,120 @@
+//! `run.json` and each `stage.json` against what the event log says happened.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::audit::events::{EventFacts, RunEvent, StageEvent};
+use crate::audit::records::{read_record, str_field};
+use crate::audit::report::{Finding, FindingCode};
+use crate::audit::stages::StageState;
+
+/// Statuses a stage or run may show while no finish event follows its start: it is
+/// still going, or a resume found it cut off by a crash.
+const UNFINISHED: &[&str] = &["running", "interrupted"];
+
+const COST_TOLERANCE: f64 = 1e-9;
+
+pub fn check_run_json(run_dir: &Path, facts: &EventFacts, findings: &mut Vec<Finding>) {
+    let Some(run) = read_record(run_dir, "run.json", findings) else {
+        return;
+    };
+    let mismatch =
+        |message: String| Finding::new(FindingCode::RunJsonMismatch, message).file("run.json");
+    let status = str_field(&run, "status").unwrap_or("missing");
+    match &facts.run {
+        Some(RunEvent::Finished {
+            status: ev_status,
+            exit_code,
+            totals,
+            line,
+        }) => {
+            if let Some(ev_status) = ev_status.as_deref().filter(|s| *s != status) {
+                findings.push(mismatch(format!(
+                    "status is {status} but the run-finished event (line {line}) says {ev_status}"
+                )));
+            }
+            let recorded = run.get("exitCode").and_then(Value::as_i64);
+            if let Some(code) = exit_code.filter(|c| Some(*c) != recorded) {
+                findings.push(mismatch(format!(
+                    "exitCode is {} but the run-finished event (line {line}) says {code}",
+                    recorded.map_or("missing".to_string(), |c| c.to_string())
+                )));
+            }
+            if let (Some(ev), Some(rec)) = (totals, run.get("totals")) {
+                for field in totals_differences(ev, rec) {
+                    findings.push(mismatch(format!(
+                        "totals.{field} differs from the run-finished event (line {line})"
+                    )));
+                }
+            }
+        }
+        Some(RunEvent::Open { line }) if !UNFINISHED.contains(&status) => {
+            findings.push(mismatch(format!(
+                "status is {status} but no run-finished event follows the run's start (line {line})"
+            )));
+        }
+        _ => {}
+    }
+}
+
+/// Which of `costUsd`, `invocations`, `turns` differ between two totals objects.
+fn totals_differences(a: &Value, b: &Value) -> Vec<&'static str> {
+    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    let mut out = Vec::new();
+    for field in ["costUsd", "invocations", "turns"] {
+        let differs = match (num(a, field), num(b, field)) {
+            (Some(x), Some(y)) => (x - y).abs() > COST_TOLERANCE,
+            (None, None) => false,
+            _ => true,
+        };
+        if differs {
+            out.push(field);
+        }
+    }
+    out
+}
+
+pub fn check_stage_json(states: &[StageState], facts: &EventFacts, findings: &mut Vec<Finding>) {
+    for state in states {
+        let Some(status) = state.status.as_deref() else {
+            continue;
+        };
+        let rel = format!("stages/{}/stage.json", state.id);
+        let mismatch = |message: String, attempt: Option<u32>| {
+            Finding::new(FindingCode::StageJsonMismatch, message)
+                .file(&rel)
+                .attempt(attempt)
+        };
+        match facts.stages.get(&state.id) {
+            Some(StageEvent::Finished {
+                status: ev_status,
+                attempt,
+                line,
+            }) if ev_status != status => findings.push(mismatch(
+                format!("status is {status} but the last stage-finished event (line {line}) says {ev_status}"),
+                *attempt,
+            )),
+            Some(StageEvent::Started { attempt, line }) if !UNFINISHED.contains(&status) => {
+                findings.push(mismatch(
+                    format!("status is {status} but the stage's last event is stage-started (line {line}) with no stage-finished after it"),
+                    *attempt,
+                ))
+            }
+            _ => {}
+        }
+    }
+    for (id, ev) in &facts.stages {
+        if let StageEvent::Finished { line, .. } = ev {
+            if !states.iter().any(|s| &s.id == id) {
+                findings.push(
+                    Finding::new(
+                        FindingCode::StageJsonMismatch,
+                        format!("a stage-finished event (line {line}) names this stage but there is no stage.json"),
+                    )
+                    .stage(id),
+                );
+            }
+        }
+    }
+}

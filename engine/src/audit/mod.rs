@@ -1,0 +1,111 @@
+//! `specbridge runs audit`: re-check a recorded run from its files alone (DESIGN §8).
+//!
+//! Audit is read-only and takes no lock: it may run beside a live run, whose last
+//! records can then look torn or unfinished. Every file is streamed in bounded
+//! chunks, so a run with huge logs is audited in small, fixed memory.
+//!
+//! The checks, in report order: the event chain; every file against its last
+//! announcement, and secrets in every file; each stage's argv, read-only rule,
+//! evidence and output; `run.json` and `stage.json` against the events.
+
+mod consistency;
+mod events;
+mod files;
+pub mod forbidden;
+mod records;
+mod report;
+pub mod secrets;
+mod stages;
+mod tools;
+
+use std::path::{Path, PathBuf};
+
+pub use report::{AuditReport, Finding, FindingCode, Severity};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("failed to audit {0}: not a run folder")]
+    NotARun(PathBuf),
+    #[error("failed to read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to read the event log: {0}")]
+    Events(#[from] crate::store::events::EventError),
+}
+
+/// Audit one run folder.
+pub fn audit_run(run_dir: &Path) -> Result<AuditReport, AuditError> {
+    if !run_dir.is_dir() {
+        return Err(AuditError::NotARun(run_dir.to_path_buf()));
+    }
+    let run_id = run_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    let mut findings = Vec::new();
+    let facts = events::read_events(run_dir, &mut findings)?;
+    set_aside_tails(run_dir, &mut findings)?;
+    let checked_files = files::check_files(run_dir, &facts, &mut findings)?;
+    let stage_states = stages::check_stages(run_dir, &mut findings)?;
+    consistency::check_run_json(run_dir, &facts, &mut findings);
+    consistency::check_stage_json(&stage_states, &facts, &mut findings);
+    Ok(AuditReport {
+        run_id,
+        findings,
+        checked_files,
+        events: facts.events,
+    })
+}
+
+/// Audit every run in `runs_dir` (`.specbridge/runs`), oldest first.
+pub fn audit_all(runs_dir: &Path) -> Result<Vec<AuditReport>, AuditError> {
+    let entries = match std::fs::read_dir(runs_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(AuditError::Read {
+                path: runs_dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    // Run ids are UUID v7: their text order is their age.
+    let mut ids: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| uuid::Uuid::parse_str(n).is_ok())
+        .collect();
+    ids.sort();
+    ids.iter().map(|id| audit_run(&runs_dir.join(id))).collect()
+}
+
+/// Crash recovery keeps a torn last event line as `events.jsonl.torn-N`: report
+/// each, so the crash stays visible after the log was repaired.
+fn set_aside_tails(run_dir: &Path, findings: &mut Vec<Finding>) -> Result<(), AuditError> {
+    let read = |source| AuditError::Read {
+        path: run_dir.to_path_buf(),
+        source,
+    };
+    let mut names: Vec<String> = std::fs::read_dir(run_dir)
+        .map_err(read)?
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with("events.jsonl.torn-"))
+        .collect();
+    names.sort();
+    for name in names {
+        findings.push(
+            Finding::new(
+                FindingCode::TornTail,
+                "a torn last event line that crash recovery set aside",
+            )
+            .file(&name),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,340 @@
+//! Per-stage checks: the argv of every attempt, the read-only rule of generate
+//! stages, evidence against verification, and outputs against their schemas.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::audit::forbidden::{forbidden_in, permission_mode};
+use crate::audit::records::{self, read_record, str_field};
+use crate::audit::report::{attempt_number, Finding, FindingCode};
+use crate::audit::tools::{denied_tools_in, is_editing_mode, is_mutating, mutating_tools_in};
+use crate::audit::AuditError;
+
+/// Validation errors quoted per output before the rest are counted.
+const MAX_SCHEMA_ERRORS: usize = 3;
+
+/// What a stage's `stage.json` says, for the consistency checks.
+#[derive(Debug, Clone)]
+pub struct StageState {
+    pub id: String,
+    pub status: Option<String>,
+}
+
+/// Check every stage folder; return each stage's recorded status.
+pub fn check_stages(
+    run_dir: &Path,
+    findings: &mut Vec<Finding>,
+) -> Result<Vec<StageState>, AuditError> {
+    let stages_dir = run_dir.join("stages");
+    let mut states = Vec::new();
+    for id in subdirs(&stages_dir)? {
+        let stage_rel = format!("stages/{id}");
+        let record = read_record(run_dir, &format!("{stage_rel}/stage.json"), findings);
+        let kind = record.as_ref().and_then(|r| str_field(r, "kind"));
+        let generate = kind == Some("generate");
+        let mut attempts: Vec<(u32, String)> = subdirs(&run_dir.join(&stage_rel))?
+            .into_iter()
+            .filter_map(|d| attempt_number(&d).map(|n| (n, format!("{stage_rel}/{d}"))))
+            .collect();
+        attempts.sort();
+        for (_, attempt_rel) in &attempts {
+            check_attempt(run_dir, attempt_rel, generate, findings);
+        }
+        let final_attempt = record
+            .as_ref()
+            .and_then(|r| r.get("attempts"))
+            .and_then(Value::as_u64);
+        check_output(
+            run_dir,
+            &stage_rel,
+            kind,
+            final_attempt,
+            &attempts,
+            findings,
+        );
+        states.push(StageState {
+            id,
+            status: record
+                .as_ref()
+                .and_then(|r| str_field(r, "status"))
+                .map(str::to_string),
+        });
+    }
+    Ok(states)
+}
+
+fn check_attempt(run_dir: &Path, attempt_rel: &str, generate: bool, findings: &mut Vec<Finding>) {
+    let process_rel = format!("{attempt_rel}/process.json");
+    let argv = read_record(run_dir, &process_rel, findings).and_then(|p| {
+        let argv = records::redacted_argv(&p);
+        if argv.is_none() {
+            findings.push(
+                Finding::new(
+                    FindingCode::RecordUnparseable,
+                    "has no `redactedArgv` list of strings",
+                )
+                .file(&process_rel),
+            );
+        }
+        argv
+    });
+    if let Some(argv) = &argv {
+        for what in forbidden_in(argv) {
+            findings.push(
+                Finding::new(
+                    FindingCode::ForbiddenFlag,
+                    format!("the recorded argv holds {what}, a permission bypass"),
+                )
+                .file(&process_rel),
+            );
+        }
+        if generate {
+            for (flag, tool) in mutating_tools_in(argv) {
+                findings.push(
+                    Finding::new(
+                        FindingCode::GenerateMutatingTool,
+                        format!("generate stage's argv gives `{tool}` in `{flag}`; generate stages are read-only"),
+                    )
+                    .file(&process_rel),
+                );
+            }
+            if let Some(mode) = permission_mode(argv).filter(|m| is_editing_mode(m)) {
+                findings.push(
+                    Finding::new(
+                        FindingCode::GenerateMutatingTool,
+                        format!("generate stage ran with `--permission-mode {mode}`, which approves edits unasked"),
+                    )
+                    .file(&process_rel),
+                );
+            }
+        }
+    }
+
+    if generate {
+        check_offered_tools(run_dir, attempt_rel, argv.as_deref(), findings);
+    }
+
+    let evidence_rel = format!("{attempt_rel}/evidence.json");
+    let Some(evidence) =
+        read_record(run_dir, &evidence_rel, findings).map(|v| records::evidence(&v))
+    else {
+        return;
+    };
+    if generate && evidence.changed > 0 {
+        findings.push(
+            Finding::new(
+                FindingCode::GenerateChangedTree,
+                format!(
+                    "evidence attributes {} changed file(s) to a read-only generate stage{}",
+                    evidence.changed,
+                    examples(&evidence.examples)
+                ),
+            )
+            .file(&evidence_rel),
+        );
+    }
+    if evidence.status.as_deref() == Some("verified") {
+        if evidence.changed == 0 {
+            findings.push(
+                Finding::new(
+                    FindingCode::VerifiedWithoutChange,
+                    "evidence says verified but attributes no change to the agent",
+                )
+                .file(&evidence_rel),
+            );
+        }
+        check_verification(run_dir, attempt_rel, &evidence_rel, findings);
+    }
+}
+
+/// The tools the CLI reported offering (`result.json` `offeredTools`): a mutating
+/// one is only acceptable where the argv denied it, as on CLIs without `--tools`.
+fn check_offered_tools(
+    run_dir: &Path,
+    attempt_rel: &str,
+    argv: Option<&[String]>,
+    findings: &mut Vec<Finding>,
+) {
+    let result_rel = format!("{attempt_rel}/result.json");
+    let Some(result) = read_record(run_dir, &result_rel, findings) else {
+        return;
+    };
+    let Some(offered) = result.get("offeredTools").and_then(Value::as_array) else {
+        return;
+    };
+    let denied = argv.map(denied_tools_in).unwrap_or_default();
+    for tool in offered.iter().filter_map(Value::as_str) {
+        if is_mutating(tool) && !denied.iter().any(|d| d == tool) {
+            findings.push(
+                Finding::new(
+                    FindingCode::GenerateMutatingTool,
+                    format!(
+                        "the CLI offered `{tool}` to a generate stage and the argv did not deny it"
+                    ),
+                )
+                .file(&result_rel),
+            );
+        }
+    }
+}
+
+fn check_verification(
+    run_dir: &Path,
+    attempt_rel: &str,
+    evidence_rel: &str,
+    findings: &mut Vec<Finding>,
+) {
+    let verification_rel = format!("{attempt_rel}/verification.json");
+    let Some(v) = read_record(run_dir, &verification_rel, findings) else {
+        if !run_dir.join(&verification_rel).exists() {
+            findings.push(
+                Finding::new(
+                    FindingCode::VerifiedWithoutVerification,
+                    "evidence says verified but the attempt has no verification.json",
+                )
+                .file(evidence_rel),
+            );
+        }
+        return;
+    };
+    let Some(commands) = records::verification(&v) else {
+        findings.push(
+            Finding::new(FindingCode::RecordUnparseable, "has no `commands` list")
+                .file(&verification_rel),
+        );
+        return;
+    };
+    let required: Vec<_> = commands.iter().filter(|c| c.required).collect();
+    if required.is_empty() {
+        findings.push(
+            Finding::new(
+                FindingCode::VerifiedWithoutVerification,
+                "evidence says verified but no required verification command ran",
+            )
+            .file(evidence_rel),
+        );
+    }
+    for c in required.iter().filter(|c| !c.passed) {
+        let exit = c
+            .exit_code
+            .map_or("no exit code".to_string(), |e| format!("exit code {e}"));
+        findings.push(
+            Finding::new(
+                FindingCode::VerifiedWithoutVerification,
+                format!(
+                    "evidence says verified but required command `{}` did not pass ({exit})",
+                    c.name
+                ),
+            )
+            .file(evidence_rel),
+        );
+    }
+}
+
+/// `stages/<id>/output.json` against the schema recorded by the attempt that
+/// produced it: the stage's final attempt, else the latest attempt with a schema.
+fn check_output(
+    run_dir: &Path,
+    stage_rel: &str,
+    kind: Option<&str>,
+    final_attempt: Option<u64>,
+    attempts: &[(u32, String)],
+    findings: &mut Vec<Finding>,
+) {
+    let output_rel = format!("{stage_rel}/output.json");
+    let Some(output) = read_record(run_dir, &output_rel, findings) else {
+        return;
+    };
+    let has_schema = |rel: &String| run_dir.join(rel).join("output-schema.json").is_file();
+    let chosen = attempts
+        .iter()
+        .find(|(n, rel)| Some(u64::from(*n)) == final_attempt && has_schema(rel))
+        .or_else(|| attempts.iter().rev().find(|(_, rel)| has_schema(rel)));
+    let Some((attempt, attempt_rel)) = chosen else {
+        if kind != Some("check") {
+            findings.push(
+                Finding::new(
+                    FindingCode::OutputSchemaMissing,
+                    "no attempt recorded an output-schema.json to validate this output against",
+                )
+                .file(&output_rel),
+            );
+        }
+        return;
+    };
+    let schema_rel = format!("{attempt_rel}/output-schema.json");
+    let Some(schema) = read_record(run_dir, &schema_rel, findings) else {
+        return;
+    };
+    let invalid = |message: String| {
+        Finding::new(FindingCode::OutputInvalid, message)
+            .file(&output_rel)
+            .attempt(Some(*attempt))
+    };
+    let validator = match jsonschema::validator_for(&schema) {
+        Ok(v) => v,
+        Err(e) => {
+            findings.push(invalid(format!(
+                "cannot be checked: {schema_rel} is not a valid JSON Schema ({e})"
+            )));
+            return;
+        }
+    };
+    let errors: Vec<String> = validator
+        .iter_errors(&output)
+        .map(|e| {
+            let at = e.instance_path.to_string();
+            let at = if at.is_empty() { "/".to_string() } else { at };
+            format!("at {at}: {e}")
+        })
+        .collect();
+    if errors.is_empty() {
+        return;
+    }
+    let mut message = format!(
+        "does not validate against {schema_rel}: {}",
+        errors
+            .iter()
+            .take(MAX_SCHEMA_ERRORS)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if errors.len() > MAX_SCHEMA_ERRORS {
+        message.push_str(&format!("; and {} more", errors.len() - MAX_SCHEMA_ERRORS));
+    }
+    findings.push(invalid(message));
+}
+
+fn examples(paths: &[String]) -> String {
+    if paths.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", paths.join(", "))
+    }
+}
+
+/// Names of the folders in `dir`, sorted; none when it does not exist.
+fn subdirs(dir: &Path) -> Result<Vec<String>, AuditError> {
+    let read = |source| AuditError::Read {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(read(e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(read)?;
+        if entry.file_type().map_err(read)?.is_dir() {
+            if let Ok(name) = entry.file_name().into_string() {
+                names.push(name);
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
