@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use specbridge_engine::pipeline::StageKind;
 use specbridge_engine::scheduler::{BoxFuture, Node, StageExecutor, StageReport, StageRun};
+use specbridge_engine::store::RunHandle;
 use specbridge_engine::StageStatus;
 
 use crate::context::RunContext;
@@ -44,6 +45,14 @@ impl StageExecutor for PipelineExecutor {
                 ),
             }
         })
+    }
+
+    fn expand(&self, placeholder: &Node, run: &RunHandle) -> Result<Vec<Node>, String> {
+        let stage = self
+            .ctx
+            .stage(&placeholder.id)
+            .ok_or_else(|| format!("stage `{}` is not in the pipeline", placeholder.id))?;
+        crate::fanout::expand(stage, placeholder, run)
     }
 
     fn cancelled(&self) -> bool {

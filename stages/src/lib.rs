@@ -5,6 +5,7 @@
 pub mod check;
 pub mod context;
 pub mod executor;
+pub mod fanout;
 pub mod init;
 pub mod prompt;
 pub mod verify;
