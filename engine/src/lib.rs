@@ -4,6 +4,7 @@
 //! This crate knows nothing about terminals or argument parsing: the CLI crate turns
 //! its results into output and exit codes.
 
+pub mod builtin_schemas;
 pub mod dag;
 pub mod diagnostic;
 pub mod graph;
