@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use specbridge_engine::runner::claude_code::stream::Progress as AgentProgress;
 use specbridge_engine::scheduler::{Node, StageReport};
 use specbridge_engine::StageStatus;
 
@@ -57,6 +58,35 @@ impl Progress {
             mp.remove(&bar);
         }
         let _ = mp.println(line);
+    }
+
+    /// Live detail of a running agent stage: turns, last tool, cost so far. Shown on
+    /// the stage's terminal line; plain output stays one line per status change.
+    pub fn detail(&self, stage: &str, progress: &AgentProgress) {
+        if self.quiet {
+            return;
+        }
+        if let Some(bar) = self.bars.get(stage) {
+            bar.set_message(Self::detail_text(progress));
+        }
+    }
+
+    fn detail_text(p: &AgentProgress) -> String {
+        let mut parts = vec![format!(
+            "{} turn{}",
+            p.turns,
+            if p.turns == 1 { "" } else { "s" }
+        )];
+        if let Some(tool) = &p.last_tool {
+            parts.push(format!("last tool {tool}"));
+        }
+        if let Some(cost) = p.cost_usd_so_far {
+            parts.push(format!("${cost:.4}"));
+        }
+        if p.api_retries > 0 {
+            parts.push(format!("{} API retries", p.api_retries));
+        }
+        parts.join(" · ")
     }
 
     fn line(node: &Node, status: StageStatus, report: Option<&StageReport>) -> String {

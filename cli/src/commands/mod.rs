@@ -1,5 +1,6 @@
 //! One module per command; each returns the exit code.
 
+mod detect;
 mod doctor;
 mod graph;
 pub mod load;
