@@ -332,6 +332,72 @@ fn uuid_nil() -> uuid::Uuid {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
+
+    use specbridge_engine::pipeline::StageKind;
+    use specbridge_engine::pipeline::{PipelineFile, RunOverrides};
+    use specbridge_engine::scheduler::Node;
+    use specbridge_engine::store::RunStore;
+    use specbridge_engine::supervisor::CancelToken;
+
+    use crate::agent::DetectedRunner;
+
+    /// A pipeline that never went through validation, with `extra` runner keys, and
+    /// an agent stand-in that leaves a marker file if it is ever started.
+    fn unvalidated(extra: &str) -> (tempfile::TempDir, RunContext, AgentSetup, PathBuf) {
+        let root = tempfile::tempdir().unwrap();
+        let marker = root.path().join("spawned");
+        let agent = root.path().join("agent");
+        std::fs::write(&agent, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let yaml = format!(
+            "version: 1\nname: t\nrunner:\n  command: {}\n{extra}stages:\n  - id: requirements\n    kind: generate\n    prompt: |\n      Write it.\n      Now.\n    output: {{ schema: builtin:document }}\n",
+            agent.display()
+        );
+        let pipeline: PipelineFile = serde_yaml::from_str(&yaml).unwrap();
+        let ctx = RunContext {
+            root: root.path().to_path_buf(),
+            pipeline_dir: root.path().to_path_buf(),
+            pipeline: Arc::new(pipeline),
+            overrides: RunOverrides::default(),
+            cancel: CancelToken::new(),
+            allow_dirty: false,
+        };
+        let mut setup = AgentSetup::default();
+        setup.runners.insert(
+            agent.display().to_string(),
+            DetectedRunner {
+                version: None,
+                capabilities: assumed_capabilities(),
+                assumed: false,
+            },
+        );
+        (root, ctx, setup, marker)
+    }
+
+    #[tokio::test]
+    async fn assembly_refuses_a_forbidden_flag_that_skipped_validation() {
+        for extra in [
+            "  commandArgs: [\"--dangerously-skip-permissions\"]\n",
+            "  commandArgs: [\"--permission-mode=bypassPermissions\"]\n",
+            "  commandArgs: [\"--settings\", '{\"permissions\":{\"defaultMode\":\"bypassPermissions\"}}']\n",
+        ] {
+            let (root, ctx, setup, marker) = unvalidated(extra);
+            let run = Arc::new(RunStore::new(root.path()).create().unwrap());
+            let sr = StageRun {
+                node: Node::stage("requirements", StageKind::Generate, Vec::new()),
+                attempt: 1,
+                run: run.clone(),
+            };
+            let stage = ctx.stage("requirements").unwrap().clone();
+            let report = run_generate(&ctx, &setup, &stage, &sr).await;
+            assert_eq!(report.status, StageStatus::SafetyViolation, "{extra}: {report:?}");
+            assert!(report.outcome.unwrap().contains("turns off permission checks"));
+            assert_eq!(report.invocations, 0);
+            assert!(!marker.exists(), "{extra}: the agent was started");
+        }
+    }
 
     #[test]
     fn documents_stay_inside_the_repository() {

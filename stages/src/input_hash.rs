@@ -155,7 +155,8 @@ mod tests {
         let base = Case::new().hash();
         assert_eq!(base, Case::new().hash(), "the hash is deterministic");
         assert_eq!(base.len(), 64);
-        let changes: Vec<(&str, Box<dyn Fn(&mut Case)>)> = vec![
+        type Change = Box<dyn Fn(&mut Case)>;
+        let changes: Vec<(&str, Change)> = vec![
             ("prompt", Box::new(|c| c.prompt.push(b' '))),
             ("schema", Box::new(|c| c.schema = Some(b"{ }".to_vec()))),
             ("no schema", Box::new(|c| c.schema = None)),
