@@ -111,3 +111,26 @@ impl Progress {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detail_shows_turns_last_tool_cost_and_retries() {
+        let mut p = AgentProgress {
+            turns: 1,
+            ..Default::default()
+        };
+        assert_eq!(Progress::detail_text(&p), "1 turn");
+        p.turns = 3;
+        p.last_tool = Some("Grep".into());
+        assert_eq!(Progress::detail_text(&p), "3 turns · last tool Grep");
+        p.cost_usd_so_far = Some(0.01234);
+        p.api_retries = 2;
+        assert_eq!(
+            Progress::detail_text(&p),
+            "3 turns · last tool Grep · $0.0123 · 2 API retries"
+        );
+    }
+}
