@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use specbridge_engine::runner::claude_code::stream::Progress as AgentProgress;
 use specbridge_engine::scheduler::{Node, StageReport};
 use specbridge_engine::StageStatus;
 
@@ -59,6 +60,35 @@ impl Progress {
         let _ = mp.println(line);
     }
 
+    /// Live detail of a running agent stage: turns, last tool, cost so far. Shown on
+    /// the stage's terminal line; plain output stays one line per status change.
+    pub fn detail(&self, stage: &str, progress: &AgentProgress) {
+        if self.quiet {
+            return;
+        }
+        if let Some(bar) = self.bars.get(stage) {
+            bar.set_message(Self::detail_text(progress));
+        }
+    }
+
+    fn detail_text(p: &AgentProgress) -> String {
+        let mut parts = vec![format!(
+            "{} turn{}",
+            p.turns,
+            if p.turns == 1 { "" } else { "s" }
+        )];
+        if let Some(tool) = &p.last_tool {
+            parts.push(format!("last tool {tool}"));
+        }
+        if let Some(cost) = p.cost_usd_so_far {
+            parts.push(format!("${cost:.4}"));
+        }
+        if p.api_retries > 0 {
+            parts.push(format!("{} API retries", p.api_retries));
+        }
+        parts.join(" · ")
+    }
+
     fn line(node: &Node, status: StageStatus, report: Option<&StageReport>) -> String {
         let mut line = format!("{:<10} {}", status.as_str(), node.id);
         if let Some(r) = report {
@@ -79,5 +109,28 @@ impl Progress {
         for (_, bar) in self.bars.drain() {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detail_shows_turns_last_tool_cost_and_retries() {
+        let mut p = AgentProgress {
+            turns: 1,
+            ..Default::default()
+        };
+        assert_eq!(Progress::detail_text(&p), "1 turn");
+        p.turns = 3;
+        p.last_tool = Some("Grep".into());
+        assert_eq!(Progress::detail_text(&p), "3 turns · last tool Grep");
+        p.cost_usd_so_far = Some(0.01234);
+        p.api_retries = 2;
+        assert_eq!(
+            Progress::detail_text(&p),
+            "3 turns · last tool Grep · $0.0123 · 2 API retries"
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! its results into output and exit codes.
 
 pub mod audit;
+pub mod builtin_schemas;
 pub mod dag;
 pub mod diagnostic;
 pub mod evidence;

@@ -121,7 +121,10 @@ pub async fn execute_run(
         "run-started",
         json!({ "runId": run.id(), "specbridgeVersion": env!("CARGO_PKG_VERSION") }),
     )?;
-    run.write_bytes("pipeline.yaml", &spec.source.bytes)?;
+    // As loaded, except secrets (a token in `commandArgs`, say): run.json keeps the
+    // sha256 of the original bytes.
+    let redactor = pipeline_redactor(&spec.source.file);
+    run.write_bytes("pipeline.yaml", &redactor.redact_bytes(&spec.source.bytes))?;
     let mut record = RunRecord {
         schema_version: SCHEMA_VERSION,
         run_id: run.id().to_string(),
@@ -242,6 +245,17 @@ pub fn display_rel(root: &Path, path: &Path) -> String {
     p.strip_prefix(&r)
         .map(|x| x.display().to_string())
         .unwrap_or_else(|_| path.display().to_string())
+}
+
+/// A redactor that also knows the values of every `runner.env` in the pipeline.
+fn pipeline_redactor(file: &PipelineFile) -> crate::redact::Redactor {
+    let mut env = file.runner.env.clone().unwrap_or_default();
+    for stage in &file.stages {
+        if let Some(more) = stage.runner.as_ref().and_then(|r| r.env.as_ref()) {
+            env.extend(more.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    crate::redact::Redactor::from_env(&env)
 }
 
 /// Turn `--max-turns` style overrides into the record's map.

@@ -7,16 +7,24 @@ use specbridge_engine::scheduler::{BoxFuture, Node, StageExecutor, StageReport, 
 use specbridge_engine::store::RunHandle;
 use specbridge_engine::StageStatus;
 
+use crate::agent::AgentSetup;
 use crate::context::RunContext;
 
 /// Runs every stage kind of a pipeline.
 pub struct PipelineExecutor {
     pub ctx: RunContext,
+    /// The runner detected before the run, and where live progress goes.
+    pub agent: AgentSetup,
 }
 
 impl PipelineExecutor {
+    /// An executor without a detected runner: agent stages end `runner-unavailable`.
     pub fn new(ctx: RunContext) -> Arc<Self> {
-        Arc::new(PipelineExecutor { ctx })
+        Self::with_agent(ctx, AgentSetup::default())
+    }
+
+    pub fn with_agent(ctx: RunContext, agent: AgentSetup) -> Arc<Self> {
+        Arc::new(PipelineExecutor { ctx, agent })
     }
 
     /// The stage definition behind a node (an instance's is its `forEach` stage's).
@@ -36,7 +44,10 @@ impl StageExecutor for PipelineExecutor {
             };
             match stage.kind {
                 StageKind::Check => crate::check::run_check(&self.ctx, &stage, &sr).await,
-                StageKind::Generate | StageKind::Execute => StageReport::failed(
+                StageKind::Generate => {
+                    crate::generate::run_generate(&self.ctx, &self.agent, &stage, &sr).await
+                }
+                StageKind::Execute => StageReport::failed(
                     StageStatus::RunnerUnavailable,
                     format!(
                         "{} stages are not available in this version",
@@ -62,6 +73,9 @@ impl StageExecutor for PipelineExecutor {
     fn describe(&self, node: &Node) -> Vec<String> {
         match self.ctx.stage(Self::def_id(node)) {
             Some(s) if s.kind == StageKind::Check => crate::check::describe(s),
+            Some(s) if s.kind == StageKind::Generate => {
+                crate::generate::describe(&self.ctx, &self.agent, s)
+            }
             _ => Vec::new(),
         }
     }

@@ -2,14 +2,20 @@
 //! execution with evidence) and `check` (a command gate), and the executor that the
 //! engine's scheduler drives.
 
+pub mod agent;
 pub mod check;
 pub mod context;
 pub mod executor;
 pub mod fanout;
+pub mod generate;
 pub mod init;
+pub mod input_hash;
 pub mod prompt;
+pub mod schema;
+pub mod upstream;
 pub mod verify;
 
+pub use agent::{AgentSetup, DetectedRunner, ProgressSink};
 pub use context::RunContext;
 pub use executor::PipelineExecutor;
 

@@ -1,6 +1,7 @@
 //! One module per command; each returns the exit code.
 
 mod audit;
+mod detect;
 mod doctor;
 mod graph;
 mod init;

@@ -1,6 +1,6 @@
 //! `specbridge run`: validate, plan, run, summarise.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 use specbridge_engine::dag::StageGraph;
@@ -11,9 +11,10 @@ use specbridge_engine::scheduler::{Node, StageExecutor};
 use specbridge_engine::store::RunOptions;
 use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
 use specbridge_engine::{exit, StageStatus};
-use specbridge_stages::{PipelineExecutor, RunContext};
+use specbridge_stages::{PipelineExecutor, ProgressSink, RunContext};
 
 use crate::args::{OverrideArgs, RunArgs};
+use crate::commands::detect::{self, Detection};
 use crate::commands::load::load_valid;
 use crate::commands::Workspace;
 use crate::error::{CliError, CliResult};
@@ -70,11 +71,35 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
         cancel: cancel.clone(),
         allow_dirty: args.allow_dirty,
     };
-    let executor = PipelineExecutor::new(ctx);
+    // Agent stages need the runner: detected once, before anything is created.
+    let commands = detect::runner_commands(&ctx, &nodes);
+    let Detection {
+        mut agent,
+        runner,
+        warnings,
+        assumption,
+    } = detect::detect(&ws.root, &commands, args.dry_run, printer)?;
+    let json_out = args.overrides.json;
+    for w in &warnings {
+        printer.err(format!("{}: {w}", printer.warning_label()));
+    }
 
     if args.dry_run {
-        return dry_run(printer, &nodes, executor.as_ref(), args.overrides.json);
+        let executor = PipelineExecutor::with_agent(ctx, agent);
+        return dry_run(printer, &nodes, executor.as_ref(), json_out, assumption);
     }
+
+    let progress = Arc::new(Mutex::new(Progress::new(printer, json_out)));
+    let sink: ProgressSink = {
+        let progress = progress.clone();
+        Arc::new(move |stage, p| {
+            if let Ok(progress) = progress.lock() {
+                progress.detail(stage, p);
+            }
+        })
+    };
+    agent.progress = Some(sink);
+    let executor = PipelineExecutor::with_agent(ctx, agent);
 
     let options = RunOptions {
         concurrency: args
@@ -92,29 +117,33 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
         root: ws.root.clone(),
         source,
         options,
-        runner: None,
-        warnings: Vec::new(),
+        runner,
+        warnings,
         executor,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Other(format!("failed to start the async runtime: {e}")))?;
-    let json_out = args.overrides.json;
     let result = rt.block_on(async move {
         let _ctrl_c = install_ctrl_c(cancel.clone());
-        let mut progress = Progress::new(printer, json_out);
-        let r = orchestrate::execute_run(
-            spec,
-            |node, status, report| progress.stage(node, status, report),
-            |run| {
-                if !json_out {
-                    printer.err(format!("run {} started", run.id()));
+        let on_change = {
+            let progress = progress.clone();
+            move |node: &Node, status: StageStatus, report: Option<&_>| {
+                if let Ok(mut progress) = progress.lock() {
+                    progress.stage(node, status, report);
                 }
-            },
-        )
+            }
+        };
+        let r = orchestrate::execute_run(spec, on_change, |run| {
+            if !json_out {
+                printer.err(format!("run {} started", run.id()));
+            }
+        })
         .await;
-        progress.finish();
+        if let Ok(mut progress) = progress.lock() {
+            progress.finish();
+        }
         r
     });
     let result = result.map_err(|e| CliError::Config(e.to_string()))?;
@@ -127,6 +156,7 @@ fn dry_run(
     nodes: &[Node],
     executor: &dyn StageExecutor,
     json_out: bool,
+    assumption: Option<String>,
 ) -> CliResult {
     let order = topo(nodes);
     if json_out {
@@ -134,10 +164,13 @@ fn dry_run(
             .iter()
             .map(|n| json!({ "id": n.id, "kind": n.kind, "needs": n.needs, "forEach": n.placeholder, "argv": executor.describe(n) }))
             .collect();
-        printer.json(&json!({ "dryRun": true, "stages": plan }));
+        printer.json(&json!({ "dryRun": true, "assumption": assumption, "stages": plan }));
         return Ok(exit::OK);
     }
     printer.out("dry run: nothing will be spawned");
+    if let Some(a) = assumption {
+        printer.out(format!("note: {a}"));
+    }
     for n in order {
         let needs = if n.needs.is_empty() {
             String::new()

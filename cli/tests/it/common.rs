@@ -9,6 +9,10 @@ use assert_cmd::cargo::CommandCargoExt;
 
 pub struct TestContext {
     pub dir: tempfile::TempDir,
+    /// Extra environment for every command run in this context.
+    pub env: Vec<(String, String)>,
+    /// A folder outside the repository (the fake agent's invocation log, pid files).
+    pub aux: Option<tempfile::TempDir>,
 }
 
 /// What a finished command printed, with temporary paths replaced by `[ROOT]`.
@@ -26,7 +30,11 @@ impl TestContext {
             .prefix("specbridge-test-")
             .tempdir()
             .expect("create temp dir");
-        let ctx = TestContext { dir };
+        let ctx = TestContext {
+            dir,
+            env: Vec::new(),
+            aux: None,
+        };
         ctx.git(&["init", "-q", "-b", "main"]);
         ctx.git(&["config", "user.email", "test@example.com"]);
         ctx.git(&["config", "user.name", "specbridge test"]);
@@ -84,6 +92,10 @@ impl TestContext {
             .env_remove("CLICOLOR_FORCE")
             .env_remove("SPECBRIDGE_LOG")
             .env("GIT_CONFIG_NOSYSTEM", "1");
+        for name in FAKE_CLAUDE_VARS {
+            cmd.env_remove(name);
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
     }
 
@@ -161,4 +173,162 @@ pub fn workspace_root() -> PathBuf {
         .parent()
         .unwrap()
         .to_path_buf()
+}
+
+/// Every variable the fake agent CLI reads, cleared before a test sets its own.
+const FAKE_CLAUDE_VARS: &[&str] = &[
+    "FAKE_CLAUDE_VERSION",
+    "FAKE_CLAUDE_SCENARIO",
+    "FAKE_CLAUDE_OUTPUT",
+    "FAKE_CLAUDE_RESULT",
+    "FAKE_CLAUDE_COST",
+    "FAKE_CLAUDE_SCRIPT",
+    "FAKE_CLAUDE_LOG",
+    "FAKE_CLAUDE_WRITE",
+    "FAKE_CLAUDE_PROTECTED",
+    "FAKE_CLAUDE_GRANDCHILD_PIDFILE",
+    "FAKE_CLAUDE_HANG_SECS",
+    "FAKE_CLAUDE_LOGGED_OUT",
+];
+
+/// The testkit's `fake-claude` binary, built once per test process (cargo builds
+/// only this package's binaries for its tests).
+pub fn fake_claude_bin() -> PathBuf {
+    use std::sync::OnceLock;
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "specbridge-testkit",
+                "--bin",
+                "fake-claude",
+            ])
+            .current_dir(workspace_root())
+            .status()
+            .expect("run cargo build for fake-claude");
+        assert!(status.success(), "building fake-claude failed");
+        let specbridge = assert_cmd::cargo::cargo_bin("specbridge");
+        let bin = specbridge.with_file_name("fake-claude");
+        assert!(bin.exists(), "no fake-claude at {}", bin.display());
+        bin
+    })
+    .clone()
+}
+
+impl TestContext {
+    /// A repository whose agent runs are answered by the fake CLI playing `scenario`.
+    /// The fake logs every invocation outside the repository ([`Self::fake_log`]).
+    pub fn with_fake_claude(scenario: &str) -> Self {
+        let mut ctx = TestContext::new();
+        let aux = tempfile::Builder::new()
+            .prefix("specbridge-aux-")
+            .tempdir()
+            .expect("create aux dir");
+        let log = aux.path().join("fake-claude.jsonl");
+        ctx.aux = Some(aux);
+        ctx.set_env("FAKE_CLAUDE_SCENARIO", scenario);
+        ctx.set_env("FAKE_CLAUDE_LOG", &log.display().to_string());
+        // A hanging fake that escaped every kill still ends on its own.
+        ctx.set_env("FAKE_CLAUDE_HANG_SECS", "120");
+        ctx
+    }
+
+    pub fn set_env(&mut self, name: &str, value: &str) -> &mut Self {
+        self.env.retain(|(k, _)| k != name);
+        self.env.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// A path in the folder outside the repository.
+    pub fn aux_path(&self, name: &str) -> PathBuf {
+        self.aux
+            .as_ref()
+            .expect("a context made by with_fake_claude")
+            .path()
+            .join(name)
+    }
+
+    /// Every invocation of the fake so far (probes included).
+    pub fn fake_log(&self) -> Vec<specbridge_testkit::fake::invocation_log::LoggedInvocation> {
+        specbridge_testkit::fake::invocation_log::read(&self.aux_path("fake-claude.jsonl"))
+    }
+
+    /// The fake's print-mode invocations (agent runs, not detection probes).
+    pub fn fake_agent_runs(
+        &self,
+    ) -> Vec<specbridge_testkit::fake::invocation_log::LoggedInvocation> {
+        self.fake_log()
+            .into_iter()
+            .filter(|i| i.argv.iter().any(|a| a == "--print" || a == "-p"))
+            .collect()
+    }
+
+    /// Writes `specbridge.yaml` with the fake as runner (by absolute path), the given
+    /// extra runner keys (YAML lines, indented two spaces) and stages, and commits
+    /// everything so the tree is clean.
+    pub fn write_agent_pipeline(&self, runner_keys: &str, stages: &str) {
+        let pipeline = format!(
+            "version: 1\nname: agent-test\nrunner:\n  command: {}\n{runner_keys}stages:\n{stages}",
+            fake_claude_bin().display()
+        );
+        self.write("specbridge.yaml", &pipeline);
+        self.write("README.md", "# Test repository\n");
+        self.commit_all("pipeline");
+    }
+
+    /// Every file under `.specbridge/`, recursively.
+    pub fn specbridge_files(&self) -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.path(".specbridge"), &mut out);
+        out
+    }
+}
+
+/// Whether a process with this pid exists (a zombie counts as gone).
+pub fn process_alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+    match stat {
+        Ok(text) => !text
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Validates a JSON file against a schema in `schemas/`.
+pub fn assert_matches_schema(file: &Path, schema_name: &str) {
+    let schema_path = workspace_root().join("schemas").join(schema_name);
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&schema_path).unwrap()).unwrap();
+    let value: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(file).unwrap_or_else(|e| panic!("read {}: {e}", file.display())),
+    )
+    .unwrap_or_else(|e| panic!("parse {}: {e}", file.display()));
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{} does not match {schema_name}: {errors:?}",
+        file.display()
+    );
 }

@@ -1,5 +1,6 @@
 //! End-to-end tests of the `specbridge` binary: one test binary, one module per area.
 
+mod agent;
 mod common;
 mod doctor;
 mod init;

@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -26,7 +27,7 @@ pub enum Operation {
     Continue { session_id: Uuid },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum OutputFormat {
     StreamJson,
@@ -34,7 +35,7 @@ pub enum OutputFormat {
 }
 
 /// The tools and permissions an invocation runs with, as passed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolPolicy {
     /// The tool set offered (passed with `--tools` when the CLI has it).
@@ -46,7 +47,7 @@ pub struct ToolPolicy {
 }
 
 /// A setting that was not passed because the CLI lacks its flag.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SkippedFlag {
     pub flag: String,

@@ -6,9 +6,11 @@ pub mod capabilities;
 pub mod doctor;
 pub mod envelope;
 pub mod help;
+pub mod invoke;
 pub mod outcome;
 pub mod probe;
 pub mod record;
+pub mod request;
 pub mod stream;
 
 #[cfg(test)]
@@ -19,3 +21,4 @@ pub use argv::{
 };
 pub use capabilities::{Capabilities, CapabilityGap};
 pub use doctor::{diagnose, AuthStatus, DoctorOptions, DoctorReport, DoctorStatus};
+pub use invoke::{invoke, InvocationOutcome, InvokeSpec, ProgressCallback};

@@ -1,0 +1,175 @@
+//! Detecting the agent runner once before a run (DESIGN §5): every runner command
+//! the planned agent stages use is probed with `runner doctor`'s detection.
+
+use std::path::Path;
+
+use specbridge_engine::exit;
+use specbridge_engine::pipeline::RunnerKind;
+use specbridge_engine::runner::claude_code::{diagnose, DoctorOptions, DoctorReport, DoctorStatus};
+use specbridge_engine::scheduler::Node;
+use specbridge_engine::store::RunnerInfo;
+use specbridge_stages::agent::assumed_capabilities;
+use specbridge_stages::{AgentSetup, DetectedRunner, RunContext};
+
+use crate::error::{CliError, CliResult};
+use crate::printer::Printer;
+
+/// What detection found, for the executor and `run.json`.
+#[derive(Debug, Default)]
+pub struct Detection {
+    pub agent: AgentSetup,
+    pub runner: Option<RunnerInfo>,
+    pub warnings: Vec<String>,
+    /// `--dry-run` only: why capabilities were assumed.
+    pub assumption: Option<String>,
+}
+
+/// The runner commands of the planned agent stages, in plan order, each once.
+pub fn runner_commands(ctx: &RunContext, nodes: &[Node]) -> Vec<String> {
+    let mut commands: Vec<String> = Vec::new();
+    for node in nodes.iter().filter(|n| n.kind.is_agent()) {
+        let def_id = node.instance_of.as_deref().unwrap_or(&node.id);
+        let Some(stage) = ctx.stage(def_id) else {
+            continue;
+        };
+        let runner = ctx.runner_for(stage);
+        if runner.kind == RunnerKind::ClaudeCode && !commands.contains(&runner.command) {
+            commands.push(runner.command);
+        }
+    }
+    commands
+}
+
+/// Probes each runner command. A runner that cannot be used stops the run with
+/// exit 3 before anything is created; under `--dry-run` capabilities are assumed
+/// instead, and the assumption is stated.
+pub fn detect(
+    root: &Path,
+    commands: &[String],
+    dry_run: bool,
+    printer: Printer,
+) -> CliResult<Detection> {
+    let mut detection = Detection::default();
+    if commands.is_empty() {
+        return Ok(detection);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Other(format!("failed to start the async runtime: {e}")))?;
+    let options = DoctorOptions::from_env();
+    for command in commands {
+        // A relative path names a file in the repository, as it does for the agent.
+        let probed = if command.contains('/') && Path::new(command).is_relative() {
+            root.join(command).display().to_string()
+        } else {
+            command.clone()
+        };
+        let report = runtime.block_on(diagnose(&probed, &options));
+        match (&report.capabilities, report.status) {
+            (Some(caps), DoctorStatus::Available) => {
+                for gap in &report.degraded {
+                    detection.warnings.push(format!(
+                        "Claude Code {} lacks {}: {}",
+                        report.version.as_deref().unwrap_or("(unknown version)"),
+                        gap.flag,
+                        gap.meaning
+                    ));
+                }
+                detection.warnings.extend(report.warnings.iter().cloned());
+                if detection.runner.is_none() {
+                    detection.runner = Some(RunnerInfo {
+                        kind: "claude-code".into(),
+                        command: command.clone(),
+                        version: report.version.clone(),
+                        capabilities: serde_json::to_value(caps).expect("capabilities serialise"),
+                    });
+                }
+                detection.agent.runners.insert(
+                    command.clone(),
+                    DetectedRunner {
+                        version: report.version.clone(),
+                        capabilities: caps.clone(),
+                        assumed: false,
+                    },
+                );
+            }
+            _ if dry_run => {
+                detection.assumption = Some(format!(
+                    "the runner `{command}` cannot be used ({}); argv assembled assuming a Claude Code that has every flag specbridge uses",
+                    refusal(&report)
+                ));
+                detection.agent.runners.insert(
+                    command.clone(),
+                    DetectedRunner {
+                        version: None,
+                        capabilities: assumed_capabilities(),
+                        assumed: true,
+                    },
+                );
+            }
+            _ => {
+                printer.err(format!(
+                    "{}: cannot run agent stages: the runner `{command}` {}",
+                    printer.error_label(),
+                    refusal(&report)
+                ));
+                if let Some(hint) = hint(report.status) {
+                    printer.err(format!("  help: {hint}"));
+                }
+                printer.err(
+                    "nothing was run; `specbridge runner doctor --command PATH` shows the details",
+                );
+                return Err(CliError::Reported(exit::RUNNER_UNAVAILABLE));
+            }
+        }
+    }
+    if detection.agent.runners.len() > 1 {
+        detection.warnings.push(format!(
+            "stages use {} runner commands; run.json records the first, each attempt's request.json records its own",
+            detection.agent.runners.len()
+        ));
+    }
+    Ok(detection)
+}
+
+/// Why a runner cannot be used, in a few words (never the text of `auth status`).
+fn refusal(report: &DoctorReport) -> String {
+    let version = report
+        .version
+        .as_deref()
+        .map(|v| format!(" (Claude Code {v})"))
+        .unwrap_or_default();
+    match report.status {
+        DoctorStatus::Available => format!("is available{version}"),
+        DoctorStatus::Unauthenticated => format!("is not logged in{version}"),
+        DoctorStatus::Incompatible => format!(
+            "is incompatible{version}: it lacks {}",
+            report
+                .missing
+                .iter()
+                .map(|g| g.flag.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        DoctorStatus::Unavailable | DoctorStatus::Error => format!(
+            "is unavailable: {}",
+            report.error.as_deref().unwrap_or("the probe failed")
+        ),
+    }
+}
+
+fn hint(status: DoctorStatus) -> Option<&'static str> {
+    match status {
+        DoctorStatus::Unauthenticated => {
+            Some("log in with `claude auth login`, or set ANTHROPIC_API_KEY for the runner")
+        }
+        DoctorStatus::Incompatible => {
+            Some("install a newer Claude Code: `npm install -g @anthropic-ai/claude-code`")
+        }
+        DoctorStatus::Unavailable => {
+            Some("install Claude Code, or set `runner.command` to its path")
+        }
+        _ => None,
+    }
+}

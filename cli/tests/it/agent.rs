@@ -1,0 +1,510 @@
+//! Agent stages end to end: the binary runs generate stages against the fake
+//! Claude Code CLI, one scenario at a time, and the run folder is checked.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::{assert_matches_schema, process_alive, TestContext};
+
+const GENERATE_STAGE: &str = "  - id: requirements
+    kind: generate
+    prompt: prompts/requirements.md
+    output: { schema: builtin:document, document: docs/requirements.md }
+";
+
+/// Short limits so that the hanging scenarios end quickly.
+const QUICK_RUNNER: &str = "  timeout: 3s
+  killGrace: 300ms
+  maxStdoutBytes: 1MiB
+";
+
+const PROMPT: &str =
+    "Write the requirements of pipeline {{ pipeline.name }}.\nMarker: prompt-body-7f3a.\n";
+
+fn generate_ctx(scenario: &str) -> TestContext {
+    let ctx = TestContext::with_fake_claude(scenario);
+    ctx.write("prompts/requirements.md", PROMPT);
+    ctx.write_agent_pipeline(QUICK_RUNNER, GENERATE_STAGE);
+    ctx
+}
+
+fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+fn attempt_dir(ctx: &TestContext) -> PathBuf {
+    ctx.only_run_dir().join("stages/requirements/attempt-001")
+}
+
+/// Runs the one-stage pipeline and checks what every spawned invocation leaves:
+/// the stage status, the exit code, every attempt record (each valid against its
+/// schema), no capture left behind, and no process of the fake still running.
+fn run_scenario(ctx: &TestContext, status: &str, exit: i32) -> Value {
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, exit, "{}", out.snapshot());
+    let run = ctx.only_run_dir();
+    let stage = read_json(&run.join("stages/requirements/stage.json"));
+    assert_eq!(stage["status"], status, "{stage:#}\n{}", out.snapshot());
+    let attempt = attempt_dir(ctx);
+    for name in [
+        "prompt.md",
+        "request.json",
+        "output-schema.json",
+        "process.json",
+        "raw-stdout.log",
+        "raw-stderr.log",
+        "result.json",
+    ] {
+        assert!(attempt.join(name).is_file(), "{name} is missing");
+    }
+    for entry in std::fs::read_dir(&attempt).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(
+            !name.starts_with('.'),
+            "{name} was left in the attempt folder"
+        );
+    }
+    assert_matches_schema(&attempt.join("process.json"), "process.schema.json");
+    assert_matches_schema(&attempt.join("result.json"), "result.schema.json");
+    assert_matches_schema(&attempt.join("request.json"), "request.schema.json");
+    let result = read_json(&attempt.join("result.json"));
+    assert_eq!(result["outcome"], status);
+    let runs = ctx.fake_agent_runs();
+    assert_eq!(runs.len(), 1, "one agent invocation");
+    assert!(
+        !process_alive(runs[0].pid),
+        "the fake agent (pid {}) is still running",
+        runs[0].pid
+    );
+    let run_json = read_json(&run.join("run.json"));
+    assert_eq!(run_json["exitCode"], exit);
+    assert_eq!(run_json["runner"]["version"], "2.1.332");
+    assert_eq!(run_json["totals"]["invocations"], 1);
+    stage
+}
+
+#[test]
+fn success_writes_the_output_and_the_document() {
+    let ctx = generate_ctx("success");
+    let stage = run_scenario(&ctx, "succeeded", 0);
+    let run = ctx.only_run_dir();
+    let output_path = run.join("stages/requirements/output.json");
+    assert_matches_schema(&output_path, "document.schema.json");
+    let output = read_json(&output_path);
+    // The fake answers with a minimal instance of the schema.
+    assert_eq!(
+        ctx.read("docs/requirements.md"),
+        output["markdown"].as_str().unwrap()
+    );
+    assert_eq!(stage["output"]["path"], "stages/requirements/output.json");
+    assert_eq!(stage["document"]["path"], "docs/requirements.md");
+    assert_eq!(stage["inputHash"].as_str().unwrap().len(), 64);
+    let bytes = std::fs::read(&output_path).unwrap();
+    assert_eq!(
+        stage["output"]["sha256"],
+        specbridge_engine::store::sha256_hex(&bytes)
+    );
+    let result = read_json(&attempt_dir(&ctx).join("result.json"));
+    assert_eq!(
+        result["offeredTools"],
+        serde_json::json!(["Glob", "Grep", "Read", "StructuredOutput"])
+    );
+    let request = read_json(&attempt_dir(&ctx).join("request.json"));
+    assert_eq!(request["operation"], "generate");
+    assert_eq!(
+        request["toolPolicy"]["tools"],
+        serde_json::json!(["Read", "Glob", "Grep"])
+    );
+    assert_eq!(request["schemaDelivery"], "json-schema-flag");
+    // The prompt went on stdin, rendered, and is what prompt.md holds.
+    let runs = ctx.fake_agent_runs();
+    assert_eq!(
+        runs[0].stdin,
+        "Write the requirements of pipeline agent-test.\nMarker: prompt-body-7f3a.\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(attempt_dir(&ctx).join("prompt.md")).unwrap(),
+        runs[0].stdin
+    );
+    assert_eq!(
+        runs[0].cwd,
+        std::fs::canonicalize(ctx.root())
+            .unwrap()
+            .display()
+            .to_string()
+    );
+}
+
+macro_rules! scenario_tests {
+    ($($name:ident: $scenario:literal => $status:literal, $exit:literal;)*) => {$(
+        #[test]
+        fn $name() {
+            let ctx = generate_ctx($scenario);
+            let stage = run_scenario(&ctx, $status, $exit);
+            if $status != "succeeded" {
+                assert!(stage["outcome"].as_str().is_some_and(|o| !o.is_empty()), "{stage:#}");
+                assert!(!ctx.only_run_dir().join("stages/requirements/output.json").exists());
+            }
+        }
+    )*};
+}
+
+// DESIGN §5 outcome table. write-file, git-commit and touch-protected change the
+// working tree: the generate stage's git evidence (not wired yet) will turn them
+// into safety-violation (exit 6); until then the invocation itself succeeds.
+scenario_tests! {
+    text_only_is_malformed_output: "text-only" => "malformed-output", 4;
+    schema_retries_exhausted_is_malformed_output: "schema-retries-exhausted" => "malformed-output", 4;
+    max_turns_is_max_turns: "max-turns" => "max-turns", 4;
+    old_max_turns_is_max_turns: "max-turns-old" => "max-turns", 4;
+    budget_is_budget_exceeded: "budget" => "budget-exceeded", 4;
+    api_500_fails: "api-500" => "failed", 4;
+    api_529_fails: "api-529" => "failed", 4;
+    garbage_fails: "garbage" => "failed", 4;
+    write_file_succeeds_until_evidence: "write-file" => "succeeded", 0;
+    git_commit_succeeds_until_evidence: "git-commit" => "succeeded", 0;
+    touch_protected_succeeds_until_evidence: "touch-protected" => "succeeded", 0;
+}
+
+#[test]
+fn hang_before_result_times_out() {
+    let ctx = generate_ctx("hang-before-result");
+    run_scenario(&ctx, "timed-out", 5);
+    let process = read_json(&attempt_dir(&ctx).join("process.json"));
+    assert_eq!(process["timedOut"], true);
+}
+
+#[test]
+fn ignore_sigterm_is_killed_after_the_grace() {
+    let ctx = generate_ctx("ignore-sigterm");
+    run_scenario(&ctx, "timed-out", 5);
+    let process = read_json(&attempt_dir(&ctx).join("process.json"));
+    assert_eq!(process["timedOut"], true);
+    assert_eq!(process["signal"], "SIGKILL");
+}
+
+#[test]
+fn hang_after_result_keeps_the_result() {
+    let ctx = generate_ctx("hang-after-result");
+    run_scenario(&ctx, "succeeded", 0);
+    let process = read_json(&attempt_dir(&ctx).join("process.json"));
+    assert_eq!(process["hungAfterResult"], true);
+    assert!(ctx.path("docs/requirements.md").is_file());
+}
+
+#[test]
+fn stdout_flood_is_stopped_and_kept_unparsed() {
+    let ctx = generate_ctx("stdout-flood");
+    run_scenario(&ctx, "failed", 4);
+    let process = read_json(&attempt_dir(&ctx).join("process.json"));
+    assert_eq!(process["stdoutTruncated"], true);
+    assert_eq!(process["stdoutBytes"], 1024 * 1024);
+    let kept = std::fs::metadata(attempt_dir(&ctx).join("raw-stdout.log")).unwrap();
+    assert_eq!(kept.len(), 1024 * 1024);
+}
+
+#[test]
+fn stderr_flood_past_the_default_limit_fails() {
+    let ctx = generate_ctx("stderr-flood");
+    let stage = run_scenario(&ctx, "failed", 4);
+    assert!(
+        stage["outcome"].as_str().unwrap().contains("stderr"),
+        "{stage:#}"
+    );
+}
+
+#[test]
+fn grandchild_left_running_is_ended() {
+    let mut ctx = generate_ctx("grandchild");
+    let pidfile = ctx.aux_path("grandchild.pid");
+    ctx.set_env(
+        "FAKE_CLAUDE_GRANDCHILD_PIDFILE",
+        &pidfile.display().to_string(),
+    );
+    run_scenario(&ctx, "succeeded", 0);
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        !process_alive(pid),
+        "the agent's grandchild {pid} is still running"
+    );
+    let process = read_json(&attempt_dir(&ctx).join("process.json"));
+    assert_eq!(process["orphansKilled"], true);
+}
+
+#[test]
+fn not_logged_in_during_a_run_is_runner_unavailable() {
+    // `auth status` says logged in; the print-mode run then says it is not.
+    let mut ctx = generate_ctx("success");
+    let script = ctx.aux_path("script.json");
+    std::fs::write(&script, r#"["not-logged-in"]"#).unwrap();
+    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
+    run_scenario(&ctx, "runner-unavailable", 3);
+}
+
+#[test]
+fn detection_refuses_a_logged_out_runner_before_creating_the_run() {
+    let ctx = generate_ctx("not-logged-in");
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 3, "{}", out.snapshot());
+    assert!(out.stderr.contains("is not logged in"), "{}", out.stderr);
+    assert!(!ctx.path(".specbridge/runs").exists());
+    assert!(ctx.fake_agent_runs().is_empty());
+}
+
+#[test]
+fn detection_refuses_version_1_0_0_with_nothing_spawned() {
+    let mut ctx = generate_ctx("success");
+    ctx.set_env("FAKE_CLAUDE_VERSION", "1.0.0");
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 3, "{}", out.snapshot());
+    insta::assert_snapshot!(out.stderr.replace(&crate::common::fake_claude_bin().display().to_string(), "[FAKE]"), @r"
+    error: cannot run agent stages: the runner `[FAKE]` is incompatible (Claude Code 1.0.0): it lacks --permission-mode
+      help: install a newer Claude Code: `npm install -g @anthropic-ai/claude-code`
+    nothing was run; `specbridge runner doctor --command PATH` shows the details
+    ");
+    assert!(!ctx.path(".specbridge/runs").exists());
+    assert!(ctx.fake_agent_runs().is_empty());
+    let probes: Vec<Vec<String>> = ctx.fake_log().into_iter().map(|i| i.argv).collect();
+    assert_eq!(
+        probes,
+        [vec!["--version".to_string()], vec!["--help".to_string()]]
+    );
+
+    let fake = crate::common::fake_claude_bin();
+    let doctor = ctx.run(&["runner", "doctor", "--command", fake.to_str().unwrap()]);
+    assert_eq!(doctor.code, 3, "{}", doctor.snapshot());
+}
+
+#[test]
+fn check_only_pipelines_skip_detection() {
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write(
+        "specbridge.yaml",
+        "version: 1\nname: checks\nrunner:\n  command: /nonexistent/claude\nstages:\n  - id: ok\n    kind: check\n    argv: [\"true\"]\n",
+    );
+    ctx.commit_all("pipeline");
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let run_json = read_json(&ctx.only_run_dir().join("run.json"));
+    assert!(run_json.get("runner").is_none());
+}
+
+#[test]
+fn the_prompt_never_appears_in_any_argv() {
+    let ctx = generate_ctx("success");
+    run_scenario(&ctx, "succeeded", 0);
+    for invocation in ctx.fake_log() {
+        for arg in &invocation.argv {
+            assert!(!arg.contains("prompt-body-7f3a"), "prompt in argv: {arg}");
+        }
+    }
+    let process = read_json(&attempt_dir(&ctx).join("process.json"));
+    let argv = serde_json::to_string(&process["redactedArgv"]).unwrap();
+    assert!(!argv.contains("prompt-body-7f3a"));
+    assert!(argv.contains("--json-schema"), "{argv}");
+}
+
+#[test]
+fn dry_run_prints_each_agent_argv_and_spawns_no_agent() {
+    let ctx = generate_ctx("success");
+    let out = ctx.run(&["run", "--dry-run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with('$'))
+        .expect("an argv line");
+    for part in [
+        "--print",
+        "--output-format stream-json --verbose",
+        "--permission-mode manual",
+        "--tools Read,Glob,Grep",
+        "--allowedTools Read,Glob,Grep",
+        "--json-schema",
+        "--session-id '<fresh-session-id>'",
+        "< rendered-prompt",
+    ] {
+        assert!(line.contains(part), "{part} missing from {line}");
+    }
+    assert!(!out.stdout.contains("prompt-body-7f3a"));
+    assert!(ctx.fake_agent_runs().is_empty());
+    assert!(!ctx.path(".specbridge").exists());
+}
+
+#[test]
+fn dry_run_without_the_runner_states_its_assumption() {
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/requirements.md", PROMPT);
+    ctx.write(
+        "specbridge.yaml",
+        &format!("version: 1\nname: t\nrunner:\n  command: /nonexistent/claude\nstages:\n{GENERATE_STAGE}"),
+    );
+    let out = ctx.run(&["run", "--dry-run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(
+        out.stdout
+            .contains("note: the runner `/nonexistent/claude` cannot be used"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("--permission-mode default"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn an_undefined_template_variable_fails_the_stage_with_its_line() {
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write(
+        "prompts/requirements.md",
+        "First line.\n{{ stages.design.output.summary }}\n",
+    );
+    ctx.write_agent_pipeline(QUICK_RUNNER, GENERATE_STAGE);
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 4, "{}", out.snapshot());
+    let stage = read_json(&ctx.only_run_dir().join("stages/requirements/stage.json"));
+    let outcome = stage["outcome"].as_str().unwrap();
+    assert!(outcome.contains("prompts/requirements.md:2"), "{outcome}");
+    assert!(outcome.contains("undefined"), "{outcome}");
+    assert!(ctx.fake_agent_runs().is_empty());
+}
+
+#[test]
+fn upstream_outputs_and_documents_reach_downstream_prompts() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    let script = ctx.aux_path("script.json");
+    std::fs::write(
+        &script,
+        r##"[{"scenario": "success", "match": "REQ", "output": {"summary": "req summary", "markdown": "# Requirements\nqueue"}},
+            {"scenario": "success", "match": "DESIGN", "output": {"summary": "design summary", "markdown": "# Design"}}]"##,
+    )
+    .unwrap();
+    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
+    ctx.write("prompts/requirements.md", "REQ\n");
+    ctx.write(
+        "prompts/design.md",
+        "DESIGN from {{ stages.requirements.output.summary }}\n{{ stages.requirements.document }}",
+    );
+    ctx.write_agent_pipeline(
+        QUICK_RUNNER,
+        &format!(
+            "{GENERATE_STAGE}  - id: design\n    kind: generate\n    needs: [requirements]\n    prompt: prompts/design.md\n    output: {{ schema: builtin:document, document: docs/design.md }}\n"
+        ),
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let design_prompt = std::fs::read_to_string(
+        ctx.only_run_dir()
+            .join("stages/design/attempt-001/prompt.md"),
+    )
+    .unwrap();
+    assert_eq!(
+        design_prompt,
+        "DESIGN from req summary\n# Requirements\nqueue"
+    );
+    assert_eq!(ctx.read("docs/design.md"), "# Design");
+    let plan = read_json(&ctx.only_run_dir().join("plan.json"));
+    let hashes: Vec<&str> = plan["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["inputHash"].as_str().unwrap())
+        .collect();
+    assert_eq!(hashes.len(), 2);
+    assert_ne!(hashes[0], hashes[1]);
+}
+
+#[test]
+fn a_forbidden_flag_in_the_pipeline_is_refused_by_validation() {
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/requirements.md", PROMPT);
+    ctx.write_agent_pipeline(
+        "  commandArgs: [\"--dangerously-skip-permissions\"]\n",
+        GENERATE_STAGE,
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    assert!(
+        ctx.fake_log().is_empty(),
+        "nothing may be spawned, not even a probe"
+    );
+    assert!(!ctx.path(".specbridge").exists());
+}
+
+const CANARY_ANTHROPIC: &str = "sk-ant-api03-CANARYenv0123456789abcdefXYZ";
+const CANARY_GITHUB: &str = "ghp_CANARYgithubTOKEN0123456789abcdefgh";
+const CANARY_ARGS: &str = "sk-ant-api03-CANARYargs0123456789abcdefXYZ";
+const CANARY_PROMPT: &str = "ghp_CANARYpromptTOKEN0123456789abcdefg";
+const CANARY_OUTPUT: &str = "sk-ant-api03-CANARYoutput0123456789abcdXYZ";
+const CANARY_RESULT: &str = "ghp_CANARYresultTOKEN0123456789abcdefg";
+const CANARY_PLAIN_ENV: &str = "plain-env-canary-4d9c1e";
+
+#[test]
+fn canary_secrets_never_reach_the_run_folder() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    // A version whose result is the model's last text, so that it carries a canary.
+    ctx.set_env("FAKE_CLAUDE_VERSION", "2.1.100");
+    ctx.set_env("ANTHROPIC_API_KEY", CANARY_ANTHROPIC);
+    ctx.set_env("GITHUB_TOKEN", CANARY_GITHUB);
+    ctx.set_env("MY_SERVICE_PASSWORD", CANARY_PLAIN_ENV);
+    ctx.set_env(
+        "FAKE_CLAUDE_OUTPUT",
+        &format!(r#"{{"summary": "key {CANARY_OUTPUT}", "markdown": "token {CANARY_GITHUB}"}}"#),
+    );
+    ctx.set_env("FAKE_CLAUDE_RESULT", &format!("done, {CANARY_RESULT}"));
+    ctx.write(
+        "prompts/requirements.md",
+        &format!("Use {CANARY_PROMPT} and {CANARY_PLAIN_ENV}.\n"),
+    );
+    ctx.write_agent_pipeline(
+        &format!("  commandArgs: [\"--append-system-prompt\", \"{CANARY_ARGS}\"]\n"),
+        GENERATE_STAGE,
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    // The agent really got them: the test would prove nothing otherwise.
+    let runs = ctx.fake_agent_runs();
+    assert!(runs[0].stdin.contains(CANARY_PROMPT));
+    assert!(runs[0].argv.iter().any(|a| a == CANARY_ARGS));
+
+    let stdout_log = ctx
+        .only_run_dir()
+        .join("stages/requirements/attempt-001/raw-stdout.log");
+    assert!(std::fs::read_to_string(stdout_log)
+        .unwrap()
+        .contains("done, <redacted>"));
+
+    let files = ctx.specbridge_files();
+    assert!(files.len() > 10, "{files:?}");
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        for canary in [
+            CANARY_ANTHROPIC,
+            CANARY_GITHUB,
+            CANARY_ARGS,
+            CANARY_PROMPT,
+            CANARY_OUTPUT,
+            CANARY_RESULT,
+            CANARY_PLAIN_ENV,
+        ] {
+            assert!(
+                !text.contains(canary),
+                "{} holds the canary {canary}",
+                file.display()
+            );
+        }
+    }
+    for text in [&out.stdout, &out.stderr] {
+        assert!(!text.contains(CANARY_ANTHROPIC) && !text.contains(CANARY_ARGS));
+    }
+}

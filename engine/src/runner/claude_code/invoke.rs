@@ -1,0 +1,446 @@
+//! One Claude Code invocation, from an assembled request to the records of its
+//! attempt folder (DESIGN §5 Invocation, §6):
+//!
+//! - `prompt.md` (redacted), `request.json`, `output-schema.json` before the spawn;
+//! - the last safety assertion on the argv (DESIGN §7, third layer): a forbidden
+//!   flag or mode here spawns nothing and ends `safety-violation`;
+//! - the process under the supervisor, its stdout read line by line as stream-json
+//!   for live progress and the result event;
+//! - `process.json`, `raw-stdout.log` and `raw-stderr.log` (redacted), and
+//!   `result.json` after it.
+//!
+//! stdout and stderr stream into capture files first; the result is parsed from the
+//! unredacted capture, which is then copied redacted into the final log and deleted,
+//! so that no secret the agent printed outlives the invocation.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::argv::InvocationRequest;
+use super::outcome::{classify, Classification, ClassifyInput, SchemaDelivery};
+use super::record::ResultRecord;
+use super::request::{RequestContext, RequestRecord};
+use super::stream::{LineKind, Progress, StreamState};
+use crate::pipeline::ResolvedRunner;
+use crate::redact::Redactor;
+use crate::safety::assert_argv_safe;
+use crate::status::StageStatus;
+use crate::store::{now_rfc3339, sha256_hex, RunHandle};
+use crate::supervisor::{
+    self, CancelToken, ObserverControl, ProcessRecord, SpawnSpec, StdoutObserver, SupervisorError,
+};
+
+/// Called with a fresh snapshot whenever the stream shows progress (a turn, a tool
+/// call, the result). Runs on the supervisor's task: keep it quick.
+pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
+
+/// Names of the streams' capture files, inside the attempt folder. They hold
+/// unredacted output and are deleted once the redacted logs are written.
+pub const STDOUT_CAPTURE: &str = ".capture-stdout";
+pub const STDERR_CAPTURE: &str = ".capture-stderr";
+
+/// Everything one invocation needs.
+#[derive(Clone)]
+pub struct InvokeSpec<'a> {
+    pub run: &'a RunHandle,
+    /// The stage or fan-out instance id (the attempt folder's stage).
+    pub stage_id: &'a str,
+    pub attempt: u32,
+    /// The assembled argv and policy (see [`super::argv::assemble`]).
+    pub request: &'a InvocationRequest,
+    /// Timeout, kill grace, output limits and the extra environment.
+    pub runner: &'a ResolvedRunner,
+    /// Sent on stdin, byte for byte.
+    pub prompt: &'a str,
+    /// The stage's output schema, when it has one.
+    pub schema: Option<&'a Value>,
+    /// The repository root: the working directory.
+    pub cwd: &'a Path,
+    pub redactor: &'a Redactor,
+    pub cancel: CancelToken,
+    /// The detected CLI version, for `request.json`.
+    pub cli_version: Option<&'a str>,
+    pub on_progress: Option<ProgressCallback>,
+}
+
+/// How one invocation ended. Texts that came from the agent (the failure reason) are
+/// redacted; the structured output is as produced, for the caller to validate and
+/// redact before keeping it.
+#[derive(Debug, Clone)]
+pub struct InvocationOutcome {
+    pub status: StageStatus,
+    pub failure_reason: Option<String>,
+    /// The accepted structured output (only on success, and only with a schema).
+    pub structured_output: Option<Value>,
+    /// `None` when nothing was classified (nothing spawned).
+    pub classification: Option<Classification>,
+    /// `None` when nothing was spawned.
+    pub process: Option<ProcessRecord>,
+    /// `stages/<id>/attempt-NNN`.
+    pub attempt_rel: String,
+    pub started_at: String,
+    pub ended_at: String,
+    pub duration_ms: u64,
+    pub cost_usd: f64,
+    pub turns: u32,
+}
+
+impl InvocationOutcome {
+    pub fn spawned(&self) -> bool {
+        self.process.is_some()
+    }
+
+    fn not_spawned(attempt_rel: String, status: StageStatus, reason: String) -> Self {
+        let now = now_rfc3339();
+        InvocationOutcome {
+            status,
+            failure_reason: Some(reason),
+            structured_output: None,
+            classification: None,
+            process: None,
+            attempt_rel,
+            started_at: now.clone(),
+            ended_at: now,
+            duration_ms: 0,
+            cost_usd: 0.0,
+            turns: 0,
+        }
+    }
+}
+
+/// Feeds stdout lines to the stream parser and reports progress.
+struct StreamObserver {
+    state: StreamState,
+    on_progress: Option<ProgressCallback>,
+}
+
+impl StdoutObserver for StreamObserver {
+    fn on_line(&mut self, line: &[u8]) -> ObserverControl {
+        let kind = self.state.feed_line(line);
+        if matches!(
+            kind,
+            LineKind::Init | LineKind::Assistant | LineKind::ApiRetry | LineKind::Result
+        ) {
+            if let Some(report) = &self.on_progress {
+                report(&self.state.progress());
+            }
+        }
+        if kind == LineKind::Result {
+            ObserverControl::ResultSeen
+        } else {
+            ObserverControl::Continue
+        }
+    }
+}
+
+/// Runs one invocation and writes its attempt records. Never panics on a failing
+/// agent or store: every failure becomes the outcome's status and reason.
+pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
+    let attempt_rel = RunHandle::attempt_rel(spec.stage_id, spec.attempt);
+    let redactor = spec.redactor;
+    let store_failed = |what: &str, e: &dyn std::fmt::Display| {
+        InvocationOutcome::not_spawned(
+            attempt_rel.clone(),
+            StageStatus::Failed,
+            format!("failed to write {what}: {e}"),
+        )
+    };
+    let dir = match spec.run.ensure_dir(&attempt_rel) {
+        Ok(dir) => dir,
+        Err(e) => return store_failed("the attempt folder", &e),
+    };
+    let rel = |name: &str| format!("{attempt_rel}/{name}");
+
+    if let Err(e) = spec.run.write_bytes(
+        &rel("prompt.md"),
+        redactor.redact_str(spec.prompt).as_bytes(),
+    ) {
+        return store_failed("prompt.md", &e);
+    }
+    let mut schema_sha256 = None;
+    if let Some(schema) = spec.schema {
+        let mut recorded = schema.clone();
+        redactor.redact_json(&mut recorded);
+        match spec.run.write_json(&rel("output-schema.json"), &recorded) {
+            Ok(sha) => schema_sha256 = Some(sha),
+            Err(e) => return store_failed("output-schema.json", &e),
+        }
+    }
+    let cwd = spec.cwd.display().to_string();
+    let request = RequestRecord::new(
+        spec.request,
+        RequestContext {
+            stage: spec.stage_id,
+            attempt: spec.attempt,
+            runner: spec.runner,
+            cli_version: spec.cli_version,
+            has_schema: spec.schema.is_some(),
+            schema_sha256: schema_sha256.as_deref(),
+            prompt_sha256: &sha256_hex(spec.prompt.as_bytes()),
+            cwd: &cwd,
+        },
+    );
+    let mut request_json = serde_json::to_value(&request).expect("records serialise");
+    redactor.redact_json(&mut request_json);
+    if let Err(e) = spec.run.write_json(&rel("request.json"), &request_json) {
+        return store_failed("request.json", &e);
+    }
+
+    // The third safety layer: whatever assembled this argv, it is checked here.
+    let mut full_argv = vec![spec.request.program.clone()];
+    full_argv.extend(spec.request.argv.iter().cloned());
+    if let Err(e) = assert_argv_safe(&full_argv) {
+        let outcome = InvocationOutcome::not_spawned(
+            attempt_rel.clone(),
+            StageStatus::SafetyViolation,
+            e.to_string(),
+        );
+        write_unspawned_result(&spec, &attempt_rel, &outcome);
+        return outcome;
+    }
+
+    let stdout_capture = dir.join(STDOUT_CAPTURE);
+    let stderr_capture = dir.join(STDERR_CAPTURE);
+    let runner = spec.runner;
+    let spawn = SpawnSpec {
+        program: spec.request.program.clone(),
+        args: spec.request.argv.clone(),
+        redacted_argv: full_argv.iter().map(|a| redactor.redact_str(a)).collect(),
+        cwd: spec.cwd.to_path_buf(),
+        env: runner
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        stdin: Some(spec.prompt.as_bytes().to_vec()),
+        stdout_path: stdout_capture.clone(),
+        stderr_path: stderr_capture.clone(),
+        max_stdout_bytes: runner.max_stdout_bytes.bytes(),
+        max_stderr_bytes: runner.max_stderr_bytes.bytes(),
+        timeout: Some(runner.timeout.as_duration()),
+        kill_grace: runner.kill_grace.as_duration(),
+    };
+    let mut observer = StreamObserver {
+        state: StreamState::new(),
+        on_progress: spec.on_progress.clone(),
+    };
+    let run = spec.run;
+    let (stage_id, attempt) = (spec.stage_id.to_string(), spec.attempt);
+    let result = supervisor::run(
+        spawn,
+        spec.cancel.clone(),
+        Some(&mut observer),
+        |pid, pgid| {
+            // Recorded at once so that a resume after a crash can end the group.
+            if let Err(e) = run.event(
+                "process-spawned",
+                json!({ "stage": stage_id, "attempt": attempt, "pid": pid, "pgid": pgid }),
+            ) {
+                tracing::warn!("failed to record the spawn of pid {pid}: {e}");
+            }
+        },
+    )
+    .await;
+
+    let record = match result {
+        Ok(record) => record,
+        Err(e) => {
+            let (status, reason) = match &e {
+                SupervisorError::NotFound { .. } => (
+                    StageStatus::RunnerUnavailable,
+                    format!("{e}: is Claude Code installed, and is runner.command right?"),
+                ),
+                SupervisorError::CancelledBeforeSpawn { .. } => (
+                    StageStatus::Cancelled,
+                    "the run was cancelled before the agent started".to_string(),
+                ),
+                other => (StageStatus::Failed, error_chain(other)),
+            };
+            // A capture error comes after the spawn: keep what was captured.
+            let _ = keep_logs(
+                run,
+                &attempt_rel,
+                &stdout_capture,
+                &stderr_capture,
+                redactor,
+            );
+            let outcome = InvocationOutcome::not_spawned(
+                attempt_rel.clone(),
+                status,
+                redactor.redact_str(&reason),
+            );
+            write_unspawned_result(&spec, &attempt_rel, &outcome);
+            return outcome;
+        }
+    };
+
+    let mut state = observer.state;
+    if !state.result_seen() && !record.stdout_truncated {
+        // `--output-format json` may pretty-print its envelope over several lines.
+        if let Ok(stdout) = std::fs::read(&stdout_capture) {
+            state.finish(&stdout);
+        }
+    }
+    let logs = keep_logs(
+        run,
+        &attempt_rel,
+        &stdout_capture,
+        &stderr_capture,
+        redactor,
+    );
+
+    let classification = classify(ClassifyInput {
+        exit_code: record.exit_code,
+        envelope: state.result(),
+        schema: spec.schema,
+        schema_delivery: if spec.request.json_schema_inline {
+            SchemaDelivery::Flag
+        } else {
+            SchemaDelivery::ResultText
+        },
+        stdout_truncated: record.stdout_truncated,
+        stderr_truncated: record.stderr_truncated,
+        timed_out: record.timed_out,
+        cancelled: record.cancelled,
+        hung_after_result: record.hung_after_result,
+        stream_error: state.assistant_error(),
+    });
+
+    let mut status = classification.status;
+    let mut failure_reason = classification
+        .failure_reason
+        .as_deref()
+        .map(|r| redactor.redact_str(r));
+    if let Err(e) = logs {
+        status = StageStatus::Failed;
+        failure_reason = Some(format!("failed to keep the agent's output: {e}"));
+    }
+    if let Err(e) = run.write_json(&rel("process.json"), &record) {
+        status = StageStatus::Failed;
+        failure_reason = Some(format!("failed to write process.json: {e}"));
+    }
+    let offered_tools = state.init().map(|init| init.tools.clone());
+    let mut result_record = ResultRecord::new(&classification, state.result(), offered_tools);
+    result_record.outcome = status;
+    result_record.failure_reason = failure_reason.clone();
+    let mut result_json = serde_json::to_value(&result_record).expect("records serialise");
+    redactor.redact_json(&mut result_json);
+    if let Err(e) = run.write_json(&rel("result.json"), &result_json) {
+        status = StageStatus::Failed;
+        failure_reason = Some(format!("failed to write result.json: {e}"));
+    }
+
+    let structured_output = if status == StageStatus::Succeeded {
+        classification.structured_output.clone()
+    } else {
+        None
+    };
+    InvocationOutcome {
+        status,
+        failure_reason,
+        structured_output,
+        cost_usd: classification.total_cost_usd.unwrap_or(0.0),
+        turns: classification
+            .num_turns
+            .map(|t| u32::try_from(t).unwrap_or(u32::MAX))
+            .unwrap_or(0),
+        classification: Some(classification),
+        attempt_rel,
+        started_at: rfc3339(record.started_at),
+        ended_at: rfc3339(record.ended_at),
+        duration_ms: record.duration_ms,
+        process: Some(record),
+    }
+}
+
+/// `result.json` of an invocation that never ran: the outcome and why.
+fn write_unspawned_result(spec: &InvokeSpec<'_>, attempt_rel: &str, outcome: &InvocationOutcome) {
+    let classification = Classification {
+        status: outcome.status,
+        failure_reason: outcome.failure_reason.clone(),
+        structured_output: None,
+        degraded: false,
+        subtype: None,
+        is_error: None,
+        terminal_reason: None,
+        num_turns: None,
+        total_cost_usd: None,
+        session_id: None,
+        api_error_status: None,
+    };
+    let record = ResultRecord::new(&classification, None, None);
+    let mut value = serde_json::to_value(&record).expect("records serialise");
+    spec.redactor.redact_json(&mut value);
+    if let Err(e) = spec
+        .run
+        .write_json(&format!("{attempt_rel}/result.json"), &value)
+    {
+        tracing::warn!("failed to write result.json of {attempt_rel}: {e}");
+    }
+}
+
+/// Copies each capture redacted into its final log (atomically: a temporary file,
+/// then a rename), announces it, and deletes the capture. Captures are deleted even
+/// when copying fails, so unredacted output never stays in the run folder.
+fn keep_logs(
+    run: &RunHandle,
+    attempt_rel: &str,
+    stdout_capture: &Path,
+    stderr_capture: &Path,
+    redactor: &Redactor,
+) -> Result<(), String> {
+    let mut first_error = None;
+    for (capture, name) in [
+        (stdout_capture, "raw-stdout.log"),
+        (stderr_capture, "raw-stderr.log"),
+    ] {
+        if !capture.exists() {
+            continue;
+        }
+        let rel = format!("{attempt_rel}/{name}");
+        let kept = run
+            .path(&rel)
+            .map_err(|e| e.to_string())
+            .and_then(|dst| redact_into(redactor, capture, &dst))
+            .and_then(|()| run.announce(&rel).map(|_| ()).map_err(|e| e.to_string()));
+        if let Err(e) = std::fs::remove_file(capture) {
+            tracing::warn!("failed to delete {}: {e}", capture.display());
+        }
+        if let Err(e) = kept {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+fn redact_into(redactor: &Redactor, src: &Path, dst: &Path) -> Result<(), String> {
+    let tmp: PathBuf = dst.with_file_name(format!(
+        ".tmp-{}",
+        dst.file_name().and_then(|n| n.to_str()).unwrap_or("log")
+    ));
+    redactor
+        .redact_file(src, &tmp)
+        .map_err(|e| error_chain(&e))?;
+    std::fs::rename(&tmp, dst).map_err(|e| format!("failed to rename {}: {e}", tmp.display()))
+}
+
+fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+#[path = "invoke_tests.rs"]
+mod tests;

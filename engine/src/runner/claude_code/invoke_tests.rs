@@ -1,0 +1,292 @@
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Mutex;
+
+use serde_json::json;
+
+use super::*;
+use crate::runner::claude_code::argv::{
+    assemble, InvocationInput, Operation, OutputFormat, ToolPolicy,
+};
+use crate::runner::claude_code::fixtures::captured;
+use crate::store::RunStore;
+
+const SECRET_ENV: &str = "canary-env-value-0123456789";
+const SECRET_SHAPED: &str = "sk-ant-api03-canaryCANARY0123456789abcdef";
+
+struct Fixture {
+    repo: tempfile::TempDir,
+    run: RunHandle,
+}
+
+fn fixture() -> Fixture {
+    let repo = tempfile::tempdir().unwrap();
+    let run = RunStore::new(repo.path()).create().unwrap();
+    Fixture { repo, run }
+}
+
+/// An executable shell script in the repository.
+fn script(fx: &Fixture, name: &str, body: &str) -> String {
+    let path = fx.repo.path().join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+fn runner(command: &str) -> ResolvedRunner {
+    let mut runner = ResolvedRunner {
+        command: command.to_string(),
+        ..ResolvedRunner::default()
+    };
+    runner
+        .env
+        .insert("SPECBRIDGE_TEST_API_KEY".into(), SECRET_ENV.into());
+    runner
+}
+
+fn schema() -> Value {
+    json!({"type": "object", "required": ["summary"], "properties": {"summary": {"type": "string"}}})
+}
+
+fn spec<'a>(
+    fx: &'a Fixture,
+    request: &'a InvocationRequest,
+    runner: &'a ResolvedRunner,
+    schema: Option<&'a Value>,
+    redactor: &'a Redactor,
+    prompt: &'a str,
+) -> InvokeSpec<'a> {
+    InvokeSpec {
+        run: &fx.run,
+        stage_id: "requirements",
+        attempt: 1,
+        request,
+        runner,
+        prompt,
+        schema,
+        cwd: fx.repo.path(),
+        redactor,
+        cancel: CancelToken::new(),
+        cli_version: Some("2.1.332"),
+        on_progress: None,
+    }
+}
+
+fn read(fx: &Fixture, rel: &str) -> String {
+    std::fs::read_to_string(fx.run.dir().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_forbidden_argument_is_refused_just_before_spawn() {
+    let fx = fixture();
+    let marker = fx.repo.path().join("spawned");
+    let program = script(&fx, "agent", &format!("touch '{}'\n", marker.display()));
+    let runner = runner(&program);
+    let redactor = Redactor::default();
+    // Hand-built, as if validation and assembly had both been bypassed.
+    for argv in [
+        vec!["--print", "--dangerously-skip-permissions"],
+        vec!["--print", "--permission-mode", "bypassPermissions"],
+        vec!["--print", "--permission-mode=auto"],
+        vec![
+            "--settings",
+            r#"{"permissions":{"defaultMode":"bypassPermissions"}}"#,
+        ],
+    ] {
+        let request = InvocationRequest {
+            operation: Operation::Generate,
+            program: program.clone(),
+            argv: argv.iter().map(|a| a.to_string()).collect(),
+            skipped_flags: Vec::new(),
+            warnings: Vec::new(),
+            output_format: OutputFormat::StreamJson,
+            session_id: None,
+            tool_policy: ToolPolicy {
+                tools: vec![],
+                allowed_tools: vec![],
+                disallowed_tools: vec![],
+                permission_mode: "default".into(),
+            },
+            json_schema_inline: false,
+            degraded: false,
+        };
+        let outcome = invoke(spec(&fx, &request, &runner, None, &redactor, "hi")).await;
+        assert_eq!(outcome.status, StageStatus::SafetyViolation, "{argv:?}");
+        assert!(!outcome.spawned());
+        assert!(outcome.failure_reason.unwrap().contains("refusing to run"));
+        assert!(!marker.exists(), "{argv:?}: the agent was started");
+        let result: Value =
+            serde_json::from_str(&read(&fx, "stages/requirements/attempt-001/result.json"))
+                .unwrap();
+        assert_eq!(result["outcome"], "safety-violation");
+        assert!(!fx
+            .run
+            .dir()
+            .join("stages/requirements/attempt-001/process.json")
+            .exists());
+    }
+}
+
+/// A stand-in that prints a stream-json session whose texts carry secrets.
+fn chatty_agent(fx: &Fixture) -> String {
+    let init = json!({"type": "system", "subtype": "init", "session_id": "s1", "tools": ["Read", "Glob", "Grep", "StructuredOutput"]});
+    let tool = json!({"type": "assistant", "message": {"id": "m1", "content": [{"type": "tool_use", "name": "Read", "input": {"file_path": SECRET_SHAPED}}]}});
+    let result = json!({
+        "type": "result", "subtype": "success", "is_error": false,
+        "result": format!("done with {SECRET_SHAPED}"),
+        "structured_output": {"summary": format!("key {SECRET_SHAPED}")},
+        "session_id": "s1", "num_turns": 2, "total_cost_usd": 0.25,
+        "permission_denials": [], "terminal_reason": "completed"
+    });
+    let lines = [init, tool, result]
+        .iter()
+        .map(|l| serde_json::to_string(l).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n");
+    script(
+        fx,
+        "agent",
+        &format!(
+            "cat > /dev/null\ncat <<'EOF'\n{lines}\nEOF\necho \"leaked $SPECBRIDGE_TEST_API_KEY\" >&2\n"
+        ),
+    )
+}
+
+fn assembled(runner: &ResolvedRunner, root: &Path, schema: &Value) -> InvocationRequest {
+    assemble(&InvocationInput {
+        runner,
+        capabilities: &captured("2.1.332"),
+        operation: Operation::Generate,
+        schema: Some(schema),
+        repo_root: root,
+        session_id: None,
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn records_are_written_redacted_and_captures_are_deleted() {
+    let fx = fixture();
+    let program = chatty_agent(&fx);
+    let runner = runner(&program);
+    let schema = schema();
+    let request = assembled(&runner, fx.repo.path(), &schema);
+    let redactor = Redactor::from_env(&runner.env);
+    let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
+    let sink = seen.clone();
+    let prompt = format!("Write the requirements. Token: {SECRET_SHAPED}\n");
+    let mut invocation = spec(&fx, &request, &runner, Some(&schema), &redactor, &prompt);
+    invocation.on_progress = Some(Arc::new(move |p: &Progress| {
+        sink.lock().unwrap().push(p.clone())
+    }));
+
+    let outcome = invoke(invocation).await;
+
+    assert_eq!(outcome.status, StageStatus::Succeeded, "{outcome:?}");
+    assert_eq!(outcome.turns, 2);
+    assert_eq!(outcome.cost_usd, 0.25);
+    // The caller gets the output as produced, to validate before redacting it.
+    assert_eq!(
+        outcome.structured_output,
+        Some(json!({"summary": format!("key {SECRET_SHAPED}")}))
+    );
+    let attempt = fx.run.dir().join("stages/requirements/attempt-001");
+    let mut names: Vec<String> = std::fs::read_dir(&attempt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "output-schema.json",
+            "process.json",
+            "prompt.md",
+            "raw-stderr.log",
+            "raw-stdout.log",
+            "request.json",
+            "result.json"
+        ]
+    );
+    for file in files_under(fx.run.dir()) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for secret in [SECRET_ENV, SECRET_SHAPED] {
+            assert!(!text.contains(secret), "{} holds {secret}", file.display());
+        }
+    }
+    assert!(
+        read(&fx, "stages/requirements/attempt-001/raw-stderr.log").contains("leaked <redacted>")
+    );
+    assert!(read(&fx, "stages/requirements/attempt-001/prompt.md").contains("Token: <redacted>"));
+    let result: Value =
+        serde_json::from_str(&read(&fx, "stages/requirements/attempt-001/result.json")).unwrap();
+    assert_eq!(
+        result["offeredTools"],
+        json!(["Read", "Glob", "Grep", "StructuredOutput"])
+    );
+    assert_eq!(result["outcome"], "succeeded");
+    let process: Value =
+        serde_json::from_str(&read(&fx, "stages/requirements/attempt-001/process.json")).unwrap();
+    assert_eq!(process["redactedArgv"][0], program.as_str());
+    let request_json: Value =
+        serde_json::from_str(&read(&fx, "stages/requirements/attempt-001/request.json")).unwrap();
+    assert_eq!(request_json["envNames"], json!(["SPECBRIDGE_TEST_API_KEY"]));
+    assert_eq!(request_json["schemaDelivery"], "json-schema-flag");
+
+    let events = read(&fx, "events.jsonl");
+    let spawned = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "process-spawned")
+        .expect("a process-spawned event");
+    assert_eq!(spawned["stage"], "requirements");
+    assert_eq!(spawned["pgid"], process["pgid"]);
+    for name in [
+        "raw-stdout.log",
+        "raw-stderr.log",
+        "process.json",
+        "result.json",
+        "request.json",
+        "prompt.md",
+    ] {
+        assert!(
+            events.contains(&format!("stages/requirements/attempt-001/{name}")),
+            "{name} is not announced"
+        );
+    }
+
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.last().unwrap().last_tool.as_deref(), Some("Read"));
+    assert_eq!(seen.last().unwrap().cost_usd_so_far, Some(0.25));
+}
+
+#[tokio::test]
+async fn a_missing_executable_is_runner_unavailable() {
+    let fx = fixture();
+    let runner = runner(&fx.repo.path().join("no-such-claude").display().to_string());
+    let schema = schema();
+    let request = assembled(&runner, fx.repo.path(), &schema);
+    let redactor = Redactor::default();
+    let outcome = invoke(spec(&fx, &request, &runner, Some(&schema), &redactor, "hi")).await;
+    assert_eq!(
+        outcome.status,
+        StageStatus::RunnerUnavailable,
+        "{outcome:?}"
+    );
+    assert!(!outcome.spawned());
+    let attempt = fx.run.dir().join("stages/requirements/attempt-001");
+    assert!(!attempt.join(STDOUT_CAPTURE).exists());
+    assert!(!attempt.join(STDERR_CAPTURE).exists());
+}

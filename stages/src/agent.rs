@@ -1,0 +1,73 @@
+//! What agent stages share across a run: the runner detected before it, and where
+//! live progress goes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use specbridge_engine::runner::claude_code::stream::Progress;
+use specbridge_engine::runner::claude_code::Capabilities;
+
+/// Receives live progress of a running agent: the stage (or instance) id, and a
+/// snapshot of turns, last tool and cost. Called from the supervisor's task.
+pub type ProgressSink = Arc<dyn Fn(&str, &Progress) + Send + Sync>;
+
+/// One runner command as detected before the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectedRunner {
+    pub version: Option<String>,
+    pub capabilities: Capabilities,
+    /// Not detected: capabilities assumed for `--dry-run` (the CLI was not found).
+    pub assumed: bool,
+}
+
+/// The agent side of a run.
+#[derive(Clone, Default)]
+pub struct AgentSetup {
+    /// By `runner.command` as resolved for the stages (usually one).
+    pub runners: BTreeMap<String, DetectedRunner>,
+    pub progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for AgentSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSetup")
+            .field("runners", &self.runners)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+impl AgentSetup {
+    pub fn runner(&self, command: &str) -> Option<&DetectedRunner> {
+        self.runners.get(command)
+    }
+}
+
+/// Capabilities of a current Claude Code with every flag specbridge uses, for
+/// `--dry-run` when the CLI cannot be asked. The permission modes are left unlisted,
+/// so modes are passed as configured.
+pub fn assumed_capabilities() -> Capabilities {
+    Capabilities {
+        version: None,
+        print: true,
+        output_format: true,
+        stream_json: true,
+        verbose: true,
+        model: true,
+        allowed_tools_flag: Some("--allowedTools".into()),
+        disallowed_tools_flag: Some("--disallowedTools".into()),
+        tools: true,
+        permission_mode: true,
+        permission_modes: None,
+        json_schema: true,
+        session_id: true,
+        resume: true,
+        max_budget_usd: true,
+        effort: true,
+        setting_sources: true,
+        plugin_dir: true,
+        no_session_persistence: true,
+        max_turns: true,
+        auth_command: true,
+    }
+}

@@ -1,0 +1,252 @@
+//! A stage's input hash (DESIGN §8): what resume compares to decide whether a stage
+//! that succeeded can be reused.
+//!
+//! It is the sha256 (hex) of one canonical JSON document — object keys sorted, no
+//! whitespace — holding:
+//!
+//! - `v`: the format of this document (1); a change of format changes every hash;
+//! - `stage`: the stage definition as written, without its `runner:` section (the
+//!   settings that matter are in `runner`, after every layer and override);
+//! - `runner`: the resolved settings that change what the agent does: model,
+//!   effort, maxTurns, maxBudgetUsd, tools, allowedBashRules, disallowedTools,
+//!   permissionMode, pluginDirs, settingSources, commandArgs. Not the command, the
+//!   timeout, the kill grace or output limits (they change whether a run finishes,
+//!   not what it is asked), and never environment values;
+//! - `promptSha256`: the rendered prompt, byte for byte as sent;
+//! - `schemaSha256`: the output schema's bytes (built-in or file), or null;
+//! - `upstream`: for every stage this one can see (its needs, transitively), the
+//!   sha256 of its `output.json`, or null when it has none;
+//! - `itemId`: the fan-out item of an instance, or null.
+//!
+//! The rendered prompt already holds whatever upstream text the template used; the
+//! upstream hashes make a change in an unused field count too, which errs on the
+//! side of running again.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
+
+/// The version of the hashed document's layout.
+pub const INPUT_HASH_FORMAT: u32 = 1;
+
+/// Everything that goes into a stage's input hash.
+#[derive(Debug, Clone)]
+pub struct HashInputs<'a> {
+    pub stage: &'a StageDef,
+    pub runner: &'a ResolvedRunner,
+    pub prompt: &'a [u8],
+    pub schema: Option<&'a [u8]>,
+    /// Upstream stage id → sha256 of its `output.json` (None when it has none).
+    pub upstream: &'a BTreeMap<String, Option<String>>,
+    pub item_id: Option<&'a str>,
+}
+
+/// The canonical document that is hashed (exposed so that a mismatch can be
+/// explained field by field).
+pub fn hash_document(inputs: &HashInputs<'_>) -> Value {
+    let mut stage = serde_json::to_value(inputs.stage).expect("stage definitions serialise");
+    if let Value::Object(map) = &mut stage {
+        map.remove("runner");
+    }
+    let r = inputs.runner;
+    json!({
+        "v": INPUT_HASH_FORMAT,
+        "stage": stage,
+        "runner": {
+            "model": r.model,
+            "effort": r.effort,
+            "maxTurns": r.max_turns,
+            "maxBudgetUsd": r.max_budget_usd,
+            "tools": r.tools,
+            "allowedBashRules": r.allowed_bash_rules,
+            "disallowedTools": r.disallowed_tools,
+            "permissionMode": r.permission_mode,
+            "pluginDirs": r.plugin_dirs,
+            "settingSources": r.setting_sources,
+            "commandArgs": r.command_args,
+        },
+        "promptSha256": sha256_hex(inputs.prompt),
+        "schemaSha256": inputs.schema.map(sha256_hex),
+        "upstream": inputs.upstream,
+        "itemId": inputs.item_id,
+    })
+}
+
+/// The input hash: sha256 (hex) of the canonical form of [`hash_document`].
+pub fn input_hash(inputs: &HashInputs<'_>) -> String {
+    sha256_hex(canonical_json(&hash_document(inputs)).as_bytes())
+}
+
+/// Compact JSON with every object's keys sorted, so that the bytes depend only on
+/// the content.
+pub fn canonical_json(value: &Value) -> String {
+    serde_json::to_string(&sorted(value)).expect("JSON values serialise")
+}
+
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let mut out = Map::new();
+            for k in keys {
+                out.insert(k.clone(), sorted(&map[k]));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use specbridge_engine::pipeline::{DurationSpec, RunnerSettings, StageKind};
+
+    fn stage() -> StageDef {
+        serde_yaml::from_str(
+            "id: design\nkind: generate\nneeds: [requirements]\nprompt: prompts/design.md\noutput: { schema: builtin:document }\n",
+        )
+        .unwrap()
+    }
+
+    struct Case {
+        stage: StageDef,
+        runner: ResolvedRunner,
+        prompt: Vec<u8>,
+        schema: Option<Vec<u8>>,
+        upstream: BTreeMap<String, Option<String>>,
+        item: Option<String>,
+    }
+
+    impl Case {
+        fn new() -> Case {
+            Case {
+                stage: stage(),
+                runner: ResolvedRunner::default(),
+                prompt: b"Design it.\n".to_vec(),
+                schema: Some(b"{}".to_vec()),
+                upstream: [("requirements".to_string(), Some("ab".repeat(32)))].into(),
+                item: None,
+            }
+        }
+
+        fn hash(&self) -> String {
+            input_hash(&HashInputs {
+                stage: &self.stage,
+                runner: &self.runner,
+                prompt: &self.prompt,
+                schema: self.schema.as_deref(),
+                upstream: &self.upstream,
+                item_id: self.item.as_deref(),
+            })
+        }
+    }
+
+    #[test]
+    fn every_input_that_changes_the_result_changes_the_hash() {
+        let base = Case::new().hash();
+        assert_eq!(base, Case::new().hash(), "the hash is deterministic");
+        assert_eq!(base.len(), 64);
+        type Change = Box<dyn Fn(&mut Case)>;
+        let changes: Vec<(&str, Change)> = vec![
+            ("prompt", Box::new(|c| c.prompt.push(b' '))),
+            ("schema", Box::new(|c| c.schema = Some(b"{ }".to_vec()))),
+            ("no schema", Box::new(|c| c.schema = None)),
+            ("model", Box::new(|c| c.runner.model = Some("opus".into()))),
+            (
+                "effort",
+                Box::new(|c| c.runner.effort = Some("high".into())),
+            ),
+            ("maxTurns", Box::new(|c| c.runner.max_turns += 1)),
+            ("maxBudgetUsd", Box::new(|c| c.runner.max_budget_usd += 1.0)),
+            (
+                "tools",
+                Box::new(|c| c.runner.tools.pop().map(|_| ()).unwrap_or(())),
+            ),
+            (
+                "rules",
+                Box::new(|c| c.runner.allowed_bash_rules.push("Bash(ls *)".into())),
+            ),
+            (
+                "deny",
+                Box::new(|c| c.runner.disallowed_tools.push("WebFetch".into())),
+            ),
+            (
+                "mode",
+                Box::new(|c| c.runner.permission_mode = "plan".into()),
+            ),
+            (
+                "plugins",
+                Box::new(|c| c.runner.plugin_dirs.push("p".into())),
+            ),
+            (
+                "sources",
+                Box::new(|c| c.runner.setting_sources = Some(vec!["user".into()])),
+            ),
+            (
+                "commandArgs",
+                Box::new(|c| c.runner.command_args.push("--x".into())),
+            ),
+            (
+                "upstream",
+                Box::new(|c| {
+                    c.upstream
+                        .insert("requirements".into(), Some("cd".repeat(32)));
+                }),
+            ),
+            (
+                "upstream missing",
+                Box::new(|c| {
+                    c.upstream.insert("requirements".into(), None);
+                }),
+            ),
+            ("item", Box::new(|c| c.item = Some("t1".into()))),
+            (
+                "stage",
+                Box::new(|c| c.stage.description = Some("new".into())),
+            ),
+            ("kind", Box::new(|c| c.stage.kind = StageKind::Execute)),
+        ];
+        for (what, change) in changes {
+            let mut case = Case::new();
+            change(&mut case);
+            assert_ne!(case.hash(), base, "changing {what} must change the hash");
+        }
+    }
+
+    #[test]
+    fn settings_that_do_not_change_the_result_leave_it_alone() {
+        let base = Case::new().hash();
+        let mut case = Case::new();
+        case.runner.command = "/opt/claude".into();
+        case.runner.timeout = DurationSpec::from_millis(1);
+        case.runner.kill_grace = DurationSpec::from_millis(1);
+        case.runner
+            .env
+            .insert("ANTHROPIC_API_KEY".into(), "x".into());
+        // The stage's own runner section counts only through the resolved settings.
+        case.stage.runner = Some(RunnerSettings {
+            command: Some("/opt/claude".into()),
+            ..Default::default()
+        });
+        assert_eq!(case.hash(), base);
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let a: Value =
+            serde_json::from_str(r#"{"b":1,"a":{"d":[{"z":1,"y":2}],"c":null}}"#).unwrap();
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"c":null,"d":[{"y":2,"z":1}]},"b":1}"#
+        );
+    }
+}
