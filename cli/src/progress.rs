@@ -90,9 +90,13 @@ impl Progress {
     }
 
     fn line(node: &Node, status: StageStatus, report: Option<&StageReport>) -> String {
-        let mut line = format!("{:<10} {}", status.as_str(), node.id);
+        let label = match report {
+            Some(r) if r.reused => "reused",
+            _ => status.as_str(),
+        };
+        let mut line = format!("{:<10} {}", label, node.id);
         if let Some(r) = report {
-            if status != StageStatus::Running {
+            if status != StageStatus::Running && !r.reused {
                 line.push_str(&format!(" ({})", duration(r.duration_ms)));
             }
             if let Some(e) = r.evidence_status {

@@ -11,6 +11,7 @@ pub mod diagnostic;
 pub mod evidence;
 pub mod graph;
 pub mod orchestrate;
+pub mod resume;
 pub mod pipeline;
 pub mod redact;
 pub mod runner;

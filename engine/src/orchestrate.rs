@@ -163,53 +163,11 @@ pub async fn execute_run(
     let outcome =
         scheduler::run_plan(nodes, spec.executor.clone(), run.clone(), opts, on_change).await?;
 
-    // The plan as it finally stood: instances in place of placeholders, each node
-    // with the input hash its stage reported.
-    plan.nodes = outcome
-        .nodes
-        .iter()
-        .map(|n| {
-            let hash = outcome
-                .reports
-                .get(&n.id)
-                .and_then(|r| r.input_hash.clone());
-            n.to_plan_node(hash)
-        })
-        .collect();
-    plan.expansions = outcome
-        .expansions
-        .iter()
-        .map(|(stage, instances)| {
-            let fe = spec
-                .source
-                .file
-                .stages
-                .iter()
-                .find(|s| &s.id == stage)
-                .and_then(|s| s.for_each.clone());
-            Expansion {
-                stage: stage.clone(),
-                source: fe.as_ref().map(|f| f.stage.clone()).unwrap_or_default(),
-                items_pointer: fe.map(|f| f.items).unwrap_or_default(),
-                instances: instances.clone(),
-                at: now_rfc3339(),
-            }
-        })
-        .collect();
+    plan.nodes = final_nodes(&outcome);
+    plan.expansions = expansions(&outcome, &spec.source.file);
     run.write_json("plan.json", &plan)?;
 
-    let exit_code = exit::most_severe(outcome.reports.values().map(|r| r.exit_code()));
-    let status = if outcome.cancelled {
-        RunStatus::Cancelled
-    } else if outcome
-        .statuses
-        .values()
-        .all(|s| *s == StageStatus::Succeeded)
-    {
-        RunStatus::Succeeded
-    } else {
-        RunStatus::Failed
-    };
+    let (status, exit_code) = settle(&outcome);
     record.status = status;
     record.ended_at = Some(now_rfc3339());
     record.duration_ms = Some(started.elapsed().as_millis() as u64);
@@ -230,6 +188,61 @@ pub async fn execute_run(
     })
 }
 
+/// The plan as it finally stood: instances in place of placeholders, each node
+/// with the input hash its stage reported.
+pub fn final_nodes(outcome: &RunOutcome) -> Vec<crate::store::PlanNode> {
+    outcome
+        .nodes
+        .iter()
+        .map(|n| {
+            let hash = outcome
+                .reports
+                .get(&n.id)
+                .and_then(|r| r.input_hash.clone());
+            n.to_plan_node(hash)
+        })
+        .collect()
+}
+
+/// The fan-out expansions of a scheduled plan, for `plan.json`.
+pub fn expansions(outcome: &RunOutcome, file: &PipelineFile) -> Vec<Expansion> {
+    outcome
+        .expansions
+        .iter()
+        .map(|(stage, instances)| {
+            let fe = file
+                .stages
+                .iter()
+                .find(|s| &s.id == stage)
+                .and_then(|s| s.for_each.clone());
+            Expansion {
+                stage: stage.clone(),
+                source: fe.as_ref().map(|f| f.stage.clone()).unwrap_or_default(),
+                items_pointer: fe.map(|f| f.items).unwrap_or_default(),
+                instances: instances.clone(),
+                at: now_rfc3339(),
+            }
+        })
+        .collect()
+}
+
+/// A scheduled plan's run status and exit code (the most severe of its stages).
+pub fn settle(outcome: &RunOutcome) -> (RunStatus, i32) {
+    let exit_code = exit::most_severe(outcome.reports.values().map(|r| r.exit_code()));
+    let status = if outcome.cancelled {
+        RunStatus::Cancelled
+    } else if outcome
+        .statuses
+        .values()
+        .all(|s| *s == StageStatus::Succeeded)
+    {
+        RunStatus::Succeeded
+    } else {
+        RunStatus::Failed
+    };
+    (status, exit_code)
+}
+
 pub fn count_statuses(statuses: impl Iterator<Item = StageStatus>) -> BTreeMap<String, u32> {
     let mut m = BTreeMap::new();
     for s in statuses {
@@ -248,7 +261,7 @@ pub fn display_rel(root: &Path, path: &Path) -> String {
 }
 
 /// A redactor that also knows the values of every `runner.env` in the pipeline.
-fn pipeline_redactor(file: &PipelineFile) -> crate::redact::Redactor {
+pub(crate) fn pipeline_redactor(file: &PipelineFile) -> crate::redact::Redactor {
     let mut env = file.runner.env.clone().unwrap_or_default();
     for stage in &file.stages {
         if let Some(more) = stage.runner.as_ref().and_then(|r| r.env.as_ref()) {

@@ -261,6 +261,7 @@ fn stage_record(
         instance_of: None,
         item_id: None,
         input_hash: Some("ab".repeat(32)),
+        input_parts: None,
         attempts: 1,
         outcome: None,
         evidence_status,

@@ -2,15 +2,47 @@
 
 use std::time::Duration;
 
+use std::path::Path;
+
 use serde_json::json;
 use specbridge_engine::pipeline::resolve::DEFAULT_CHECK_TIMEOUT_MS;
 use specbridge_engine::pipeline::StageDef;
-use specbridge_engine::scheduler::{StageReport, StageRun};
-use specbridge_engine::store::RunHandle;
+use specbridge_engine::scheduler::{Node, StageReport, StageRun};
+use specbridge_engine::store::{InputParts, RunHandle};
 use specbridge_engine::supervisor::{self, ProcessRecord, SpawnSpec, SupervisorError};
 use specbridge_engine::StageStatus;
 
 use crate::context::RunContext;
+use crate::input_hash::{input_hash, input_parts, HashInputs};
+use crate::upstream::stage_inputs_in;
+
+fn timeout(stage: &StageDef) -> Duration {
+    stage
+        .timeout
+        .map(|t| t.as_duration())
+        .unwrap_or(Duration::from_millis(DEFAULT_CHECK_TIMEOUT_MS))
+}
+
+/// A check stage's input hash and its parts: the definition (argv, timeout after
+/// its default) and the upstream outputs. No prompt, no schema, no runner.
+pub fn inputs(
+    ctx: &RunContext,
+    stage: &StageDef,
+    node: &Node,
+    run_dir: &Path,
+) -> Result<(String, InputParts), String> {
+    let upstream = stage_inputs_in(ctx, stage, node, run_dir)?;
+    let hash_inputs = HashInputs {
+        stage,
+        settings: json!({ "timeoutMs": timeout(stage).as_millis() as u64 }),
+        prompt: None,
+        schema: None,
+        upstream: &upstream.upstream_hashes,
+        item_id: node.item_id.as_deref(),
+        item: upstream.context.item.as_ref(),
+    };
+    Ok((input_hash(&hash_inputs), input_parts(&hash_inputs)))
+}
 
 /// What a check stage would run, for `--dry-run`.
 pub fn describe(stage: &StageDef) -> Vec<String> {
@@ -45,18 +77,25 @@ pub fn spawn_spec(
         stderr_path: dir.join("raw-stderr.log"),
         max_stdout_bytes: runner.max_stdout_bytes.bytes(),
         max_stderr_bytes: runner.max_stderr_bytes.bytes(),
-        timeout: Some(
-            stage
-                .timeout
-                .map(|t| t.as_duration())
-                .unwrap_or(Duration::from_millis(DEFAULT_CHECK_TIMEOUT_MS)),
-        ),
+        timeout: Some(timeout(stage)),
         kill_grace: runner.kill_grace.as_duration(),
     })
 }
 
 /// Run a check stage's command once and report.
 pub async fn run_check(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> StageReport {
+    let run = &sr.run;
+    let (hash, parts) = match inputs(ctx, stage, &sr.node, run.dir()) {
+        Ok(x) => x,
+        Err(e) => return StageReport::failed(StageStatus::Failed, e),
+    };
+    let mut report = run_command(ctx, stage, sr).await;
+    report.input_hash = Some(hash);
+    report.input_parts = Some(parts);
+    report
+}
+
+async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> StageReport {
     let run = &sr.run;
     let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);
     let Some(spec) = spawn_spec(ctx, stage, run, &attempt_rel) else {

@@ -1,10 +1,11 @@
 //! The stage executor the scheduler drives: dispatches each node to its kind.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use specbridge_engine::pipeline::StageKind;
 use specbridge_engine::scheduler::{BoxFuture, Node, StageExecutor, StageReport, StageRun};
-use specbridge_engine::store::RunHandle;
+use specbridge_engine::store::{InputParts, RunHandle};
 use specbridge_engine::StageStatus;
 
 use crate::agent::AgentSetup;
@@ -64,6 +65,23 @@ impl StageExecutor for PipelineExecutor {
             .stage(&placeholder.id)
             .ok_or_else(|| format!("stage `{}` is not in the pipeline", placeholder.id))?;
         crate::fanout::expand(stage, placeholder, run)
+    }
+
+    fn inputs(
+        &self,
+        node: &Node,
+        run_dir: &Path,
+    ) -> Option<Result<(String, InputParts), String>> {
+        let stage = self.ctx.stage(Self::def_id(node))?;
+        match stage.kind {
+            StageKind::Check => Some(crate::check::inputs(&self.ctx, stage, node, run_dir)),
+            StageKind::Generate => Some(
+                crate::generate::prepare(&self.ctx, stage, node, run_dir)
+                    .map(|p| (p.hash, p.parts))
+                    .map_err(|(_, reason)| reason),
+            ),
+            StageKind::Execute => None,
+        }
     }
 
     fn cancelled(&self) -> bool {

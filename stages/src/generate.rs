@@ -18,16 +18,16 @@ use specbridge_engine::runner::claude_code::stream::Progress;
 use specbridge_engine::runner::claude_code::{
     assemble, invoke, InvocationInput, InvokeSpec, Operation, ProgressCallback,
 };
-use specbridge_engine::scheduler::{StageReport, StageRun};
-use specbridge_engine::store::{now_rfc3339, write_atomic, FileRef, RunHandle};
+use specbridge_engine::scheduler::{Node, StageReport, StageRun};
+use specbridge_engine::store::{now_rfc3339, write_atomic, FileRef, InputParts, RunHandle};
 use specbridge_engine::StageStatus;
 
 use crate::agent::{assumed_capabilities, AgentSetup};
 use crate::context::RunContext;
-use crate::input_hash::{input_hash, HashInputs};
+use crate::input_hash::{agent_settings, input_hash, input_parts, HashInputs};
 use crate::prompt::{render, PromptSource};
 use crate::schema;
-use crate::upstream::stage_inputs;
+use crate::upstream::stage_inputs_in;
 
 /// When [`snapshot_hook`] is called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,45 +85,19 @@ pub async fn run_generate(
             ),
         );
     };
-    let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
-        Ok(Some(schema)) => schema,
-        Ok(None) => {
-            return stopped(
-                StageStatus::Failed,
-                format!("generate stage `{}` has no output schema", stage.id),
-            )
-        }
-        Err(e) => return stopped(StageStatus::Failed, crate::error_chain(&e)),
+    let Prepared {
+        schema,
+        prompt,
+        hash,
+        parts,
+        ..
+    } = match prepare(ctx, stage, node, run.dir()) {
+        Ok(p) => p,
+        Err((status, reason)) => return stopped(status, reason),
     };
-    let inputs = match stage_inputs(ctx, stage, node, run) {
-        Ok(inputs) => inputs,
-        Err(e) => return stopped(StageStatus::Failed, e),
-    };
-    let Some(prompt_value) = stage.prompt.as_deref() else {
-        return stopped(
-            StageStatus::Failed,
-            format!("generate stage `{}` has no prompt", stage.id),
-        );
-    };
-    let source = PromptSource::from_value(prompt_value, &ctx.pipeline_dir);
-    let prompt = match render(
-        &source,
-        &format!("of stage `{}`", stage.id),
-        &inputs.context,
-    ) {
-        Ok(prompt) => prompt,
-        Err(e) => return stopped(StageStatus::Failed, redactor.redact_str(&e.to_string())),
-    };
-    let hash = input_hash(&HashInputs {
-        stage,
-        runner: &runner,
-        prompt: prompt.as_bytes(),
-        schema: Some(&schema.bytes),
-        upstream: &inputs.upstream_hashes,
-        item_id: node.item_id.as_deref(),
-    });
     let with_hash = |mut report: StageReport| {
         report.input_hash = Some(hash.clone());
+        report.input_parts = Some(parts.clone());
         report
     };
 
@@ -171,6 +145,7 @@ pub async fn run_generate(
         status: outcome.status,
         outcome: outcome.failure_reason.clone(),
         input_hash: Some(hash.clone()),
+        input_parts: Some(parts.clone()),
         started_at: Some(outcome.started_at.clone()),
         ended_at: Some(outcome.ended_at.clone()),
         duration_ms: Some(outcome.duration_ms),
@@ -203,6 +178,67 @@ pub async fn run_generate(
         }
     }
     report
+}
+
+/// What one attempt of a generate stage is asked, before anything is spawned.
+pub struct Prepared {
+    pub schema: schema::StageSchema,
+    pub prompt: String,
+    pub hash: String,
+    pub parts: InputParts,
+}
+
+/// Load the schema, render the prompt from the upstream records in `run_dir`, and
+/// compute the input hash. Resume calls this to decide whether a recorded result
+/// can be reused.
+pub fn prepare(
+    ctx: &RunContext,
+    stage: &StageDef,
+    node: &Node,
+    run_dir: &Path,
+) -> Result<Prepared, (StageStatus, String)> {
+    let runner = ctx.runner_for(stage);
+    let redactor = Redactor::from_env(&runner.env);
+    let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
+        Ok(Some(schema)) => schema,
+        Ok(None) => {
+            return Err((
+                StageStatus::Failed,
+                format!("generate stage `{}` has no output schema", stage.id),
+            ))
+        }
+        Err(e) => return Err((StageStatus::Failed, crate::error_chain(&e))),
+    };
+    let inputs =
+        stage_inputs_in(ctx, stage, node, run_dir).map_err(|e| (StageStatus::Failed, e))?;
+    let Some(prompt_value) = stage.prompt.as_deref() else {
+        return Err((
+            StageStatus::Failed,
+            format!("generate stage `{}` has no prompt", stage.id),
+        ));
+    };
+    let source = PromptSource::from_value(prompt_value, &ctx.pipeline_dir);
+    let prompt = render(
+        &source,
+        &format!("of stage `{}`", stage.id),
+        &inputs.context,
+    )
+    .map_err(|e| (StageStatus::Failed, redactor.redact_str(&e.to_string())))?;
+    let hash_inputs = HashInputs {
+        stage,
+        settings: agent_settings(&runner),
+        prompt: Some(prompt.as_bytes()),
+        schema: Some(&schema.bytes),
+        upstream: &inputs.upstream_hashes,
+        item_id: node.item_id.as_deref(),
+        item: inputs.context.item.as_ref(),
+    };
+    Ok(Prepared {
+        hash: input_hash(&hash_inputs),
+        parts: input_parts(&hash_inputs),
+        schema,
+        prompt,
+    })
 }
 
 /// Validates the output once more, keeps it redacted as `output.json`, and writes

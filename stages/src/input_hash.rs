@@ -4,79 +4,107 @@
 //! It is the sha256 (hex) of one canonical JSON document — object keys sorted, no
 //! whitespace — holding:
 //!
-//! - `v`: the format of this document (1); a change of format changes every hash;
-//! - `stage`: the stage definition as written, without its `runner:` section (the
-//!   settings that matter are in `runner`, after every layer and override);
-//! - `runner`: the resolved settings that change what the agent does: model,
-//!   effort, maxTurns, maxBudgetUsd, tools, allowedBashRules, disallowedTools,
-//!   permissionMode, pluginDirs, settingSources, commandArgs. Not the command, the
+//! - `v`: the format of this document (2); a change of format changes every hash;
+//! - `definition`: the stage definition as written, without its `runner:` section,
+//!   and `settings`: what the stage kind resolves from defaults and overrides and
+//!   what changes the result. For agent stages the runner settings: model, effort,
+//!   maxTurns, maxBudgetUsd, tools, allowedBashRules, disallowedTools,
+//!   permissionMode, pluginDirs, settingSources, commandArgs — not the command, the
 //!   timeout, the kill grace or output limits (they change whether a run finishes,
-//!   not what it is asked), and never environment values;
-//! - `promptSha256`: the rendered prompt, byte for byte as sent;
+//!   not what it is asked), and never environment values. For check stages the
+//!   effective timeout (a gate's limit is part of the gate);
+//! - `promptSha256`: the rendered prompt, byte for byte as sent, or null;
 //! - `schemaSha256`: the output schema's bytes (built-in or file), or null;
 //! - `upstream`: for every stage this one can see (its needs, transitively), the
-//!   sha256 of its `output.json`, or null when it has none;
-//! - `itemId`: the fan-out item of an instance, or null.
+//!   sha256 of its `output.json`, or null when it has none; a fan-out stage is
+//!   seen through its instances (`<stage>.<item>`);
+//! - `itemId` and `itemSha256`: the fan-out item of an instance (its id, and the
+//!   sha256 of the item as canonical JSON), or null.
 //!
 //! The rendered prompt already holds whatever upstream text the template used; the
 //! upstream hashes make a change in an unused field count too, which errs on the
-//! side of running again.
+//! side of running again. [`input_parts`] keeps a digest of each part in
+//! `stage.json`, so that resume can say which one changed.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
+use specbridge_engine::store::InputParts;
 
 /// The version of the hashed document's layout.
-pub const INPUT_HASH_FORMAT: u32 = 1;
+pub const INPUT_HASH_FORMAT: u32 = 2;
 
 /// Everything that goes into a stage's input hash.
 #[derive(Debug, Clone)]
 pub struct HashInputs<'a> {
     pub stage: &'a StageDef,
-    pub runner: &'a ResolvedRunner,
-    pub prompt: &'a [u8],
+    /// Resolved settings that change the result ([`agent_settings`] for agent
+    /// stages).
+    pub settings: Value,
+    pub prompt: Option<&'a [u8]>,
     pub schema: Option<&'a [u8]>,
     /// Upstream stage id → sha256 of its `output.json` (None when it has none).
     pub upstream: &'a BTreeMap<String, Option<String>>,
     pub item_id: Option<&'a str>,
+    pub item: Option<&'a Value>,
 }
 
-/// The canonical document that is hashed (exposed so that a mismatch can be
-/// explained field by field).
-pub fn hash_document(inputs: &HashInputs<'_>) -> Value {
+/// The runner settings of an agent stage that change what the agent does.
+pub fn agent_settings(r: &ResolvedRunner) -> Value {
+    json!({
+        "model": r.model,
+        "effort": r.effort,
+        "maxTurns": r.max_turns,
+        "maxBudgetUsd": r.max_budget_usd,
+        "tools": r.tools,
+        "allowedBashRules": r.allowed_bash_rules,
+        "disallowedTools": r.disallowed_tools,
+        "permissionMode": r.permission_mode,
+        "pluginDirs": r.plugin_dirs,
+        "settingSources": r.setting_sources,
+        "commandArgs": r.command_args,
+    })
+}
+
+fn definition(inputs: &HashInputs<'_>) -> Value {
     let mut stage = serde_json::to_value(inputs.stage).expect("stage definitions serialise");
     if let Value::Object(map) = &mut stage {
         map.remove("runner");
     }
-    let r = inputs.runner;
+    json!({ "stage": stage, "settings": inputs.settings })
+}
+
+/// The canonical document that is hashed.
+pub fn hash_document(inputs: &HashInputs<'_>) -> Value {
     json!({
         "v": INPUT_HASH_FORMAT,
-        "stage": stage,
-        "runner": {
-            "model": r.model,
-            "effort": r.effort,
-            "maxTurns": r.max_turns,
-            "maxBudgetUsd": r.max_budget_usd,
-            "tools": r.tools,
-            "allowedBashRules": r.allowed_bash_rules,
-            "disallowedTools": r.disallowed_tools,
-            "permissionMode": r.permission_mode,
-            "pluginDirs": r.plugin_dirs,
-            "settingSources": r.setting_sources,
-            "commandArgs": r.command_args,
-        },
-        "promptSha256": sha256_hex(inputs.prompt),
+        "definition": definition(inputs),
+        "promptSha256": inputs.prompt.map(sha256_hex),
         "schemaSha256": inputs.schema.map(sha256_hex),
         "upstream": inputs.upstream,
         "itemId": inputs.item_id,
+        "itemSha256": inputs.item.map(|i| sha256_hex(canonical_json(i).as_bytes())),
     })
 }
 
 /// The input hash: sha256 (hex) of the canonical form of [`hash_document`].
 pub fn input_hash(inputs: &HashInputs<'_>) -> String {
     sha256_hex(canonical_json(&hash_document(inputs)).as_bytes())
+}
+
+/// A digest of each part of the hashed document, kept in `stage.json`.
+pub fn input_parts(inputs: &HashInputs<'_>) -> InputParts {
+    InputParts {
+        definition: sha256_hex(canonical_json(&definition(inputs)).as_bytes()),
+        prompt: inputs.prompt.map(sha256_hex),
+        schema: inputs.schema.map(sha256_hex),
+        upstream: inputs.upstream.clone(),
+        item: inputs
+            .item
+            .map(|i| sha256_hex(canonical_json(i).as_bytes())),
+    }
 }
 
 /// Compact JSON with every object's keys sorted, so that the bytes depend only on
@@ -124,6 +152,7 @@ mod tests {
         schema: Option<Vec<u8>>,
         upstream: BTreeMap<String, Option<String>>,
         item: Option<String>,
+        item_value: Option<Value>,
     }
 
     impl Case {
@@ -135,18 +164,24 @@ mod tests {
                 schema: Some(b"{}".to_vec()),
                 upstream: [("requirements".to_string(), Some("ab".repeat(32)))].into(),
                 item: None,
+                item_value: None,
             }
         }
 
         fn hash(&self) -> String {
-            input_hash(&HashInputs {
+            input_hash(&self.inputs())
+        }
+
+        fn inputs(&self) -> HashInputs<'_> {
+            HashInputs {
                 stage: &self.stage,
-                runner: &self.runner,
-                prompt: &self.prompt,
+                settings: agent_settings(&self.runner),
+                prompt: Some(&self.prompt),
                 schema: self.schema.as_deref(),
                 upstream: &self.upstream,
                 item_id: self.item.as_deref(),
-            })
+                item: self.item_value.as_ref(),
+            }
         }
     }
 
@@ -210,6 +245,20 @@ mod tests {
             ),
             ("item", Box::new(|c| c.item = Some("t1".into()))),
             (
+                "item content",
+                Box::new(|c| c.item_value = Some(json!({"id": "t1", "title": "x"}))),
+            ),
+            (
+                "argv",
+                Box::new(|c| {
+                    c.stage.argv = Some(serde_yaml::from_str("[cargo, test]").unwrap())
+                }),
+            ),
+            (
+                "check timeout",
+                Box::new(|c| c.stage.timeout = Some(DurationSpec::from_millis(5))),
+            ),
+            (
                 "stage",
                 Box::new(|c| c.stage.description = Some("new".into())),
             ),
@@ -238,6 +287,22 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(case.hash(), base);
+    }
+
+    #[test]
+    fn each_part_names_what_changed() {
+        let base = input_parts(&Case::new().inputs());
+        let mut case = Case::new();
+        case.prompt.push(b'!');
+        let changed = input_parts(&case.inputs());
+        assert_ne!(changed.prompt, base.prompt);
+        assert_eq!(changed.definition, base.definition);
+        assert_eq!(changed.upstream, base.upstream);
+        let mut case = Case::new();
+        case.runner.model = Some("opus".into());
+        let changed = input_parts(&case.inputs());
+        assert_ne!(changed.definition, base.definition);
+        assert_eq!(changed.prompt, base.prompt);
     }
 
     #[test]

@@ -8,7 +8,8 @@ use std::path::Path;
 use serde_json::{json, Value};
 use specbridge_engine::pipeline::{PipelineFile, StageDef};
 use specbridge_engine::scheduler::Node;
-use specbridge_engine::store::{sha256_hex, RunHandle};
+use specbridge_engine::store::{is_safe_component, sha256_hex, RunHandle, StageRecord};
+use specbridge_engine::StageStatus;
 
 use crate::context::RunContext;
 use crate::prompt::{PromptContext, UpstreamView};
@@ -52,9 +53,25 @@ pub fn stage_inputs(
     node: &Node,
     run: &RunHandle,
 ) -> Result<StageInputs, String> {
+    stage_inputs_in(ctx, stage, node, run.dir())
+}
+
+/// [`stage_inputs`] from a run folder that may not be open for writing (resume
+/// planning reads it before the event log is repaired).
+pub fn stage_inputs_in(
+    ctx: &RunContext,
+    stage: &StageDef,
+    node: &Node,
+    run: &Path,
+) -> Result<StageInputs, String> {
     let mut stages = BTreeMap::new();
     let mut upstream_hashes = BTreeMap::new();
     for id in visible_stages(&ctx.pipeline, stage) {
+        if ctx.stage(&id).is_some_and(|s| s.for_each.is_some()) {
+            // A fan-out stage has no output of its own: what it did is in its
+            // instances, and a rerun of one must count as a change upstream.
+            upstream_hashes.extend(instance_hashes(run, &id)?);
+        }
         let (output, sha) = read_output(run, &id)?;
         let document = ctx
             .stage(&id)
@@ -63,7 +80,9 @@ pub fn stage_inputs(
             .map(|doc| read_document(&ctx.root, doc))
             .transpose()?
             .flatten();
-        upstream_hashes.insert(id.clone(), sha);
+        if sha.is_some() || ctx.stage(&id).is_none_or(|s| s.for_each.is_none()) {
+            upstream_hashes.insert(id.clone(), sha);
+        }
         stages.insert(id, UpstreamView { output, document });
     }
     let item = match (&stage.for_each, &node.item_id) {
@@ -89,11 +108,43 @@ pub fn stage_inputs(
     })
 }
 
+/// The output hash of every succeeded instance of fan-out stage `stage` in this run
+/// (retired and failed ones are not what downstream stages saw).
+fn instance_hashes(run: &Path, stage: &str) -> Result<BTreeMap<String, Option<String>>, String> {
+    let mut out = BTreeMap::new();
+    let prefix = format!("{stage}.");
+    let Ok(entries) = std::fs::read_dir(run.join("stages")) else {
+        return Ok(out);
+    };
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(entry.path().join("stage.json")) else {
+            continue;
+        };
+        let Ok(record) = serde_json::from_slice::<StageRecord>(&bytes) else {
+            continue;
+        };
+        if record.instance_of.as_deref() == Some(stage) && record.status == StageStatus::Succeeded
+        {
+            let (_, sha) = read_output(run, &name)?;
+            out.insert(name, sha);
+        }
+    }
+    Ok(out)
+}
+
 /// `stages/<id>/output.json` of this run and its sha256; `Null` when the stage
 /// wrote none (a check stage, a fan-out placeholder).
-fn read_output(run: &RunHandle, id: &str) -> Result<(Value, Option<String>), String> {
-    let rel = format!("{}/output.json", RunHandle::stage_rel(id));
-    let path = run.path(&rel).map_err(|e| e.to_string())?;
+fn read_output(run: &Path, id: &str) -> Result<(Value, Option<String>), String> {
+    if !is_safe_component(id) {
+        return Err(format!("refusing unsafe stage id `{id}`"));
+    }
+    let path = run.join("stages").join(id).join("output.json");
     match std::fs::read(&path) {
         Ok(bytes) => {
             let value = serde_json::from_slice(&bytes)
@@ -115,7 +166,7 @@ fn read_document(root: &Path, doc: &str) -> Result<Option<String>, String> {
 
 /// The item of a fan-out instance: the element of the source's output array whose
 /// `id` is the instance's item id.
-fn find_item(run: &RunHandle, source: &str, pointer: &str, item_id: &str) -> Result<Value, String> {
+fn find_item(run: &Path, source: &str, pointer: &str, item_id: &str) -> Result<Value, String> {
     let (output, _) = read_output(run, source)?;
     output
         .pointer(pointer)

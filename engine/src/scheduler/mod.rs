@@ -21,7 +21,7 @@ use state::SchedState;
 
 use crate::pipeline::StageKind;
 use crate::status::StageStatus;
-use crate::store::{RunHandle, StoreError, Totals};
+use crate::store::{InputParts, RunHandle, StoreError, Totals};
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -53,6 +53,24 @@ pub trait StageExecutor: Send + Sync + 'static {
     /// Whether the run has been cancelled: no new stage starts once it has.
     fn cancelled(&self) -> bool {
         false
+    }
+
+    /// The input hash this node would run with now, and its parts, computed from
+    /// the run folder `run_dir` (resume). `None` when the stage kind cannot tell.
+    fn inputs(
+        &self,
+        node: &Node,
+        run_dir: &std::path::Path,
+    ) -> Option<Result<(String, InputParts), String>> {
+        let _ = (node, run_dir);
+        None
+    }
+
+    /// A recorded result to use instead of running `node`, asked just before it
+    /// would start (resume). A reused stage spends nothing and gets no attempt.
+    fn reuse(&self, node: &Node, run: &RunHandle) -> Option<StageReport> {
+        let _ = (node, run);
+        None
     }
 
     /// For `--dry-run`: what this stage would run (each argv as one line), spawning
@@ -160,6 +178,14 @@ pub async fn run_plan(
                         st.record(&id, report);
                     }
                 }
+                continue;
+            }
+            if let Some(report) = executor.reuse(&node, &run) {
+                // Its cost was spent by an earlier process: not counted again.
+                st.set(&id, report.status);
+                write_stage(&run, &node, report.status, Some(&report), node.prior_attempts)?;
+                on_change(&node, report.status, Some(&report));
+                st.record(&id, report);
                 continue;
             }
             if node.kind.is_agent() {

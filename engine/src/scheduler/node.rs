@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::pipeline::StageKind;
 use crate::status::{EvidenceStatus, StageStatus};
-use crate::store::{FileRef, PlanNode, StageRecord, SCHEMA_VERSION};
+use crate::store::{FileRef, InputParts, PlanNode, StageRecord, SCHEMA_VERSION};
 
 /// One schedulable unit: a stage, a fan-out instance, or a fan-out placeholder
 /// that becomes instances when it is reached.
@@ -58,6 +58,7 @@ pub struct StageReport {
     pub outcome: Option<String>,
     pub evidence_status: Option<EvidenceStatus>,
     pub input_hash: Option<String>,
+    pub input_parts: Option<InputParts>,
     pub output: Option<FileRef>,
     pub document: Option<FileRef>,
     pub started_at: Option<String>,
@@ -108,6 +109,7 @@ pub(crate) fn stage_record(
         instance_of: node.instance_of.clone(),
         item_id: node.item_id.clone(),
         input_hash: r.input_hash,
+        input_parts: r.input_parts,
         attempts: attempt.max(node.prior_attempts),
         outcome: r.outcome,
         evidence_status: r.evidence_status,

@@ -116,6 +116,10 @@ pub struct StageRecord {
     pub item_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_hash: Option<String>,
+    /// The digests the input hash was computed from, so that resume can say which
+    /// input changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_parts: Option<InputParts>,
     pub attempts: u32,
     /// A one-line reason when the stage did not succeed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,6 +143,29 @@ pub struct StageRecord {
     /// Set when the stage reused a previous run's result (resume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused: Option<bool>,
+}
+
+/// The parts of a stage's input hash, each a sha256 (hex), so that a changed hash
+/// can be explained (docs/resume.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InputParts {
+    /// The stage definition after defaults, with the runner settings that affect
+    /// the result.
+    pub definition: String,
+    /// The rendered prompt, byte for byte (agent stages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// The output schema's bytes (agent stages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Each visible upstream stage (or fan-out instance) → sha256 of its
+    /// `output.json`, null when it wrote none.
+    #[serde(default)]
+    pub upstream: BTreeMap<String, Option<String>>,
+    /// The fan-out item, as canonical JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
 }
 
 /// A file and the sha256 of its bytes.

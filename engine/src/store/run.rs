@@ -95,6 +95,18 @@ impl RunStore {
         })
     }
 
+    /// Continue a run whose lock is already held: resume takes the lock first,
+    /// audits the run and repairs a torn log before it opens the log for writing.
+    pub fn open_locked(id: String, dir: PathBuf, lock: RunLock) -> Result<RunHandle, StoreError> {
+        let events = EventLog::open(&dir.join("events.jsonl"))?;
+        Ok(RunHandle {
+            id,
+            dir,
+            _lock: lock,
+            events: Mutex::new(events),
+        })
+    }
+
     /// Every run id, oldest first.
     pub fn run_ids(&self) -> Result<Vec<String>, StoreError> {
         Ok(select::run_ids(&self.runs_dir)?)

@@ -1,0 +1,183 @@
+//! The executor of a resumed run: wraps the pipeline's executor and, just before a
+//! stage would start, reuses its recorded result when [`decide`] allows it.
+//!
+//! Reuse is decided lazily because a stage's input hash holds its upstream output
+//! hashes: it can only be known once everything upstream has finished in this
+//! resume, which may have produced new outputs — or byte-identical ones, in which
+//! case the stage is still reused.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+
+use crate::resume::decide::{decide, Current, Decision, Reason};
+use crate::scheduler::{BoxFuture, Node, StageExecutor, StageReport, StageRun};
+use crate::status::StageStatus;
+use crate::store::{sha256_file, InputParts, RunHandle, StageRecord, StoreError};
+
+/// The pipeline's executor, plus the records of the run being resumed.
+pub struct ResumeExecutor {
+    inner: Arc<dyn StageExecutor>,
+    root: PathBuf,
+    recorded: BTreeMap<String, StageRecord>,
+    decisions: Mutex<Vec<Decision>>,
+}
+
+impl ResumeExecutor {
+    pub fn new(
+        inner: Arc<dyn StageExecutor>,
+        root: PathBuf,
+        recorded: BTreeMap<String, StageRecord>,
+    ) -> Arc<Self> {
+        Arc::new(ResumeExecutor {
+            inner,
+            root,
+            recorded,
+            decisions: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Every decision taken so far, in the order taken.
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.decisions.lock().expect("decisions lock").clone()
+    }
+
+    fn note(&self, run: &RunHandle, decision: Decision) {
+        // The decision is part of the run's story; losing its event must not stop
+        // the stage, and the scheduler's own writes report a broken log.
+        let _ = run.event("resume-decision", decision_event(&decision));
+        self.decisions.lock().expect("decisions lock").push(decision);
+    }
+}
+
+pub(crate) fn decision_event(d: &Decision) -> serde_json::Value {
+    json!({
+        "stage": d.stage,
+        "action": d.action,
+        "reason": d.reason,
+        "detail": d.detail,
+    })
+}
+
+/// The first recorded output file of a stage that is missing or no longer has its
+/// recorded sha256: `output.json` in the run folder, the document in the repository.
+pub fn altered_output(rec: &StageRecord, run_dir: &Path, root: &Path) -> Option<String> {
+    let differs = |path: PathBuf, sha: &str| sha256_file(&path).map_or(true, |s| s != sha);
+    if let Some(out) = &rec.output {
+        if differs(run_dir.join(&out.path), &out.sha256) {
+            return Some(out.path.clone());
+        }
+    }
+    if let Some(doc) = &rec.document {
+        if differs(root.join(&doc.path), &doc.sha256) {
+            return Some(doc.path.clone());
+        }
+    }
+    None
+}
+
+/// The recorded result of a stage, as a report the scheduler can settle it with.
+pub fn reused_report(rec: &StageRecord) -> StageReport {
+    StageReport {
+        status: rec.status,
+        outcome: rec.outcome.clone(),
+        evidence_status: rec.evidence_status,
+        input_hash: rec.input_hash.clone(),
+        input_parts: rec.input_parts.clone(),
+        output: rec.output.clone(),
+        document: rec.document.clone(),
+        started_at: rec.started_at.clone(),
+        ended_at: rec.ended_at.clone(),
+        duration_ms: rec.duration_ms,
+        cost_usd: rec.cost_usd,
+        turns: rec.turns,
+        invocations: 0,
+        exit_code: None,
+        reused: true,
+    }
+}
+
+/// Mark a recorded stage `retired`: its record and attempts stay, its status says
+/// it is no longer part of the run.
+pub fn retire(run: &RunHandle, rec: &StageRecord, reason: Reason) -> Result<Decision, StoreError> {
+    let mut retired = rec.clone();
+    retired.status = StageStatus::Retired;
+    retired.outcome = Some(format!("retired: {reason}"));
+    retired.reused = None;
+    run.write_json(
+        &format!("{}/stage.json", RunHandle::stage_rel(&rec.stage_id)),
+        &retired,
+    )?;
+    run.event(
+        "stage-finished",
+        json!({ "stage": rec.stage_id, "status": StageStatus::Retired, "outcome": retired.outcome }),
+    )?;
+    let decision = Decision::retire(&rec.stage_id, reason);
+    run.event("resume-decision", decision_event(&decision))?;
+    Ok(decision)
+}
+
+impl StageExecutor for ResumeExecutor {
+    fn execute(self: Arc<Self>, stage: StageRun) -> BoxFuture<StageReport> {
+        self.inner.clone().execute(stage)
+    }
+
+    fn expand(&self, placeholder: &Node, run: &RunHandle) -> Result<Vec<Node>, String> {
+        let mut instances = self.inner.expand(placeholder, run)?;
+        for n in &mut instances {
+            if let Some(rec) = self.recorded.get(&n.id) {
+                n.prior_attempts = n.prior_attempts.max(rec.attempts);
+            }
+        }
+        let ids: BTreeSet<&str> = instances.iter().map(|n| n.id.as_str()).collect();
+        for rec in self.recorded.values() {
+            let gone = rec.instance_of.as_deref() == Some(placeholder.id.as_str())
+                && !ids.contains(rec.stage_id.as_str())
+                && rec.status != StageStatus::Retired;
+            if gone {
+                let decision = retire(run, rec, Reason::ItemGone).map_err(|e| e.to_string())?;
+                self.decisions.lock().expect("decisions lock").push(decision);
+            }
+        }
+        Ok(instances)
+    }
+
+    fn cancelled(&self) -> bool {
+        self.inner.cancelled()
+    }
+
+    fn describe(&self, node: &Node) -> Vec<String> {
+        self.inner.describe(node)
+    }
+
+    fn inputs(&self, node: &Node, run_dir: &Path) -> Option<Result<(String, InputParts), String>> {
+        self.inner.inputs(node, run_dir)
+    }
+
+    fn reuse(&self, node: &Node, run: &RunHandle) -> Option<StageReport> {
+        let rec = self.recorded.get(&node.id);
+        let current = self.inner.inputs(node, run.dir());
+        let current_ref = match &current {
+            Some(Ok((hash, parts))) => Ok(Current {
+                input_hash: hash,
+                input_parts: parts,
+            }),
+            Some(Err(e)) => Err(e.as_str()),
+            None => Err("this stage kind cannot compute its input hash"),
+        };
+        let altered = rec.and_then(|r| altered_output(r, run.dir(), &self.root));
+        match decide(rec.map(Into::into), current_ref, altered.as_deref()) {
+            None => {
+                let rec = rec.expect("only a recorded stage is reused");
+                self.note(run, Decision::reuse(&node.id));
+                Some(reused_report(rec))
+            }
+            Some(why) => {
+                self.note(run, Decision::rerun(&node.id, why));
+                None
+            }
+        }
+    }
+}

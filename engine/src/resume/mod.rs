@@ -1,0 +1,24 @@
+//! `specbridge resume` (DESIGN §8, docs/resume.md): continue a run in its own
+//! folder, reusing every stage whose result still holds and running the rest
+//! again as new attempts.
+//!
+//! - [`decide`]: the pure rule — reuse a stage only if it succeeded, its input hash
+//!   is unchanged and its recorded output files are intact — and the reasons;
+//! - [`executor`]: applies the rule lazily, just before each stage would start,
+//!   once its upstream has settled in this resume;
+//! - [`recover`]: crash recovery (orphaned agents, stages left `running`);
+//! - [`dry`]: `--dry-run`, from the recorded outputs alone;
+//! - [`session`]: opening a run for resume (lock, integrity check) and the resume
+//!   itself.
+
+pub mod decide;
+pub mod dry;
+pub mod executor;
+pub mod recover;
+pub mod session;
+
+pub use decide::{decide, Action, Current, Decision, Reason, Recorded, Why};
+pub use dry::plan_dry_run;
+pub use executor::ResumeExecutor;
+pub use recover::Orphan;
+pub use session::{open_for_resume, OpenedRun, ResumeError, ResumeResult, ResumeSpec};

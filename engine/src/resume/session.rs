@@ -1,0 +1,341 @@
+//! Opening a run for resume and resuming it in its own folder.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::audit::{audit_run, AuditError, Finding, FindingCode};
+use crate::orchestrate::{
+    count_statuses, display_rel, expansions, final_nodes, pipeline_redactor, plan_nodes, settle,
+    OrchestrateError, PipelineSource, RunResult,
+};
+use crate::resume::decide::{Decision, Reason};
+use crate::resume::executor::{retire, ResumeExecutor};
+use crate::resume::recover::{end_orphans, mark_interrupted, Orphan};
+use crate::scheduler::{self, Node, SchedulerOptions, StageExecutor, StageReport};
+use crate::status::{RunStatus, StageStatus};
+use crate::store::events::{set_aside_torn_tail, verify_chain, EventError};
+use crate::store::{
+    now_rfc3339, read_json, sha256_hex, PlanRecord, RunLock, RunOptions, RunRecord,
+    RunStore, RunnerInfo, StageRecord, StoreError,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("failed to check run {run} before resuming it: {source}")]
+    Audit {
+        run: String,
+        #[source]
+        source: AuditError,
+    },
+    #[error("refusing to resume run {run}: its records fail the integrity checks ({} finding{}); `specbridge runs audit {run}` shows them", findings.len(), if findings.len() == 1 { "" } else { "s" })]
+    Tampered { run: String, findings: Vec<Finding> },
+    #[error("failed to resume run {run}: {message}")]
+    Unreadable { run: String, message: String },
+    #[error(transparent)]
+    Events(#[from] EventError),
+    #[error(transparent)]
+    Orchestrate(#[from] OrchestrateError),
+    #[error(transparent)]
+    Scheduler(#[from] scheduler::SchedulerError),
+}
+
+/// Whether a finding means the records themselves cannot be trusted (tampering,
+/// or damage beyond what a crash leaves). Findings about what happened in the run
+/// — a secret in a log, a generate stage that changed the tree — are audit's to
+/// report and do not stop a resume.
+pub fn is_integrity(code: FindingCode) -> bool {
+    matches!(
+        code,
+        FindingCode::ChainBroken
+            | FindingCode::SeqGap
+            | FindingCode::AnnouncedPathUnsafe
+            | FindingCode::AnnouncedFileMissing
+            | FindingCode::FileHashMismatch
+            | FindingCode::UnannouncedRecord
+            | FindingCode::FileUnreadable
+            | FindingCode::RecordUnparseable
+            | FindingCode::RunJsonMismatch
+            | FindingCode::StageJsonMismatch
+            | FindingCode::OutputInvalid
+            | FindingCode::ForbiddenFlag
+    )
+}
+
+/// A run, locked and checked, with its records read.
+#[derive(Debug)]
+pub struct OpenedRun {
+    pub id: String,
+    pub dir: PathBuf,
+    lock: RunLock,
+    pub record: RunRecord,
+    pub stages: BTreeMap<String, StageRecord>,
+    pub plan: PlanRecord,
+    /// Bytes of an incomplete last event line, which the resume sets aside.
+    pub torn_tail: Option<usize>,
+    /// Audit findings that do not stop the resume (torn tails, …).
+    pub findings: Vec<Finding>,
+}
+
+/// Take the run's lock (a second process gets "run … is in use"), audit it, and
+/// read its records. Nothing is written.
+pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeError> {
+    let store = RunStore::new(root);
+    let (id, dir, lock) = store.lock(selector)?;
+    let report = audit_run(&dir).map_err(|source| ResumeError::Audit {
+        run: id.clone(),
+        source,
+    })?;
+    let (blocking, findings): (Vec<Finding>, Vec<Finding>) = report
+        .findings
+        .into_iter()
+        .partition(|f| is_integrity(f.code));
+    if !blocking.is_empty() {
+        return Err(ResumeError::Tampered {
+            run: id,
+            findings: blocking,
+        });
+    }
+    let unreadable = |e: StoreError| ResumeError::Unreadable {
+        run: id.clone(),
+        message: e.to_string(),
+    };
+    let record: RunRecord = read_json(&dir.join("run.json")).map_err(unreadable)?;
+    let plan: PlanRecord = if dir.join("plan.json").exists() {
+        read_json(&dir.join("plan.json")).map_err(unreadable)?
+    } else {
+        PlanRecord::default()
+    };
+    let stages = read_stage_records(&dir).map_err(unreadable)?;
+    let torn_tail = verify_chain(&dir.join("events.jsonl"))?
+        .torn_tail
+        .map(|t| t.len());
+    Ok(OpenedRun {
+        id,
+        dir,
+        lock,
+        record,
+        stages,
+        plan,
+        torn_tail,
+        findings,
+    })
+}
+
+/// Every `stages/*/stage.json`, by stage id.
+pub fn read_stage_records(dir: &Path) -> Result<BTreeMap<String, StageRecord>, StoreError> {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir.join("stages")) else {
+        return Ok(out);
+    };
+    for entry in entries.flatten() {
+        let path = entry.path().join("stage.json");
+        if path.is_file() {
+            let rec: StageRecord = read_json(&path)?;
+            out.insert(rec.stage_id.clone(), rec);
+        }
+    }
+    Ok(out)
+}
+
+/// What a resume needs besides the opened run.
+pub struct ResumeSpec {
+    pub root: PathBuf,
+    /// The pipeline file as read again now.
+    pub source: PipelineSource,
+    /// The recorded options with this resume's overrides applied.
+    pub options: RunOptions,
+    pub runner: Option<RunnerInfo>,
+    pub warnings: Vec<String>,
+    pub executor: Arc<dyn StageExecutor>,
+    /// SIGTERM → SIGKILL delay for orphaned agents.
+    pub kill_grace: Duration,
+}
+
+/// How a resume went.
+#[derive(Debug, Clone)]
+pub struct ResumeResult {
+    pub run: RunResult,
+    pub decisions: Vec<Decision>,
+    pub orphans: Vec<Orphan>,
+    pub interrupted: Vec<String>,
+    /// Where a torn last event line was kept.
+    pub torn_tail: Option<String>,
+}
+
+impl OpenedRun {
+    /// The nodes to schedule, each continuing its recorded attempt numbering.
+    pub fn nodes(&self, source: &PipelineSource) -> Result<Vec<Node>, OrchestrateError> {
+        let mut nodes = plan_nodes(&source.file, &self.record.options.only)?;
+        for n in &mut nodes {
+            if let Some(rec) = self.stages.get(&n.id) {
+                n.prior_attempts = rec.attempts;
+            }
+        }
+        Ok(nodes)
+    }
+
+    /// Recover from a crash, then run every stage again that cannot be reused, in
+    /// this run's folder.
+    pub async fn resume(
+        self,
+        spec: ResumeSpec,
+        on_change: impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send,
+    ) -> Result<ResumeResult, ResumeError> {
+        let started = Instant::now();
+        let nodes = self.nodes(&spec.source)?;
+        let OpenedRun {
+            id,
+            dir,
+            lock,
+            mut record,
+            mut stages,
+            mut plan,
+            ..
+        } = self;
+
+        // The log first: a torn line is kept aside and the chain goes on from the
+        // last whole event.
+        let aside = set_aside_torn_tail(&dir.join("events.jsonl"))?;
+        let run = Arc::new(RunStore::open_locked(id.clone(), dir.clone(), lock)?);
+        let number = record.resumes.len() + 1;
+        let pipeline_sha = sha256_hex(&spec.source.bytes);
+        run.event(
+            "run-resumed",
+            json!({
+                "resume": number,
+                "previousStatus": record.status,
+                "pipelineSha256": pipeline_sha,
+            }),
+        )?;
+        let torn_tail = aside.map(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        if let Some(name) = &torn_tail {
+            run.event("torn-tail-set-aside", json!({ "path": name }))?;
+        }
+
+        // Nothing new starts while an agent of the dead process may still be
+        // changing the working tree.
+        let orphans = end_orphans(&run, spec.kill_grace)?;
+        let interrupted = mark_interrupted(&run, &mut stages)?;
+
+        if pipeline_sha != record.pipeline.sha256 {
+            let redactor = pipeline_redactor(&spec.source.file);
+            run.write_bytes("pipeline.yaml", &redactor.redact_bytes(&spec.source.bytes))?;
+        }
+        let previous_pipeline = record.pipeline.sha256.clone();
+        record.pipeline.sha256 = pipeline_sha.clone();
+        record.pipeline.path = display_rel(&spec.root, &spec.source.path);
+        record.pipeline.name = spec.source.file.name.clone();
+
+        let mut decisions = Vec::new();
+        for rec in stages.values() {
+            let def = rec.instance_of.as_deref().unwrap_or(&rec.stage_id);
+            let in_pipeline = spec.source.file.stages.iter().any(|s| {
+                s.id == def && (rec.instance_of.is_none() || s.for_each.is_some())
+            });
+            if !in_pipeline && rec.status != StageStatus::Retired {
+                decisions.push(retire(&run, rec, Reason::StageRemoved)?);
+            }
+        }
+
+        let previous_status = record.status;
+        let entry = json!({
+            "resume": number,
+            "startedAt": now_rfc3339(),
+            "previousStatus": previous_status,
+            "pipelineSha256": pipeline_sha,
+            "previousPipelineSha256": (previous_pipeline != pipeline_sha).then_some(previous_pipeline),
+            "overrides": spec.options.overrides,
+            "tornTail": torn_tail,
+            "orphans": orphans,
+            "interrupted": interrupted,
+        });
+        record.status = RunStatus::Running;
+        record.ended_at = None;
+        record.exit_code = None;
+        record.options = spec.options.clone();
+        if let Some(r) = spec.runner.clone() {
+            record.runner = Some(r);
+        }
+        for w in &spec.warnings {
+            if !record.warnings.contains(w) {
+                record.warnings.push(w.clone());
+            }
+        }
+        record.resumes.push(entry);
+        run.write_json("run.json", &record)?;
+
+        let executor = ResumeExecutor::new(spec.executor.clone(), spec.root.clone(), stages);
+        let opts = SchedulerOptions {
+            concurrency: spec.options.concurrency.max(1) as usize,
+            fail_fast: spec.options.fail_fast,
+            budget_usd: spec.options.budget_usd,
+        };
+        let outcome = scheduler::run_plan(
+            nodes,
+            executor.clone() as Arc<dyn StageExecutor>,
+            run.clone(),
+            opts,
+            on_change,
+        )
+        .await?;
+        decisions.extend(executor.decisions());
+
+        plan.nodes = final_nodes(&outcome);
+        plan.expansions.extend(expansions(&outcome, &spec.source.file));
+        run.write_json("plan.json", &plan)?;
+
+        let (status, exit_code) = settle(&outcome);
+        let retired = decisions
+            .iter()
+            .filter(|d| d.action == crate::resume::Action::Retire)
+            .count() as u32;
+        let mut counts = count_statuses(outcome.statuses.values().copied());
+        if retired > 0 {
+            *counts.entry("retired".into()).or_insert(0) += retired;
+        }
+        record.status = status;
+        record.ended_at = Some(now_rfc3339());
+        record.duration_ms =
+            Some(record.duration_ms.unwrap_or(0) + started.elapsed().as_millis() as u64);
+        record.exit_code = Some(exit_code);
+        record.totals.cost_usd += outcome.totals.cost_usd;
+        record.totals.invocations += outcome.totals.invocations;
+        record.totals.turns += outcome.totals.turns;
+        record.stage_counts = counts;
+        if let Some(Value::Object(entry)) = record.resumes.last_mut() {
+            entry.insert("endedAt".into(), json!(record.ended_at));
+            entry.insert("status".into(), json!(status));
+            entry.insert("exitCode".into(), json!(exit_code));
+            entry.insert("spent".into(), json!(outcome.totals));
+            entry.insert("decisions".into(), json!(decisions));
+        }
+        run.write_json("run.json", &record)?;
+        run.event(
+            "run-finished",
+            json!({ "status": status, "exitCode": exit_code, "totals": record.totals }),
+        )?;
+        Ok(ResumeResult {
+            run: RunResult {
+                run_id: id,
+                run_dir: dir,
+                status,
+                exit_code,
+                outcome,
+            },
+            decisions,
+            orphans,
+            interrupted,
+            torn_tail,
+        })
+    }
+}
