@@ -24,10 +24,6 @@ impl CliError {
             CliError::Other(_) => exit::CONFIG,
         }
     }
-
-    pub fn not_yet(command: &str) -> Self {
-        CliError::Config(format!("`{command}` is not yet available in this version"))
-    }
 }
 
 pub type CliResult<T = i32> = Result<T, CliError>;

@@ -67,11 +67,7 @@ impl StageExecutor for PipelineExecutor {
         crate::fanout::expand(stage, placeholder, run)
     }
 
-    fn inputs(
-        &self,
-        node: &Node,
-        run_dir: &Path,
-    ) -> Option<Result<(String, InputParts), String>> {
+    fn inputs(&self, node: &Node, run_dir: &Path) -> Option<Result<(String, InputParts), String>> {
         let stage = self.ctx.stage(Self::def_id(node))?;
         match stage.kind {
             StageKind::Check => Some(crate::check::inputs(&self.ctx, stage, node, run_dir)),

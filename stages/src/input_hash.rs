@@ -250,9 +250,7 @@ mod tests {
             ),
             (
                 "argv",
-                Box::new(|c| {
-                    c.stage.argv = Some(serde_yaml::from_str("[cargo, test]").unwrap())
-                }),
+                Box::new(|c| c.stage.argv = Some(serde_yaml::from_str("[cargo, test]").unwrap())),
             ),
             (
                 "check timeout",

@@ -129,8 +129,7 @@ fn instance_hashes(run: &Path, stage: &str) -> Result<BTreeMap<String, Option<St
         let Ok(record) = serde_json::from_slice::<StageRecord>(&bytes) else {
             continue;
         };
-        if record.instance_of.as_deref() == Some(stage) && record.status == StageStatus::Succeeded
-        {
+        if record.instance_of.as_deref() == Some(stage) && record.status == StageStatus::Succeeded {
             let (_, sha) = read_output(run, &name)?;
             out.insert(name, sha);
         }

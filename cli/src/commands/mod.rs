@@ -6,6 +6,7 @@ mod doctor;
 mod graph;
 mod init;
 pub mod load;
+mod resume;
 pub mod run;
 pub mod runs;
 pub mod validate;
@@ -57,7 +58,7 @@ pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
         Command::Run(args) => run::run(&ws, printer, args),
         Command::Validate(args) => validate::run(&ws, args, printer),
         Command::Graph(args) => graph::run(&ws, args, printer),
-        Command::Resume(_) => Err(CliError::not_yet("resume")),
+        Command::Resume(args) => resume::run(&ws, printer, args),
         Command::Runs(RunsCommand::List { json }) => runs::list(&ws, printer, json),
         Command::Runs(RunsCommand::Show { run, json }) => runs::show(&ws, printer, &run, json),
         Command::Runs(RunsCommand::Audit { run, all, json }) => {

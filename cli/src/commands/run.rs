@@ -7,11 +7,11 @@ use specbridge_engine::dag::StageGraph;
 use specbridge_engine::orchestrate::{self, overrides_map, RunSpec};
 use specbridge_engine::pipeline::resolve::DEFAULT_CONCURRENCY;
 use specbridge_engine::pipeline::{DurationSpec, RunOverrides};
-use specbridge_engine::scheduler::{Node, StageExecutor};
+use specbridge_engine::scheduler::{Node, StageExecutor, StageReport};
 use specbridge_engine::store::RunOptions;
 use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
 use specbridge_engine::{exit, StageStatus};
-use specbridge_stages::{PipelineExecutor, ProgressSink, RunContext};
+use specbridge_stages::{AgentSetup, PipelineExecutor, ProgressSink, RunContext};
 
 use crate::args::{OverrideArgs, RunArgs};
 use crate::commands::detect::{self, Detection};
@@ -89,16 +89,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
         return dry_run(printer, &nodes, executor.as_ref(), json_out, assumption);
     }
 
-    let progress = Arc::new(Mutex::new(Progress::new(printer, json_out)));
-    let sink: ProgressSink = {
-        let progress = progress.clone();
-        Arc::new(move |stage, p| {
-            if let Ok(progress) = progress.lock() {
-                progress.detail(stage, p);
-            }
-        })
-    };
-    agent.progress = Some(sink);
+    let progress = live_progress(printer, json_out, &mut agent);
     let executor = PipelineExecutor::with_agent(ctx, agent);
 
     let options = RunOptions {
@@ -121,20 +112,10 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
         warnings,
         executor,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Other(format!("failed to start the async runtime: {e}")))?;
+    let rt = runtime()?;
     let result = rt.block_on(async move {
         let _ctrl_c = install_ctrl_c(cancel.clone());
-        let on_change = {
-            let progress = progress.clone();
-            move |node: &Node, status: StageStatus, report: Option<&_>| {
-                if let Ok(mut progress) = progress.lock() {
-                    progress.stage(node, status, report);
-                }
-            }
-        };
+        let on_change = stage_lines(&progress);
         let r = orchestrate::execute_run(spec, on_change, |run| {
             if !json_out {
                 printer.err(format!("run {} started", run.id()));
@@ -149,6 +130,45 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
     let result = result.map_err(|e| CliError::Config(e.to_string()))?;
     print_summary(printer, &result, json_out);
     Ok(result.exit_code)
+}
+
+/// Live progress of a run: stage lines, and agent detail through the executor.
+pub(crate) fn live_progress(
+    printer: Printer,
+    json_out: bool,
+    agent: &mut AgentSetup,
+) -> Arc<Mutex<Progress>> {
+    let progress = Arc::new(Mutex::new(Progress::new(printer, json_out)));
+    let sink: ProgressSink = {
+        let progress = progress.clone();
+        Arc::new(move |stage, p| {
+            if let Ok(progress) = progress.lock() {
+                progress.detail(stage, p);
+            }
+        })
+    };
+    agent.progress = Some(sink);
+    progress
+}
+
+/// The scheduler's status callback, printing through `progress`.
+pub(crate) fn stage_lines(
+    progress: &Arc<Mutex<Progress>>,
+) -> impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send + 'static {
+    let progress = progress.clone();
+    move |node: &Node, status: StageStatus, report: Option<&StageReport>| {
+        if let Ok(mut progress) = progress.lock() {
+            progress.stage(node, status, report);
+        }
+    }
+}
+
+/// A runtime for one run.
+pub(crate) fn runtime() -> CliResult<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Other(format!("failed to start the async runtime: {e}")))
 }
 
 fn dry_run(
@@ -187,7 +207,7 @@ fn dry_run(
 }
 
 /// Nodes in dependency order, ties broken by id.
-fn topo(nodes: &[Node]) -> Vec<&Node> {
+pub(crate) fn topo(nodes: &[Node]) -> Vec<&Node> {
     let graph = StageGraph::from_needs(
         nodes
             .iter()
@@ -202,43 +222,53 @@ fn topo(nodes: &[Node]) -> Vec<&Node> {
         .collect()
 }
 
-fn print_summary(printer: Printer, r: &orchestrate::RunResult, json_out: bool) {
-    let nodes = topo(&r.outcome.nodes);
-    if json_out {
-        let stages: Vec<_> = nodes
-            .iter()
-            .map(|n| {
-                let rep = r.outcome.reports.get(&n.id);
-                json!({
-                    "id": n.id,
-                    "status": r.outcome.statuses.get(&n.id).copied().unwrap_or(StageStatus::Pending),
-                    "evidenceStatus": rep.and_then(|x| x.evidence_status),
-                    "outcome": rep.and_then(|x| x.outcome.clone()),
-                    "durationMs": rep.and_then(|x| x.duration_ms),
-                    "costUsd": rep.map(|x| x.cost_usd).unwrap_or(0.0),
-                })
+/// The `--json` summary of a run.
+pub(crate) fn summary_json(r: &orchestrate::RunResult) -> serde_json::Value {
+    let stages: Vec<_> = topo(&r.outcome.nodes)
+        .iter()
+        .map(|n| {
+            let rep = r.outcome.reports.get(&n.id);
+            json!({
+                "id": n.id,
+                "status": r.outcome.statuses.get(&n.id).copied().unwrap_or(StageStatus::Pending),
+                "reused": rep.is_some_and(|x| x.reused),
+                "evidenceStatus": rep.and_then(|x| x.evidence_status),
+                "outcome": rep.and_then(|x| x.outcome.clone()),
+                "durationMs": rep.and_then(|x| x.duration_ms),
+                "costUsd": rep.map(|x| x.cost_usd).unwrap_or(0.0),
             })
-            .collect();
-        printer.json(&json!({
-            "runId": r.run_id,
-            "runDir": r.run_dir,
-            "status": r.status,
-            "exitCode": r.exit_code,
-            "totals": r.outcome.totals,
-            "stages": stages,
-        }));
+        })
+        .collect();
+    json!({
+        "runId": r.run_id,
+        "runDir": r.run_dir,
+        "status": r.status,
+        "exitCode": r.exit_code,
+        "totals": r.outcome.totals,
+        "stages": stages,
+    })
+}
+
+pub(crate) fn print_summary(printer: Printer, r: &orchestrate::RunResult, json_out: bool) {
+    if json_out {
+        printer.json(&summary_json(r));
         return;
     }
+    let nodes = topo(&r.outcome.nodes);
     let mut t = Table::new(&["STAGE", "STATUS", "EVIDENCE", "DURATION", "COST", "OUTCOME"]);
     for n in &nodes {
         let rep = r.outcome.reports.get(&n.id);
         t.row(vec![
             n.id.clone(),
-            r.outcome
-                .statuses
-                .get(&n.id)
-                .map_or("pending", |s| s.as_str())
-                .to_string(),
+            if rep.is_some_and(|x| x.reused) {
+                "reused".to_string()
+            } else {
+                r.outcome
+                    .statuses
+                    .get(&n.id)
+                    .map_or("pending", |s| s.as_str())
+                    .to_string()
+            },
             rep.and_then(|x| x.evidence_status)
                 .map_or("-", |e| e.as_str())
                 .to_string(),

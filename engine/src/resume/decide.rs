@@ -224,8 +224,8 @@ pub fn decide(
 fn status_reason(status: StageStatus) -> Option<Why> {
     let why = match status {
         StageStatus::Succeeded => return None,
-        StageStatus::Failed
-        | StageStatus::MalformedOutput
+        StageStatus::Failed => Why::new(Reason::Failed),
+        StageStatus::MalformedOutput
         | StageStatus::MaxTurns
         | StageStatus::BudgetExceeded
         | StageStatus::RunnerUnavailable
@@ -306,7 +306,10 @@ mod tests {
     #[test]
     fn a_succeeded_stage_with_the_same_hash_and_intact_output_is_reused() {
         let p = parts("p", &[("a", "1")]);
-        assert_eq!(decide(rec(StageStatus::Succeeded, "h", &p), cur("h", &p), None), None);
+        assert_eq!(
+            decide(rec(StageStatus::Succeeded, "h", &p), cur("h", &p), None),
+            None
+        );
     }
 
     #[test]
@@ -314,7 +317,11 @@ mod tests {
         let p = parts("p", &[("a", "1")]);
         let reason = |r: Option<Recorded<'_>>, c, altered| decide(r, c, altered).unwrap();
         assert_eq!(reason(None, cur("h", &p), None).reason, Reason::NewStage);
-        let failed = reason(rec(StageStatus::MalformedOutput, "h", &p), cur("h", &p), None);
+        let failed = reason(
+            rec(StageStatus::MalformedOutput, "h", &p),
+            cur("h", &p),
+            None,
+        );
         assert_eq!(failed.reason, Reason::Failed);
         assert_eq!(failed.detail.as_deref(), Some("malformed-output"));
         for (status, want) in [
@@ -324,23 +331,38 @@ mod tests {
             (StageStatus::TimedOut, Reason::TimedOut),
             (StageStatus::Skipped, Reason::NotRun),
         ] {
-            assert_eq!(reason(rec(status, "h", &p), cur("h", &p), None).reason, want);
+            assert_eq!(
+                reason(rec(status, "h", &p), cur("h", &p), None).reason,
+                want
+            );
         }
         let prompt = parts("q", &[("a", "1")]);
-        let why = reason(rec(StageStatus::Succeeded, "h", &p), cur("h2", &prompt), None);
+        let why = reason(
+            rec(StageStatus::Succeeded, "h", &p),
+            cur("h2", &prompt),
+            None,
+        );
         assert_eq!(why.reason, Reason::PromptChanged);
         let up = parts("q", &[("a", "2")]);
         let why = reason(rec(StageStatus::Succeeded, "h", &p), cur("h2", &up), None);
         assert_eq!(why, Why::with(Reason::UpstreamOutputChanged, "a"));
         let mut schema = p.clone();
         schema.schema = None;
-        let why = reason(rec(StageStatus::Succeeded, "h", &p), cur("h2", &schema), None);
+        let why = reason(
+            rec(StageStatus::Succeeded, "h", &p),
+            cur("h2", &schema),
+            None,
+        );
         assert_eq!(why.reason, Reason::SchemaChanged);
         let mut def = p.clone();
         def.definition = "e".into();
         let why = reason(rec(StageStatus::Succeeded, "h", &p), cur("h2", &def), None);
         assert_eq!(why.reason, Reason::DefinitionChanged);
-        let why = reason(rec(StageStatus::Succeeded, "h", &p), cur("h", &p), Some("x.md"));
+        let why = reason(
+            rec(StageStatus::Succeeded, "h", &p),
+            cur("h", &p),
+            Some("x.md"),
+        );
         assert_eq!(why, Why::with(Reason::OutputFileAltered, "x.md"));
         let why = reason(rec(StageStatus::Succeeded, "h", &p), Err("no prompt"), None);
         assert_eq!(why.reason, Reason::InputsUnavailable);
@@ -349,6 +371,9 @@ mod tests {
             input_hash: Some("h"),
             input_parts: None,
         });
-        assert_eq!(reason(old, cur("h2", &p), None).reason, Reason::InputsChanged);
+        assert_eq!(
+            reason(old, cur("h2", &p), None).reason,
+            Reason::InputsChanged
+        );
     }
 }

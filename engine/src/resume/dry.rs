@@ -55,7 +55,10 @@ pub fn plan_dry_run(
         let source_reruns = node.needs.iter().any(|n| reruns.get(n) == Some(&true));
         if instances.is_empty() {
             let why = if source_reruns {
-                Why::with(Reason::UpstreamMayChange, "its instances follow the new output")
+                Why::with(
+                    Reason::UpstreamMayChange,
+                    "its instances follow the new output",
+                )
             } else {
                 Why::with(Reason::NewStage, "not expanded yet")
             };

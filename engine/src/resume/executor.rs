@@ -48,7 +48,10 @@ impl ResumeExecutor {
         // The decision is part of the run's story; losing its event must not stop
         // the stage, and the scheduler's own writes report a broken log.
         let _ = run.event("resume-decision", decision_event(&decision));
-        self.decisions.lock().expect("decisions lock").push(decision);
+        self.decisions
+            .lock()
+            .expect("decisions lock")
+            .push(decision);
     }
 }
 
@@ -138,7 +141,10 @@ impl StageExecutor for ResumeExecutor {
                 && rec.status != StageStatus::Retired;
             if gone {
                 let decision = retire(run, rec, Reason::ItemGone).map_err(|e| e.to_string())?;
-                self.decisions.lock().expect("decisions lock").push(decision);
+                self.decisions
+                    .lock()
+                    .expect("decisions lock")
+                    .push(decision);
             }
         }
         Ok(instances)

@@ -74,12 +74,18 @@ pub fn end_orphans(run: &RunHandle, grace: Duration) -> Result<Vec<Orphan>, Stor
         }
         if let Some(note) = reused_group(orphan.pgid, at.as_deref()) {
             orphan.note = Some(note);
-            run.event("orphan-left", serde_json::to_value(&orphan).expect("serialises"))?;
+            run.event(
+                "orphan-left",
+                serde_json::to_value(&orphan).expect("serialises"),
+            )?;
             out.push(orphan);
             continue;
         }
         orphan.ended = kill_group_if_alive(orphan.pgid, grace);
-        run.event("orphan-ended", serde_json::to_value(&orphan).expect("serialises"))?;
+        run.event(
+            "orphan-ended",
+            serde_json::to_value(&orphan).expect("serialises"),
+        )?;
         out.push(orphan);
     }
     Ok(out)

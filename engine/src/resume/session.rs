@@ -19,8 +19,8 @@ use crate::scheduler::{self, Node, SchedulerOptions, StageExecutor, StageReport}
 use crate::status::{RunStatus, StageStatus};
 use crate::store::events::{set_aside_torn_tail, verify_chain, EventError};
 use crate::store::{
-    now_rfc3339, read_json, sha256_hex, PlanRecord, RunLock, RunOptions, RunRecord,
-    RunStore, RunnerInfo, StageRecord, StoreError,
+    now_rfc3339, read_json, sha256_hex, PlanRecord, RunLock, RunOptions, RunRecord, RunStore,
+    RunnerInfo, StageRecord, StoreError,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -239,9 +239,12 @@ impl OpenedRun {
         let mut decisions = Vec::new();
         for rec in stages.values() {
             let def = rec.instance_of.as_deref().unwrap_or(&rec.stage_id);
-            let in_pipeline = spec.source.file.stages.iter().any(|s| {
-                s.id == def && (rec.instance_of.is_none() || s.for_each.is_some())
-            });
+            let in_pipeline = spec
+                .source
+                .file
+                .stages
+                .iter()
+                .any(|s| s.id == def && (rec.instance_of.is_none() || s.for_each.is_some()));
             if !in_pipeline && rec.status != StageStatus::Retired {
                 decisions.push(retire(&run, rec, Reason::StageRemoved)?);
             }
@@ -291,7 +294,8 @@ impl OpenedRun {
         decisions.extend(executor.decisions());
 
         plan.nodes = final_nodes(&outcome);
-        plan.expansions.extend(expansions(&outcome, &spec.source.file));
+        plan.expansions
+            .extend(expansions(&outcome, &spec.source.file));
         run.write_json("plan.json", &plan)?;
 
         let (status, exit_code) = settle(&outcome);

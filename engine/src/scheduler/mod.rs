@@ -183,7 +183,13 @@ pub async fn run_plan(
             if let Some(report) = executor.reuse(&node, &run) {
                 // Its cost was spent by an earlier process: not counted again.
                 st.set(&id, report.status);
-                write_stage(&run, &node, report.status, Some(&report), node.prior_attempts)?;
+                write_stage(
+                    &run,
+                    &node,
+                    report.status,
+                    Some(&report),
+                    node.prior_attempts,
+                )?;
                 on_change(&node, report.status, Some(&report));
                 st.record(&id, report);
                 continue;

@@ -1,0 +1,265 @@
+//! `specbridge resume RUN`: continue a run in its own folder (docs/resume.md).
+
+use std::sync::Arc;
+
+use serde_json::json;
+use specbridge_engine::exit;
+use specbridge_engine::orchestrate::overrides_map;
+use specbridge_engine::pipeline::{ResolvedRunner, RunOverrides};
+use specbridge_engine::resume::{
+    open_for_resume, plan_dry_run, Action, Decision, OpenedRun, ResumeError, ResumeResult,
+    ResumeSpec,
+};
+use specbridge_engine::store::{RunOptions, StoreError};
+use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
+use specbridge_stages::{PipelineExecutor, RunContext};
+
+use crate::args::ResumeArgs;
+use crate::commands::detect::{self, Detection};
+use crate::commands::load::load_valid;
+use crate::commands::run::{self as run_cmd, overrides};
+use crate::commands::Workspace;
+use crate::error::{CliError, CliResult};
+use crate::printer::Printer;
+use crate::table::Table;
+
+pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
+    let given = overrides(&args.overrides)?;
+    let json_out = args.overrides.json;
+    let opened = open_for_resume(&ws.root, &args.run).map_err(|e| refused(printer, e))?;
+    for f in &opened.findings {
+        printer.err(format!(
+            "{}: {}{}: {}",
+            printer.warning_label(),
+            f.code,
+            f.file
+                .as_deref()
+                .map(|p| format!(" {p}"))
+                .unwrap_or_default(),
+            f.message
+        ));
+    }
+    if let Some(bytes) = opened.torn_tail {
+        let what = if args.dry_run {
+            "would be set aside"
+        } else {
+            "is set aside"
+        };
+        printer.err(format!(
+            "{}: events.jsonl ends in an incomplete line ({bytes} bytes, left by a crash); it {what} as events.jsonl.torn-N",
+            printer.warning_label()
+        ));
+    }
+
+    // The pipeline file as it is now: `-f`, else the path the run recorded.
+    let file = args
+        .file
+        .file
+        .clone()
+        .or_else(|| Some(ws.root.join(&opened.record.pipeline.path)));
+    let source = load_valid(ws, file, printer)?;
+    let ov = merged_overrides(&opened, given);
+    let recorded = &opened.record.options;
+    let options = RunOptions {
+        concurrency: args
+            .overrides
+            .concurrency
+            .unwrap_or(recorded.concurrency)
+            .max(1),
+        only: recorded.only.clone(),
+        fail_fast: args.overrides.fail_fast || recorded.fail_fast,
+        allow_dirty: recorded.allow_dirty,
+        overrides: overrides_map(&ov),
+        budget_usd: source.file.budget.max_budget_usd,
+    };
+    let cancel = CancelToken::new();
+    let ctx = RunContext {
+        root: ws.root.clone(),
+        pipeline_dir: source
+            .path
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_else(|| ws.root.clone()),
+        pipeline: Arc::new(source.file.clone()),
+        overrides: ov.clone(),
+        cancel: cancel.clone(),
+        allow_dirty: recorded.allow_dirty,
+    };
+    let nodes = opened
+        .nodes(&source)
+        .map_err(|e| CliError::Config(e.to_string()))?;
+
+    if args.dry_run {
+        let executor = PipelineExecutor::new(ctx);
+        let decisions = plan_dry_run(
+            &nodes,
+            &opened.stages,
+            executor.as_ref(),
+            &opened.dir,
+            &ws.root,
+        );
+        print_decisions(printer, &opened.id, &decisions, json_out, true);
+        return Ok(exit::OK);
+    }
+
+    let commands = detect::runner_commands(&ctx, &nodes);
+    let Detection {
+        mut agent,
+        runner,
+        warnings,
+        ..
+    } = detect::detect(&ws.root, &commands, false, printer)?;
+    for w in &warnings {
+        printer.err(format!("{}: {w}", printer.warning_label()));
+    }
+    let progress = run_cmd::live_progress(printer, json_out, &mut agent);
+    let executor = PipelineExecutor::with_agent(ctx, agent);
+    let kill_grace = ResolvedRunner::resolve(&[&source.file.runner], &ov)
+        .kill_grace
+        .as_duration();
+    let spec = ResumeSpec {
+        root: ws.root.clone(),
+        source,
+        options,
+        runner,
+        warnings,
+        executor,
+        kill_grace,
+    };
+    if !json_out {
+        printer.err(format!("run {} resumed", opened.id));
+    }
+    let rt = run_cmd::runtime()?;
+    let result = rt.block_on(async move {
+        let _ctrl_c = install_ctrl_c(cancel.clone());
+        let r = opened.resume(spec, run_cmd::stage_lines(&progress)).await;
+        if let Ok(mut progress) = progress.lock() {
+            progress.finish();
+        }
+        r
+    });
+    let result = result.map_err(|e| refused(printer, e))?;
+    print_result(printer, &result, json_out);
+    Ok(result.run.exit_code)
+}
+
+/// The overrides the run was recorded with, replaced key by key by this resume's.
+fn merged_overrides(opened: &OpenedRun, given: RunOverrides) -> RunOverrides {
+    let map: serde_json::Map<String, serde_json::Value> = opened
+        .record
+        .options
+        .overrides
+        .clone()
+        .into_iter()
+        .collect();
+    let recorded: RunOverrides =
+        serde_json::from_value(serde_json::Value::Object(map)).unwrap_or_default();
+    RunOverrides {
+        max_turns: given.max_turns.or(recorded.max_turns),
+        max_budget_usd: given.max_budget_usd.or(recorded.max_budget_usd),
+        timeout: given.timeout.or(recorded.timeout),
+        model: given.model.or(recorded.model),
+    }
+}
+
+/// A resume that could not start: in use or unreadable (exit 2), or records that
+/// fail the integrity checks (exit 6, each finding printed).
+fn refused(printer: Printer, e: ResumeError) -> CliError {
+    match e {
+        ResumeError::Tampered { ref findings, .. } => {
+            printer.err(format!("{}: {e}", printer.error_label()));
+            for f in findings {
+                printer.err(format!(
+                    "  [{}]{}: {}",
+                    f.code,
+                    f.file
+                        .as_deref()
+                        .map(|p| format!(" {p}"))
+                        .unwrap_or_default(),
+                    f.message
+                ));
+            }
+            CliError::Reported(exit::SAFETY)
+        }
+        ResumeError::Store(StoreError::Lock(l)) => CliError::Config(l.to_string()),
+        other => CliError::Config(other.to_string()),
+    }
+}
+
+fn print_decisions(
+    printer: Printer,
+    run_id: &str,
+    decisions: &[Decision],
+    json_out: bool,
+    dry_run: bool,
+) {
+    if json_out {
+        printer.json(&json!({ "dryRun": dry_run, "runId": run_id, "stages": decisions }));
+        return;
+    }
+    if dry_run {
+        printer.out(format!(
+            "dry run of resuming run {run_id}: nothing will be spawned"
+        ));
+    }
+    let mut t = Table::new(&["STAGE", "DECISION", "REASON"]);
+    for d in decisions {
+        t.row(vec![
+            d.stage.clone(),
+            d.action.as_str().to_string(),
+            d.reason_text(),
+        ]);
+    }
+    printer.out(t.render().trim_end());
+}
+
+fn print_result(printer: Printer, r: &ResumeResult, json_out: bool) {
+    if json_out {
+        let mut v = run_cmd::summary_json(&r.run);
+        v["resume"] = json!({
+            "decisions": r.decisions,
+            "orphans": r.orphans,
+            "interrupted": r.interrupted,
+            "tornTail": r.torn_tail,
+        });
+        printer.json(&v);
+        return;
+    }
+    for o in &r.orphans {
+        let what = if o.ended { "ended" } else { "left alone" };
+        printer.err(format!(
+            "orphaned agent of {} attempt {} (process group {}) {what}",
+            o.stage, o.attempt, o.pgid
+        ));
+    }
+    for id in &r.interrupted {
+        printer.err(format!("{id} was interrupted by a crash; it runs again"));
+    }
+    let reused = r
+        .decisions
+        .iter()
+        .filter(|d| d.action == Action::Reuse)
+        .count();
+    let rerun = r
+        .decisions
+        .iter()
+        .filter(|d| d.action == Action::Rerun)
+        .count();
+    let retired = r
+        .decisions
+        .iter()
+        .filter(|d| d.action == Action::Retire)
+        .count();
+    printer.out(format!(
+        "resume: {reused} reused, {rerun} run again, {retired} retired"
+    ));
+    for d in r.decisions.iter().filter(|d| d.action != Action::Reuse) {
+        printer.out(format!(
+            "  {} {}: {}",
+            d.action.as_str(),
+            d.stage,
+            d.reason_text()
+        ));
+    }
+    run_cmd::print_summary(printer, &r.run, false);
+}

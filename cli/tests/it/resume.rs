@@ -1,0 +1,386 @@
+//! `specbridge resume`: reuse what still holds, run the rest again in the same run
+//! folder, and recover from a crash of specbridge itself.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use specbridge_engine::store::{verify_chain, RunLock};
+
+use crate::common::{process_alive, TestContext};
+
+fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+fn stage(ctx: &TestContext, id: &str) -> Value {
+    read_json(&ctx.only_run_dir().join(format!("stages/{id}/stage.json")))
+}
+
+/// `resume --dry-run --json`: stage id → (action, reason).
+fn dry_run(ctx: &TestContext) -> Vec<(String, String, String)> {
+    let out = ctx.run(&["resume", "latest", "--dry-run", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let s = |k: &str| d[k].as_str().unwrap_or("").to_string();
+            (s("stage"), s("action"), s("reason"))
+        })
+        .collect()
+}
+
+fn decisions(list: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+    list.iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect()
+}
+
+/// The audit of the only run is clean (warnings allowed).
+fn assert_audit_clean(ctx: &TestContext) {
+    let out = ctx.run(&["runs", "audit", "latest", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+}
+
+const AGENT_THEN_GATE: &str = "  - id: requirements
+    kind: generate
+    prompt: prompts/requirements.md
+    output: { schema: builtin:document, document: docs/requirements.md }
+  - id: gate
+    kind: check
+    needs: [requirements]
+    argv: [sh, -c, \"echo gate >> $GATE_LOG; test -f fixed\"]
+  - id: after
+    kind: check
+    needs: [gate]
+    argv: [sh, -c, \"echo after >> $GATE_LOG\"]
+";
+
+#[test]
+fn a_fixed_check_reruns_alone_with_its_dependents_and_spends_nothing_again() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/requirements.md", "Write the requirements.\n");
+    ctx.write_agent_pipeline("", AGENT_THEN_GATE);
+    // Outside the repository, so that the commands leave the tree clean.
+    let gate_log = ctx.aux_path("gate.log");
+    ctx.set_env("GATE_LOG", &gate_log.display().to_string());
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 4, "{}", out.snapshot());
+    assert_eq!(ctx.fake_agent_runs().len(), 1);
+    assert_eq!(stage(&ctx, "after")["status"], "skipped");
+
+    assert_eq!(
+        dry_run(&ctx),
+        decisions(&[
+            ("requirements", "reuse", ""),
+            ("gate", "rerun", "failed"),
+            ("after", "rerun", "not-run"),
+        ])
+    );
+    // The user fixes what the gate checks.
+    ctx.write("fixed", "");
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(ctx.fake_agent_runs().len(), 1, "the agent stage was reused");
+    let gate = stage(&ctx, "gate");
+    assert_eq!(gate["status"], "succeeded");
+    assert_eq!(gate["attempts"], 2);
+    assert!(ctx.only_run_dir().join("stages/gate/attempt-002").is_dir());
+    assert_eq!(stage(&ctx, "after")["status"], "succeeded");
+    let req = stage(&ctx, "requirements");
+    assert_eq!(req["reused"], true);
+    assert_eq!(req["attempts"], 1);
+    let run = read_json(&ctx.only_run_dir().join("run.json"));
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["exitCode"], 0);
+    assert_eq!(run["totals"]["invocations"], 1, "cost is not spent again");
+    assert_eq!(run["resumes"].as_array().unwrap().len(), 1);
+    assert_eq!(run["resumes"][0]["spent"]["invocations"], 0);
+    let log = std::fs::read_to_string(&gate_log).unwrap();
+    assert_eq!(log, "gate\ngate\nafter\n");
+    assert_audit_clean(&ctx);
+}
+
+const CHAIN: &str = "  - id: requirements
+    kind: generate
+    prompt: prompts/requirements.md
+    output: { schema: builtin:document }
+  - id: design
+    kind: generate
+    needs: [requirements]
+    prompt: prompts/design.md
+    output: { schema: builtin:document }
+  - id: tasks
+    kind: generate
+    needs: [design]
+    prompt: prompts/tasks.md
+    output: { schema: builtin:document }
+";
+
+fn chain_ctx() -> TestContext {
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/requirements.md", "Requirements.\n");
+    ctx.write(
+        "prompts/design.md",
+        "Design from {{ stages.requirements.output.summary }}.\n",
+    );
+    ctx.write(
+        "prompts/tasks.md",
+        "Tasks from {{ stages.design.output.summary }}.\n",
+    );
+    ctx.write_agent_pipeline("", CHAIN);
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(ctx.fake_agent_runs().len(), 3);
+    ctx
+}
+
+#[test]
+fn editing_nothing_reruns_nothing() {
+    let ctx = chain_ctx();
+    assert_eq!(
+        dry_run(&ctx),
+        decisions(&[
+            ("requirements", "reuse", ""),
+            ("design", "reuse", ""),
+            ("tasks", "reuse", ""),
+        ])
+    );
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(
+        out.stdout.contains("resume: 3 reused, 0 run again"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(ctx.fake_agent_runs().len(), 3, "nothing ran again");
+    assert_audit_clean(&ctx);
+}
+
+#[test]
+fn editing_one_prompt_reruns_that_stage_and_its_downstream_only() {
+    let mut ctx = chain_ctx();
+    ctx.write(
+        "prompts/design.md",
+        "Design it better, from {{ stages.requirements.output.summary }}.\n",
+    );
+    assert_eq!(
+        dry_run(&ctx),
+        decisions(&[
+            ("requirements", "reuse", ""),
+            ("design", "rerun", "prompt-changed"),
+            ("tasks", "rerun", "upstream-may-change"),
+        ])
+    );
+    // The new design comes out different.
+    ctx.set_env(
+        "FAKE_CLAUDE_OUTPUT",
+        r##"{"summary": "a better design", "markdown": "# Better\n"}"##,
+    );
+    let out = ctx.run(&["resume", "latest", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let reasons: Vec<(String, String)> = v["resume"]["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["stage"].as_str().unwrap().to_string(),
+                d["reason"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("requirements".to_string(), String::new()),
+            ("design".to_string(), "prompt-changed".to_string()),
+            ("tasks".to_string(), "upstream-output-changed".to_string()),
+        ]
+    );
+    let runs = ctx.fake_agent_runs();
+    assert_eq!(runs.len(), 5, "design and tasks ran again");
+    assert!(runs[3].stdin.contains("Design it better"));
+    assert!(runs[4].stdin.contains("a better design"));
+    assert_eq!(stage(&ctx, "design")["attempts"], 2);
+    assert_eq!(stage(&ctx, "requirements")["reused"], true);
+    assert_audit_clean(&ctx);
+}
+
+#[test]
+fn an_upstream_rerun_with_byte_identical_output_leaves_its_downstream_reused() {
+    let ctx = chain_ctx();
+    ctx.write(
+        "prompts/design.md",
+        "Design, again, from {{ stages.requirements.output.summary }}.\n",
+    );
+    // The fake answers the same minimal document as before.
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(ctx.fake_agent_runs().len(), 4, "only design ran again");
+    assert_eq!(stage(&ctx, "design")["attempts"], 2);
+    assert_eq!(stage(&ctx, "tasks")["reused"], true);
+    assert_eq!(stage(&ctx, "tasks")["attempts"], 1);
+}
+
+const CHECKS: &str = "version: 1
+name: checks
+stages:
+  - { id: a, kind: check, argv: [echo, a] }
+  - { id: b, kind: check, needs: [a], argv: [sh, -c, \"test -f fixed\"] }
+";
+
+#[test]
+fn a_run_in_use_is_refused() {
+    let ctx = TestContext::new();
+    ctx.write("specbridge.yaml", CHECKS);
+    assert_eq!(ctx.run(&["run"]).code, 4);
+    let dir = ctx.only_run_dir();
+    let id = dir.file_name().unwrap().to_str().unwrap().to_string();
+    let lock = RunLock::acquire(&dir, &id).unwrap();
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 2, "{}", out.snapshot());
+    assert!(
+        out.stderr
+            .contains("is in use by another specbridge process"),
+        "{}",
+        out.stderr
+    );
+    drop(lock);
+    ctx.write("fixed", "");
+    assert_eq!(ctx.run(&["resume", "latest"]).code, 0);
+}
+
+#[test]
+fn tampered_records_are_refused_with_the_finding() {
+    let ctx = TestContext::new();
+    ctx.write("specbridge.yaml", CHECKS);
+    assert_eq!(ctx.run(&["run"]).code, 4);
+    let dir = ctx.only_run_dir();
+    let path = dir.join("stages/b/stage.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("\"failed\"", "\"succeeded\"")).unwrap();
+    let events_before = std::fs::read(dir.join("events.jsonl")).unwrap();
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    assert!(
+        out.stderr.contains("fail the integrity checks"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("[file-hash-mismatch] stages/b/stage.json"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read(dir.join("events.jsonl")).unwrap(),
+        events_before,
+        "a refused resume writes nothing"
+    );
+    assert_eq!(ctx.run(&["resume", "latest", "--dry-run"]).code, 6);
+}
+
+#[test]
+fn a_torn_last_event_is_set_aside_and_the_chain_goes_on() {
+    let ctx = TestContext::new();
+    ctx.write("specbridge.yaml", CHECKS);
+    assert_eq!(ctx.run(&["run"]).code, 4);
+    let dir = ctx.only_run_dir();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("events.jsonl"))
+        .unwrap();
+    f.write_all(b"{\"seq\":99,\"at\":\"20").unwrap();
+    drop(f);
+    ctx.write("fixed", "");
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(out.stderr.contains("incomplete line"), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read(dir.join("events.jsonl.torn-1")).unwrap(),
+        b"{\"seq\":99,\"at\":\"20"
+    );
+    let chain = verify_chain(&dir.join("events.jsonl")).unwrap();
+    assert!(chain.is_intact() && chain.torn_tail.is_none());
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["resumes"][0]["tornTail"], "events.jsonl.torn-1");
+    let audit = ctx.run(&["runs", "audit", "latest", "--json"]);
+    assert_eq!(audit.code, 0, "{}", audit.snapshot());
+    assert!(
+        audit.stdout.contains("torn-tail"),
+        "still reported: {}",
+        audit.stdout
+    );
+}
+
+#[test]
+fn sigkill_during_a_stage_leaves_an_orphan_that_resume_ends_before_rerunning() {
+    let ctx = TestContext::new();
+    let marker = ctx.root().parent().unwrap().join(format!(
+        "{}-pid",
+        ctx.root().file_name().unwrap().to_string_lossy()
+    ));
+    let pipeline = format!(
+        "version: 1\nname: crash\nstages:\n  - {{ id: first, kind: check, argv: [echo, first] }}\n  - {{ id: slow, kind: check, needs: [first], argv: [sh, -c, \"if [ -f {m} ]; then exit 0; fi; echo $$ > {m}; exec sleep 120\"] }}\n",
+        m = marker.display()
+    );
+    ctx.write("specbridge.yaml", &pipeline);
+    let mut child = ctx
+        .command()
+        .arg("run")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    let pid: u32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&marker)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(Instant::now() < until, "the slow stage never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        process_alive(pid),
+        "the stage's process outlives specbridge"
+    );
+    assert_eq!(stage(&ctx, "slow")["status"], "running");
+
+    assert_eq!(
+        dry_run(&ctx),
+        decisions(&[("first", "reuse", ""), ("slow", "rerun", "interrupted")])
+    );
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(!process_alive(pid), "the orphan was ended");
+    assert!(out.stderr.contains("orphaned"), "{}", out.stderr);
+    let slow = stage(&ctx, "slow");
+    assert_eq!(slow["status"], "succeeded");
+    assert_eq!(slow["attempts"], 2);
+    assert_eq!(stage(&ctx, "first")["reused"], true);
+    let run = read_json(&ctx.only_run_dir().join("run.json"));
+    let resume = &run["resumes"][0];
+    assert_eq!(resume["previousStatus"], "running");
+    assert_eq!(resume["interrupted"], serde_json::json!(["slow"]));
+    assert_eq!(resume["orphans"][0]["ended"], true);
+    let events = std::fs::read_to_string(ctx.only_run_dir().join("events.jsonl")).unwrap();
+    assert!(events.contains("\"type\":\"orphan-ended\""));
+    assert!(events.contains("\"status\":\"interrupted\""));
+    let _ = std::fs::remove_file(&marker);
+    assert_audit_clean(&ctx);
+}
