@@ -13,6 +13,7 @@ pub mod graph;
 pub mod orchestrate;
 pub mod pipeline;
 pub mod redact;
+pub mod replay;
 pub mod runner;
 pub mod safety;
 pub mod scheduler;
