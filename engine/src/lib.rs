@@ -16,6 +16,7 @@ pub mod redact;
 pub mod replay;
 pub mod runner;
 pub mod safety;
+pub mod scaffold;
 pub mod scheduler;
 pub mod schemas;
 pub mod status;

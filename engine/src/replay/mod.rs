@@ -36,7 +36,9 @@ pub enum ReplayError {
         now: String,
         recorded: String,
     },
-    #[error("the recorded changes of stage `{stage}` are incomplete ({note}); they cannot be replayed")]
+    #[error(
+        "the recorded changes of stage `{stage}` are incomplete ({note}); they cannot be replayed"
+    )]
     DiffIncomplete { stage: String, note: String },
     #[error("failed to apply the recorded changes of stage `{stage}`: {message}")]
     Apply { stage: String, message: String },
@@ -72,8 +74,16 @@ impl Recording {
             return Err(open_err("no run.json: not a run folder".into()));
         }
         let report = audit_run(dir).map_err(|e| open_err(e.to_string()))?;
-        if let Some(f) = report.findings.iter().find(|f| f.severity == Severity::Error) {
-            let place = f.file.as_deref().map(|p| format!(" ({p})")).unwrap_or_default();
+        if let Some(f) = report
+            .findings
+            .iter()
+            .find(|f| f.severity == Severity::Error)
+        {
+            let place = f
+                .file
+                .as_deref()
+                .map(|p| format!(" ({p})"))
+                .unwrap_or_default();
             return Err(ReplayError::Tampered {
                 dir: dir.to_path_buf(),
                 finding: format!("{}{place}: {}", f.code.as_str(), f.message),
@@ -94,7 +104,11 @@ impl Recording {
     }
 
     /// The recorded final attempt of `stage`, if its input hash matches `input_hash`.
-    pub fn attempt(&self, stage: &str, input_hash: Option<&str>) -> Result<RecordedAttempt, ReplayError> {
+    pub fn attempt(
+        &self,
+        stage: &str,
+        input_hash: Option<&str>,
+    ) -> Result<RecordedAttempt, ReplayError> {
         let no_recording = || ReplayError::NoRecording {
             stage: stage.to_string(),
             dir: self.dir.clone(),
@@ -168,10 +182,7 @@ impl RecordedAttempt {
         Ok(ProcessRecord {
             schema_version: crate::supervisor::PROCESS_SCHEMA_VERSION,
             executable: "specbridge-replay".into(),
-            redacted_argv: vec![
-                "specbridge-replay".into(),
-                self.dir.display().to_string(),
-            ],
+            redacted_argv: vec!["specbridge-replay".into(), self.dir.display().to_string()],
             cwd: root.display().to_string(),
             started_at: started,
             ended_at: ended,
@@ -202,7 +213,9 @@ impl RecordedAttempt {
             if let Ok(ev) = serde_json::from_slice::<Value>(&b) {
                 let diff = &ev["diff"];
                 if diff["truncated"].as_bool() == Some(true)
-                    || diff["omittedPaths"].as_array().is_some_and(|a| !a.is_empty())
+                    || diff["omittedPaths"]
+                        .as_array()
+                        .is_some_and(|a| !a.is_empty())
                 {
                     return Err(ReplayError::DiffIncomplete {
                         stage: self.stage.clone(),
@@ -220,7 +233,13 @@ impl RecordedAttempt {
         };
         for check in [true, false] {
             let mut cmd = Command::new("git");
-            cmd.args(["-c", "core.fsmonitor=false", "apply", "--binary", "--whitespace=nowarn"]);
+            cmd.args([
+                "-c",
+                "core.fsmonitor=false",
+                "apply",
+                "--binary",
+                "--whitespace=nowarn",
+            ]);
             if check {
                 cmd.arg("--check");
             }
