@@ -26,3 +26,15 @@ pub mod time;
 
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};
 pub use status::{exit, EvidenceStatus, RunStatus, StageStatus};
+
+/// An error with its sources, on one line: `failed to x: because y: because z`.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
