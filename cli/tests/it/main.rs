@@ -3,6 +3,7 @@
 mod agent;
 mod common;
 mod doctor;
+mod execute;
 mod init;
 mod run_checks;
 mod validate;

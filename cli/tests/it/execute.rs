@@ -1,0 +1,214 @@
+//! Execute stages end to end against the fake Claude Code CLI on temporary git
+//! repositories: one test per evidence path (DESIGN §7).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::{assert_matches_schema, TestContext};
+
+/// Short limits so a hang ends quickly.
+const QUICK_RUNNER: &str = "  timeout: 20s
+  killGrace: 300ms
+";
+
+/// One execute stage whose verification passes once `feature.txt` says `done`.
+const EXECUTE_STAGE: &str = "  - id: implement
+    kind: execute
+    prompt: prompts/implement.md
+    verification:
+      - { name: feature done, argv: [grep, -q, done, feature.txt] }
+";
+
+fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+/// A committed repository with one execute stage; the fake plays `scenario` and
+/// writes `write` (`path=content`) when the scenario writes.
+fn execute_ctx(scenario: &str, write: Option<&str>) -> TestContext {
+    let mut ctx = TestContext::with_fake_claude(scenario);
+    if let Some(w) = write {
+        ctx.set_env("FAKE_CLAUDE_WRITE", w);
+    }
+    ctx.write("prompts/implement.md", "Implement the feature.\n");
+    ctx.write_agent_pipeline(QUICK_RUNNER, EXECUTE_STAGE);
+    ctx
+}
+
+fn attempt(ctx: &TestContext, stage: &str) -> PathBuf {
+    ctx.only_run_dir()
+        .join(format!("stages/{stage}/attempt-001"))
+}
+
+/// Runs, checks the exit code, the stage status and the evidence status, and
+/// returns `evidence.json`.
+fn run_expect(ctx: &TestContext, args: &[&str], exit: i32, status: &str, evidence: &str) -> Value {
+    let out = ctx.run(args);
+    assert_eq!(out.code, exit, "{}", out.snapshot());
+    let stage = read_json(&ctx.only_run_dir().join("stages/implement/stage.json"));
+    assert_eq!(stage["status"], status, "{stage:#}\n{}", out.snapshot());
+    assert_eq!(stage["evidenceStatus"], evidence, "{stage:#}");
+    let dir = attempt(ctx, "implement");
+    for name in [
+        "git-before.json",
+        "git-after.json",
+        "changed-files.json",
+        "diff.patch",
+        "evidence.json",
+    ] {
+        assert!(dir.join(name).is_file(), "{name} is missing");
+    }
+    assert_matches_schema(&dir.join("git-before.json"), "git-snapshot.schema.json");
+    assert_matches_schema(&dir.join("git-after.json"), "git-snapshot.schema.json");
+    assert_matches_schema(&dir.join("changed-files.json"), "changed-files.schema.json");
+    assert_matches_schema(&dir.join("evidence.json"), "evidence.schema.json");
+    let ev = read_json(&dir.join("evidence.json"));
+    assert_eq!(ev["kind"], "execute");
+    assert_eq!(ev["status"], evidence, "{ev:#}");
+    ev
+}
+
+fn violation_kinds(ev: &Value) -> Vec<String> {
+    ev["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_change_that_passes_verification_is_verified() {
+    let ctx = execute_ctx("write-file", Some("feature.txt=done"));
+    let ev = run_expect(&ctx, &["run"], 0, "succeeded", "verified");
+    let dir = attempt(&ctx, "implement");
+    let changed = read_json(&dir.join("changed-files.json"));
+    assert_eq!(changed["added"], serde_json::json!(["feature.txt"]));
+    let patch = std::fs::read_to_string(dir.join("diff.patch")).unwrap();
+    assert!(patch.contains("b/feature.txt") && patch.contains("+done"), "{patch}");
+    assert_matches_schema(&dir.join("verification.json"), "verification.schema.json");
+    let verification = read_json(&dir.join("verification.json"));
+    assert_eq!(verification["commands"][0]["passed"], true);
+    assert!(dir.join("verification-feature-done.stdout.log").is_file());
+    // The model's report is kept apart, and never counts.
+    assert_eq!(ev["claims"]["countsTowardStatus"], false);
+    assert!(ev["claims"]["report"]["status"].is_string(), "{ev:#}");
+    assert_matches_schema(
+        &ctx.only_run_dir().join("stages/implement/output.json"),
+        "task-result.schema.json",
+    );
+    let request = read_json(&dir.join("request.json"));
+    assert_eq!(request["operation"], "execute", "{request:#}");
+    let audit = ctx.run(&["runs", "audit", "latest"]);
+    assert_eq!(audit.code, 0, "{}", audit.snapshot());
+}
+
+#[test]
+fn an_attempt_that_changes_nothing_is_no_change() {
+    let ctx = execute_ctx("success", None);
+    let ev = run_expect(&ctx, &["run"], 1, "succeeded", "no-change");
+    assert!(
+        !attempt(&ctx, "implement").join("verification.json").exists(),
+        "nothing to verify"
+    );
+    let reasons = ev["reasons"].to_string();
+    assert!(reasons.contains("changed no file"), "{reasons}");
+}
+
+#[test]
+fn a_failing_verification_command_leaves_it_implemented_unverified() {
+    let ctx = execute_ctx("write-file", Some("feature.txt=half-way"));
+    let out_ev = run_expect(&ctx, &["run"], 1, "succeeded", "implemented-unverified");
+    let verification = read_json(&attempt(&ctx, "implement").join("verification.json"));
+    assert_eq!(verification["commands"][0]["passed"], false);
+    assert_eq!(verification["commands"][0]["exitCode"], 1);
+    assert!(
+        out_ev["reasons"]
+            .to_string()
+            .contains("required verification feature done failed"),
+        "{out_ev:#}"
+    );
+    let summary = ctx.run(&["runs", "show", "latest"]);
+    assert!(
+        summary.stdout.contains("implemented-unverified"),
+        "{}",
+        summary.stdout
+    );
+}
+
+#[test]
+fn an_agent_commit_moves_head_and_is_a_safety_violation() {
+    let ctx = execute_ctx("git-commit", Some("feature.txt=done"));
+    let head = ctx.git(&["rev-parse", "HEAD"]);
+    // The commit leaves the tree clean: what counts is the moved HEAD.
+    let ev = run_expect(&ctx, &["run"], 6, "safety-violation", "no-change");
+    assert_ne!(ev["headBefore"], ev["headAfter"]);
+    assert_eq!(ev["headBefore"], head.trim());
+    assert!(violation_kinds(&ev).contains(&"head-moved".to_string()), "{ev:#}");
+    assert!(!attempt(&ctx, "implement").join("verification.json").exists());
+}
+
+#[test]
+fn touching_a_protected_path_is_a_safety_violation() {
+    // The pipeline file, a configured protected path, and the run store.
+    for (target, rule) in [
+        ("specbridge.yaml", "specbridge.yaml"),
+        ("db/migrations/001.sql", "db/migrations"),
+        (".specbridge/notes.txt", ".specbridge"),
+    ] {
+        let mut ctx = TestContext::with_fake_claude("touch-protected");
+        ctx.set_env("FAKE_CLAUDE_PROTECTED", target);
+        ctx.write("prompts/implement.md", "Implement the feature.\n");
+        ctx.write("db/migrations/001.sql", "create table t (id int);\n");
+        ctx.write_agent_pipeline(
+            &format!("{QUICK_RUNNER}protectedPaths: [db/migrations]\n"),
+            EXECUTE_STAGE,
+        );
+        let out = ctx.run(&["run"]);
+        assert_eq!(out.code, 6, "{target}: {}", out.snapshot());
+        let ev = read_json(&attempt(&ctx, "implement").join("evidence.json"));
+        let hit = ev["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["kind"] == "protected-path-changed" && v["path"] == target && v["rule"] == rule);
+        assert!(hit, "{target}: {ev:#}");
+    }
+}
+
+#[test]
+fn a_dirty_tree_is_refused_before_anything_is_spawned() {
+    let ctx = execute_ctx("write-file", Some("feature.txt=done"));
+    ctx.write("scratch.txt", "uncommitted\n");
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 2, "{}", out.snapshot());
+    insta::assert_snapshot!("dirty_tree", out.snapshot());
+    assert!(ctx.fake_log().is_empty(), "the runner was probed or spawned");
+    assert!(!ctx.path(".specbridge/runs").exists(), "a run folder was created");
+}
+
+#[test]
+fn with_allow_dirty_a_path_dirty_before_and_changed_again_is_ambiguous() {
+    let ctx = execute_ctx("write-file", Some("notes.txt=agent edit"));
+    ctx.write("notes.txt", "committed\n");
+    ctx.commit_all("notes");
+    ctx.write("notes.txt", "user edit\n");
+    ctx.write("other.txt", "untouched user file\n");
+    let ev = run_expect(
+        &ctx,
+        &["run", "--allow-dirty"],
+        1,
+        "succeeded",
+        "implemented-unverified",
+    );
+    let changed = read_json(&attempt(&ctx, "implement").join("changed-files.json"));
+    assert_eq!(changed["ambiguous"], serde_json::json!(["notes.txt"]));
+    assert_eq!(changed["preExisting"], serde_json::json!(["other.txt"]));
+    assert_eq!(changed["added"], serde_json::json!([]));
+    assert!(ev["reasons"].to_string().contains("notes.txt"), "{ev:#}");
+    let run = read_json(&ctx.only_run_dir().join("run.json"));
+    assert_eq!(run["options"]["allowDirty"], true);
+}
