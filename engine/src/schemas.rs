@@ -34,7 +34,9 @@ pub fn all() -> Vec<(&'static str, Value)> {
         ),
         (
             "verification.schema.json",
-            gen(schema_for!(crate::evidence::verification::VerificationRecord)),
+            gen(schema_for!(
+                crate::evidence::verification::VerificationRecord
+            )),
         ),
     ];
     all.extend(

@@ -187,7 +187,7 @@ fn repo_relative(root: &Path, path: &Path) -> Option<String> {
 /// of an attempt's `diff.patch` when the attempt starts from changes an earlier
 /// stage made, so the patch shows this attempt's change alone. Only objects are
 /// written; refs, the user's index and the working tree are untouched.
-pub fn working_tree_object(root: &Path) -> Option<String> {
+pub fn working_tree_object(root: &Path, before: &GitSnapshot) -> Option<String> {
     let tmp = tempfile::tempdir().ok()?;
     let index = tmp.path().join("index");
     let git = |args: &[&str]| {
@@ -212,7 +212,14 @@ pub fn working_tree_object(root: &Path) -> Option<String> {
     if real.exists() {
         std::fs::copy(&real, &index).ok()?;
     }
-    git(&["add", "-A", "--", ".", ":(exclude).specbridge"])?;
+    // Only the paths that differ from HEAD: the run store stays out (an ignored
+    // folder named in a pathspec, even to exclude it, fails `git add`).
+    let paths: Vec<&str> = before.entries.keys().map(String::as_str).collect();
+    for chunk in paths.chunks(500) {
+        let mut args = vec!["--literal-pathspecs", "add", "-A", "--"];
+        args.extend(chunk);
+        git(&args)?;
+    }
     git(&["write-tree"])
 }
 
@@ -327,4 +334,46 @@ pub fn run_store_violations(changed: &[String]) -> Vec<specbridge_engine::eviden
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(root: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    #[test]
+    fn the_working_tree_object_holds_uncommitted_changes_and_leaves_the_index_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git(root, &["init", "-q"]);
+        std::fs::write(root.join("f"), "a\n").unwrap();
+        git(root, &["add", "f"]);
+        git(root, &["commit", "-qm", "i"]);
+        std::fs::write(root.join("f"), "a\nb\n").unwrap();
+        std::fs::write(root.join("new"), "n\n").unwrap();
+        std::fs::write(root.join(".gitignore"), ".specbridge/\n").unwrap();
+        std::fs::create_dir_all(root.join(".specbridge/runs")).unwrap();
+        std::fs::write(root.join(".specbridge/runs/log"), "x").unwrap();
+        let status = git(root, &["status", "--porcelain"]);
+        let before = GitSnapshot::take(root).unwrap();
+        let tree = working_tree_object(root, &before).expect("a tree");
+        assert_eq!(git(root, &["show", &format!("{tree}:f")]), "a\nb\n");
+        assert_eq!(git(root, &["show", &format!("{tree}:new")]), "n\n");
+        assert!(!git(root, &["ls-tree", "-r", "--name-only", &tree]).contains(".specbridge"));
+        assert_eq!(git(root, &["status", "--porcelain"]), status);
+    }
 }

@@ -65,7 +65,7 @@ pub async fn run_execute(
     // Starting from changes an earlier stage made, the patch is taken against the
     // tree as it is now, so that it shows this attempt's change alone.
     let diff_base = (before.entries.len() > foreign.len())
-        .then(|| working_tree_object(&ctx.root))
+        .then(|| working_tree_object(&ctx.root, &before))
         .flatten();
 
     let store_before = RunStoreState::take(&ctx.root, run);

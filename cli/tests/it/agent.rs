@@ -198,7 +198,10 @@ fn a_write_during_a_generate_stage_is_recorded_with_its_path() {
     assert!(!ctx.path("docs/requirements.md").exists());
     let stage = read_json(&ctx.only_run_dir().join("stages/requirements/stage.json"));
     assert!(
-        stage["outcome"].as_str().unwrap().contains("notes/agent.txt"),
+        stage["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("notes/agent.txt"),
         "{stage:#}"
     );
 }

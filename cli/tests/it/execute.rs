@@ -88,7 +88,10 @@ fn a_change_that_passes_verification_is_verified() {
     let changed = read_json(&dir.join("changed-files.json"));
     assert_eq!(changed["added"], serde_json::json!(["feature.txt"]));
     let patch = std::fs::read_to_string(dir.join("diff.patch")).unwrap();
-    assert!(patch.contains("b/feature.txt") && patch.contains("+done"), "{patch}");
+    assert!(
+        patch.contains("b/feature.txt") && patch.contains("+done"),
+        "{patch}"
+    );
     assert_matches_schema(&dir.join("verification.json"), "verification.schema.json");
     let verification = read_json(&dir.join("verification.json"));
     assert_eq!(verification["commands"][0]["passed"], true);
@@ -111,7 +114,9 @@ fn an_attempt_that_changes_nothing_is_no_change() {
     let ctx = execute_ctx("success", None);
     let ev = run_expect(&ctx, &["run"], 1, "succeeded", "no-change");
     assert!(
-        !attempt(&ctx, "implement").join("verification.json").exists(),
+        !attempt(&ctx, "implement")
+            .join("verification.json")
+            .exists(),
         "nothing to verify"
     );
     let reasons = ev["reasons"].to_string();
@@ -147,8 +152,13 @@ fn an_agent_commit_moves_head_and_is_a_safety_violation() {
     let ev = run_expect(&ctx, &["run"], 6, "safety-violation", "no-change");
     assert_ne!(ev["headBefore"], ev["headAfter"]);
     assert_eq!(ev["headBefore"], head.trim());
-    assert!(violation_kinds(&ev).contains(&"head-moved".to_string()), "{ev:#}");
-    assert!(!attempt(&ctx, "implement").join("verification.json").exists());
+    assert!(
+        violation_kinds(&ev).contains(&"head-moved".to_string()),
+        "{ev:#}"
+    );
+    assert!(!attempt(&ctx, "implement")
+        .join("verification.json")
+        .exists());
 }
 
 #[test]
@@ -170,11 +180,9 @@ fn touching_a_protected_path_is_a_safety_violation() {
         let out = ctx.run(&["run"]);
         assert_eq!(out.code, 6, "{target}: {}", out.snapshot());
         let ev = read_json(&attempt(&ctx, "implement").join("evidence.json"));
-        let hit = ev["violations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|v| v["kind"] == "protected-path-changed" && v["path"] == target && v["rule"] == rule);
+        let hit = ev["violations"].as_array().unwrap().iter().any(|v| {
+            v["kind"] == "protected-path-changed" && v["path"] == target && v["rule"] == rule
+        });
         assert!(hit, "{target}: {ev:#}");
     }
 }
@@ -186,8 +194,14 @@ fn a_dirty_tree_is_refused_before_anything_is_spawned() {
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 2, "{}", out.snapshot());
     insta::assert_snapshot!("dirty_tree", out.snapshot());
-    assert!(ctx.fake_log().is_empty(), "the runner was probed or spawned");
-    assert!(!ctx.path(".specbridge/runs").exists(), "a run folder was created");
+    assert!(
+        ctx.fake_log().is_empty(),
+        "the runner was probed or spawned"
+    );
+    assert!(
+        !ctx.path(".specbridge/runs").exists(),
+        "a run folder was created"
+    );
 }
 
 #[test]
@@ -211,4 +225,206 @@ fn with_allow_dirty_a_path_dirty_before_and_changed_again_is_ambiguous() {
     assert!(ev["reasons"].to_string().contains("notes.txt"), "{ev:#}");
     let run = read_json(&ctx.only_run_dir().join("run.json"));
     assert_eq!(run["options"]["allowDirty"], true);
+}
+
+const LIB_T1: &str = r#"//! Statistics about a text.
+
+/// The number of lines of `text`; a final line without a newline counts.
+pub fn count_lines(text: &str) -> usize {
+    text.lines().count()
+}
+
+/// The number of whitespace-separated words of `text`.
+pub fn count_words(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_lines() {
+        assert_eq!(count_lines("one\ntwo"), 2);
+    }
+
+    #[test]
+    fn counts_words() {
+        assert_eq!(count_words(" a b\tc\n"), 3);
+    }
+}"#;
+
+const LIB_T2: &str = r#"//! Statistics about a text.
+
+/// The number of lines of `text`; a final line without a newline counts.
+pub fn count_lines(text: &str) -> usize {
+    text.lines().count()
+}
+
+/// The number of whitespace-separated words of `text`.
+pub fn count_words(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
+/// How often each lowercased word occurs, most frequent first.
+pub fn word_frequencies(text: &str) -> Vec<(String, usize)> {
+    let mut counts = std::collections::BTreeMap::new();
+    for w in text.split_whitespace() {
+        *counts.entry(w.to_lowercase()).or_insert(0) += 1;
+    }
+    let mut v: Vec<_> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_lines() {
+        assert_eq!(count_lines("one\ntwo"), 2);
+    }
+
+    #[test]
+    fn counts_words() {
+        assert_eq!(count_words(" a b\tc\n"), 3);
+    }
+
+    #[test]
+    fn ranks_words() {
+        assert_eq!(word_frequencies("b a B")[0], ("b".to_string(), 2));
+    }
+}"#;
+
+/// Copies `examples/spec-to-task` (without build output) into the repository.
+fn copy_example(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "target" || name == ".specbridge" {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(&name));
+        if src.is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+            copy_example(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// The example pipeline, every stage against the fake CLI: documents, a plan of two
+/// tasks (the second after the first), and two implementations that really edit
+/// `src/lib.rs` and keep `cargo test` passing. Every record of DESIGN §6 exists and
+/// the run audits clean.
+#[test]
+fn the_spec_to_task_example_runs_to_the_end_with_every_record() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    copy_example(
+        &crate::common::workspace_root().join("examples/spec-to-task"),
+        ctx.root(),
+    );
+    let pipeline = ctx.read("specbridge.yaml").replace(
+        "command: claude",
+        &format!("command: {}", crate::common::fake_claude_bin().display()),
+    );
+    ctx.write("specbridge.yaml", &pipeline);
+    ctx.commit_all("the example");
+    let task = |id: &str, title: &str, deps: &[&str]| serde_json::json!({"id": id, "title": title, "details": format!("Do {id}."), "dependsOn": deps, "requirements": ["R1"]});
+    let script = serde_json::json!([
+        {"match": "writing the requirements", "output": {"summary": "R", "markdown": "# Requirements\n\nR1 count words.\n"}},
+        {"match": "designing a change", "output": {"summary": "D", "markdown": "# Design\n\nAdd count_words, then word_frequencies.\n"}},
+        {"match": "splitting a design", "output": {"summary": "T", "markdown": "# Tasks\n",
+            "tasks": [task("t1", "count words", &[]), task("t2", "rank words", &["t1"])]}},
+        {"match": "Task `t1`", "scenario": "write-file", "write": format!("src/lib.rs={LIB_T1}"),
+            "output": {"status": "completed", "summary": "added count_words", "changedFiles": ["src/lib.rs"], "commandsRun": ["cargo test"], "blockingQuestions": []}},
+        {"match": "Task `t2`", "scenario": "write-file", "write": format!("src/lib.rs={LIB_T2}"),
+            "output": {"status": "completed", "summary": "added word_frequencies", "changedFiles": ["src/lib.rs"], "commandsRun": ["cargo test"], "blockingQuestions": []}},
+    ]);
+    let script_path = ctx.aux_path("script.json");
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script_path.display().to_string());
+
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(ctx.read("src/lib.rs").contains("word_frequencies"));
+    assert!(ctx
+        .read("specs/word-frequencies/design.md")
+        .starts_with("# Design"));
+
+    let run = ctx.only_run_dir();
+    for name in ["run.json", "pipeline.yaml", "plan.json", "events.jsonl"] {
+        assert!(run.join(name).is_file(), "{name} is missing");
+    }
+    let agent_records = [
+        "prompt.md",
+        "request.json",
+        "process.json",
+        "output-schema.json",
+        "raw-stdout.log",
+        "raw-stderr.log",
+        "result.json",
+        "git-before.json",
+        "git-after.json",
+        "changed-files.json",
+        "diff.patch",
+        "evidence.json",
+    ];
+    let stages = [
+        "requirements",
+        "design",
+        "tasks",
+        "implement.t1",
+        "implement.t2",
+    ];
+    for stage in stages {
+        let dir = run.join(format!("stages/{stage}"));
+        let record = read_json(&dir.join("stage.json"));
+        assert_eq!(record["status"], "succeeded", "{stage}: {record:#}");
+        assert!(dir.join("output.json").is_file(), "{stage}: output.json");
+        for name in agent_records {
+            assert!(
+                dir.join("attempt-001").join(name).is_file(),
+                "{stage}: {name} is missing"
+            );
+        }
+    }
+    for id in ["t1", "t2"] {
+        let dir = run.join(format!("stages/implement.{id}"));
+        let record = read_json(&dir.join("stage.json"));
+        assert_eq!(record["evidenceStatus"], "verified", "{record:#}");
+        let attempt = dir.join("attempt-001");
+        for name in [
+            "verification.json",
+            "verification-test.stdout.log",
+            "verification-test.stderr.log",
+        ] {
+            assert!(attempt.join(name).is_file(), "{id}: {name} is missing");
+        }
+        let changed = read_json(&attempt.join("changed-files.json"));
+        assert_eq!(
+            changed["modified"],
+            serde_json::json!(["src/lib.rs"]),
+            "{changed:#}"
+        );
+        assert_eq!(changed["ambiguous"], serde_json::json!([]), "{changed:#}");
+    }
+    // t2's patch is t2's change alone, not t1's again.
+    let t2_patch =
+        std::fs::read_to_string(run.join("stages/implement.t2/attempt-001/diff.patch")).unwrap();
+    assert!(t2_patch.contains("+pub fn word_frequencies"), "{t2_patch}");
+    assert!(!t2_patch.contains("+pub fn count_words"), "{t2_patch}");
+    let check = run.join("stages/test");
+    assert_eq!(read_json(&check.join("stage.json"))["status"], "succeeded");
+    for name in ["process.json", "raw-stdout.log", "raw-stderr.log"] {
+        assert!(
+            check.join("attempt-001").join(name).is_file(),
+            "test: {name}"
+        );
+    }
+    let audit = ctx.run(&["runs", "audit", "latest"]);
+    assert_eq!(audit.code, 0, "{}", audit.snapshot());
+    assert!(audit.stdout.contains(": clean ("), "{}", audit.stdout);
 }

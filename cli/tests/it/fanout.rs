@@ -100,7 +100,10 @@ fn three_tasks_run_in_dependency_order_and_the_expansion_is_recorded() {
             run.join(format!("stages/implement.{id}/attempt-001/prompt.md")),
         )
         .unwrap();
-        assert_eq!(prompt, format!("TASK {id}: title of {id}\ndetails of {id}\n"));
+        assert_eq!(
+            prompt,
+            format!("TASK {id}: title of {id}\ndetails of {id}\n")
+        );
         let stage = read_json(&run.join(format!("stages/implement.{id}/stage.json")));
         assert_eq!(stage["status"], "succeeded", "{stage:#}");
         assert_eq!(stage["evidenceStatus"], "verified", "{stage:#}");
@@ -108,11 +111,18 @@ fn three_tasks_run_in_dependency_order_and_the_expansion_is_recorded() {
             "stages/implement.{id}/attempt-001/changed-files.json"
         )));
         // Earlier instances' files are this run's, not this instance's.
-        assert_eq!(changed["added"], json!([format!("{id}.txt")]), "{changed:#}");
+        assert_eq!(
+            changed["added"],
+            json!([format!("{id}.txt")]),
+            "{changed:#}"
+        );
     }
     let t3 = read_json(&run.join("stages/implement.t3/stage.json"));
     assert!(
-        t3["needs"].as_array().unwrap().contains(&json!("implement.t1")),
+        t3["needs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("implement.t1")),
         "{t3:#}"
     );
 
@@ -226,7 +236,10 @@ fn run_flags_override_the_file_and_are_recorded() {
     assert_eq!(out.code, 0, "{}", out.snapshot());
     let argv = &ctx.fake_agent_runs()[0].argv;
     let value = |flag: &str| {
-        let i = argv.iter().position(|a| a == flag).unwrap_or_else(|| panic!("{flag} missing: {argv:?}"));
+        let i = argv
+            .iter()
+            .position(|a| a == flag)
+            .unwrap_or_else(|| panic!("{flag} missing: {argv:?}"));
         argv[i + 1].clone()
     };
     assert_eq!(value("--max-turns"), "7");
@@ -237,7 +250,10 @@ fn run_flags_override_the_file_and_are_recorded() {
     let overrides = &run_json["options"]["overrides"];
     assert_eq!(overrides["maxTurns"], 7, "{overrides:#}");
     assert_eq!(overrides["model"], "opus", "{overrides:#}");
-    assert!(overrides["timeout"].is_string() || overrides["timeout"].is_number(), "{overrides:#}");
+    assert!(
+        overrides["timeout"].is_string() || overrides["timeout"].is_number(),
+        "{overrides:#}"
+    );
     let request = read_json(&run.join("stages/a/attempt-001/request.json"));
     assert_eq!(request["maxTurns"], 7);
     assert_eq!(request["model"], "opus");
