@@ -46,16 +46,17 @@ pub fn stopped(started_at: &str, status: StageStatus, reason: String) -> StageRe
     }
 }
 
-/// Everything up to the argv; a report of why not when the stage cannot start.
+/// Everything up to the argv; a report of why not when the stage cannot start
+/// (boxed: it is large, and the path is rare).
 pub fn prepare(
     ctx: &RunContext,
     agent: &AgentSetup,
     stage: &StageDef,
     sr: &StageRun,
     operation: Operation,
-) -> Result<Prepared, StageReport> {
+) -> Result<Prepared, Box<StageReport>> {
     let started_at = now_rfc3339();
-    let stop = |status, reason| stopped(&started_at, status, reason);
+    let stop = |status, reason| Box::new(stopped(&started_at, status, reason));
     let kind = stage.kind.as_str();
     let runner = ctx.runner_for(stage);
     let redactor = Redactor::from_env(&runner.env);

@@ -40,7 +40,7 @@ pub async fn run_execute(
 ) -> StageReport {
     let p = match prepare(ctx, agent, stage, sr, Operation::Execute) {
         Ok(p) => p,
-        Err(report) => return report,
+        Err(report) => return *report,
     };
     let run = &sr.run;
     let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);

@@ -40,7 +40,7 @@ pub async fn run_generate(
 ) -> StageReport {
     let p = match prepare(ctx, agent, stage, sr, Operation::Generate) {
         Ok(p) => p,
-        Err(report) => return report,
+        Err(report) => return *report,
     };
     let run = &sr.run;
     let node = &sr.node;
