@@ -376,4 +376,28 @@ mod tests {
         assert!(!git(root, &["ls-tree", "-r", "--name-only", &tree]).contains(".specbridge"));
         assert_eq!(git(root, &["status", "--porcelain"]), status);
     }
+
+    #[test]
+    fn run_store_changes_ignore_new_run_folders_only() {
+        let state = |files: &[(&str, u64)]| RunStoreState {
+            files: files
+                .iter()
+                .map(|(p, len)| (p.to_string(), (*len, 0, 0o644)))
+                .collect(),
+        };
+        let before = state(&[("runs/a/run.json", 1), ("config", 1)]);
+        let after = state(&[
+            ("runs/a/run.json", 2),
+            ("runs/b/run.json", 1),
+            ("notes.txt", 1),
+        ]);
+        assert_eq!(
+            after.changed_since(&before),
+            vec![
+                ".specbridge/config",
+                ".specbridge/notes.txt",
+                ".specbridge/runs/a/run.json"
+            ]
+        );
+    }
 }

@@ -428,3 +428,26 @@ fn the_spec_to_task_example_runs_to_the_end_with_every_record() {
     assert_eq!(audit.code, 0, "{}", audit.snapshot());
     assert!(audit.stdout.contains(": clean ("), "{}", audit.stdout);
 }
+
+#[test]
+fn dry_run_shows_the_execute_argv_and_verification_and_spawns_nothing() {
+    let ctx = execute_ctx("write-file", Some("feature.txt=done"));
+    // A dry run changes nothing, so a dirty tree is no reason to refuse it.
+    ctx.write("scratch.txt", "uncommitted\n");
+    let out = ctx.run(&["run", "--dry-run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(out.stdout.contains("implement [execute]"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("--allowedTools") && out.stdout.contains("< rendered-prompt"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("grep -q done feature.txt   # verification `feature done`"),
+        "{}",
+        out.stdout
+    );
+    assert!(ctx.fake_agent_runs().is_empty());
+    assert!(!ctx.path(".specbridge/runs").exists());
+}
