@@ -3,8 +3,11 @@
 //! engine's scheduler drives.
 
 pub mod agent;
+pub mod attempt;
 pub mod check;
 pub mod context;
+pub mod evidence;
+pub mod execute;
 pub mod executor;
 pub mod fanout;
 pub mod generate;
