@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
 use specbridge_engine::redact::Redactor;
+use specbridge_engine::replay::RecordedAttempt;
 use specbridge_engine::runner::claude_code::argv::AssemblyError;
 use specbridge_engine::runner::claude_code::stream::Progress;
 use specbridge_engine::runner::claude_code::{
@@ -32,6 +33,8 @@ pub struct Prepared {
     pub prompt: String,
     pub input_hash: String,
     pub request: InvocationRequest,
+    /// The recorded attempt that answers this one instead of a live agent.
+    pub replay: Option<RecordedAttempt>,
 }
 
 /// A stage that stopped before anything was spawned.
@@ -60,15 +63,7 @@ pub fn prepare(
     let kind = stage.kind.as_str();
     let runner = ctx.runner_for(stage);
     let redactor = Redactor::from_env(&runner.env);
-    let Some(detected) = agent.runner(&runner.command).cloned() else {
-        return Err(stop(
-            StageStatus::RunnerUnavailable,
-            format!(
-                "the runner `{}` was not detected before the run",
-                runner.command
-            ),
-        ));
-    };
+    let recording = agent.replay.recording_for(&runner);
     let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
         Ok(Some(schema)) => schema,
         Ok(None) => {
@@ -102,6 +97,36 @@ pub fn prepare(
         upstream: &inputs.upstream_hashes,
         item_id: sr.node.item_id.as_deref(),
     });
+    // A replayed stage needs its recording (same input hash); without one it fails
+    // with the reason, or runs live when the user asked for that.
+    let replay = match recording.map(|r| r.attempt(&sr.node.id, Some(&hash))) {
+        None => None,
+        Some(Ok(attempt)) => Some(attempt),
+        Some(Err(e)) if agent.replay.live_when_missing && e.is_missing() => None,
+        Some(Err(e)) => {
+            let mut report = stop(StageStatus::Failed, format!("replay: {e}"));
+            report.input_hash = Some(hash.clone());
+            return Err(report);
+        }
+    };
+    let detected = match (agent.runner(&runner.command), &replay) {
+        (Some(d), _) => d.clone(),
+        // Replayed stages spawn nothing: the argv is assembled for the record only.
+        (None, Some(_)) => DetectedRunner {
+            version: None,
+            capabilities: crate::agent::assumed_capabilities(),
+            assumed: true,
+        },
+        (None, None) => {
+            return Err(stop(
+                StageStatus::RunnerUnavailable,
+                format!(
+                    "the runner `{}` was not detected before the run",
+                    runner.command
+                ),
+            ))
+        }
+    };
     let request = assemble(&InvocationInput {
         runner: &runner,
         capabilities: &detected.capabilities,
@@ -130,6 +155,7 @@ pub fn prepare(
         prompt,
         input_hash: hash,
         request,
+        replay,
     })
 }
 
@@ -153,6 +179,7 @@ pub async fn run_agent(
         cancel: ctx.cancel.clone(),
         cli_version: p.detected.version.as_deref(),
         on_progress: progress_for(agent, &sr.node.id),
+        replay: p.replay.as_ref(),
     })
     .await
 }

@@ -46,6 +46,17 @@ pub enum ReplayError {
     Play { stage: String, message: String },
 }
 
+impl ReplayError {
+    /// The stage has no usable recording (as opposed to a recording that is
+    /// broken): `--replay-missing=live` runs such a stage live.
+    pub fn is_missing(&self) -> bool {
+        matches!(
+            self,
+            ReplayError::NoRecording { .. } | ReplayError::HashMismatch { .. }
+        )
+    }
+}
+
 /// An audited recorded run.
 #[derive(Debug, Clone)]
 pub struct Recording {

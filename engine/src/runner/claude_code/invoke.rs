@@ -25,6 +25,7 @@ use super::request::{RequestContext, RequestRecord};
 use super::stream::{LineKind, Progress, StreamState};
 use crate::pipeline::ResolvedRunner;
 use crate::redact::Redactor;
+use crate::replay::RecordedAttempt;
 use crate::safety::assert_argv_safe;
 use crate::status::StageStatus;
 use crate::store::{now_rfc3339, sha256_hex, RunHandle};
@@ -63,6 +64,9 @@ pub struct InvokeSpec<'a> {
     /// The detected CLI version, for `request.json`.
     pub cli_version: Option<&'a str>,
     pub on_progress: Option<ProgressCallback>,
+    /// Answer from this recorded attempt instead of spawning the agent: its output
+    /// is played back and its changes applied (see [`crate::replay`]).
+    pub replay: Option<&'a RecordedAttempt>,
 }
 
 /// How one invocation ended. Texts that came from the agent (the failure reason) are
@@ -203,6 +207,35 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
 
     let stdout_capture = dir.join(STDOUT_CAPTURE);
     let stderr_capture = dir.join(STDERR_CAPTURE);
+    if let Some(recorded) = spec.replay {
+        return match play_back(
+            &spec,
+            recorded,
+            &attempt_rel,
+            &stdout_capture,
+            &stderr_capture,
+        ) {
+            Ok((record, state)) => finish(
+                &spec,
+                attempt_rel,
+                record,
+                state,
+                &stdout_capture,
+                &stderr_capture,
+            ),
+            Err(reason) => {
+                let _ = std::fs::remove_file(&stdout_capture);
+                let _ = std::fs::remove_file(&stderr_capture);
+                let outcome = InvocationOutcome::not_spawned(
+                    attempt_rel.clone(),
+                    StageStatus::Failed,
+                    redactor.redact_str(&reason),
+                );
+                write_unspawned_result(&spec, &attempt_rel, &outcome);
+                outcome
+            }
+        };
+    }
     let runner = spec.runner;
     let spawn = SpawnSpec {
         program: spec.request.program.clone(),
@@ -276,20 +309,36 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         }
     };
 
-    let mut state = observer.state;
+    finish(
+        &spec,
+        attempt_rel,
+        record,
+        observer.state,
+        &stdout_capture,
+        &stderr_capture,
+    )
+}
+
+/// Everything after the process (or its playback) ended: the logs kept redacted,
+/// the classification, `process.json` and `result.json`.
+fn finish(
+    spec: &InvokeSpec<'_>,
+    attempt_rel: String,
+    record: ProcessRecord,
+    mut state: StreamState,
+    stdout_capture: &Path,
+    stderr_capture: &Path,
+) -> InvocationOutcome {
+    let run = spec.run;
+    let redactor = spec.redactor;
+    let rel = |name: &str| format!("{attempt_rel}/{name}");
     if !state.result_seen() && !record.stdout_truncated {
         // `--output-format json` may pretty-print its envelope over several lines.
-        if let Ok(stdout) = std::fs::read(&stdout_capture) {
+        if let Ok(stdout) = std::fs::read(stdout_capture) {
             state.finish(&stdout);
         }
     }
-    let logs = keep_logs(
-        run,
-        &attempt_rel,
-        &stdout_capture,
-        &stderr_capture,
-        redactor,
-    );
+    let logs = keep_logs(run, &attempt_rel, stdout_capture, stderr_capture, redactor);
 
     let classification = classify(ClassifyInput {
         exit_code: record.exit_code,
@@ -353,6 +402,44 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         duration_ms: record.duration_ms,
         process: Some(record),
     }
+}
+
+/// Plays a recorded attempt back in place of the agent: `replay.json` says where it
+/// came from; the recorded stdout is read as the stream would have been.
+fn play_back(
+    spec: &InvokeSpec<'_>,
+    recorded: &RecordedAttempt,
+    attempt_rel: &str,
+    stdout_capture: &Path,
+    stderr_capture: &Path,
+) -> Result<(ProcessRecord, StreamState), String> {
+    let source = json!({
+        "schemaVersion": 1,
+        "replayed": true,
+        "from": recorded.dir.display().to_string(),
+        "stage": recorded.stage,
+        "attempt": recorded.attempt,
+        "recordedInputHash": recorded.record.input_hash,
+        "recordedStatus": recorded.record.status,
+    });
+    spec.run
+        .write_json(&format!("{attempt_rel}/replay.json"), &source)
+        .map_err(|e| format!("failed to write replay.json: {e}"))?;
+    let record = recorded
+        .play(stdout_capture, stderr_capture, spec.cwd)
+        .map_err(|e| e.to_string())?;
+    let mut state = StreamState::new();
+    let file = std::fs::File::open(stdout_capture)
+        .map_err(|e| format!("failed to read the played-back output: {e}"))?;
+    use std::io::BufRead;
+    for line in std::io::BufReader::new(file).split(b'\n') {
+        let line = line.map_err(|e| format!("failed to read the played-back output: {e}"))?;
+        state.feed_line(&line);
+        if let Some(report) = &spec.on_progress {
+            report(&state.progress());
+        }
+    }
+    Ok((record, state))
 }
 
 /// `result.json` of an invocation that never ran: the outcome and why.
