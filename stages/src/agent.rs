@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use specbridge_engine::pipeline::{ResolvedRunner, RunnerKind};
+use specbridge_engine::replay::Recording;
 use specbridge_engine::runner::claude_code::stream::Progress;
 use specbridge_engine::runner::claude_code::Capabilities;
 
@@ -26,6 +28,37 @@ pub struct AgentSetup {
     /// By `runner.command` as resolved for the stages (usually one).
     pub runners: BTreeMap<String, DetectedRunner>,
     pub progress: Option<ProgressSink>,
+    /// Recorded runs that answer agent stages instead of a live model.
+    pub replay: ReplaySetup,
+}
+
+/// Where replayed stages come from (DESIGN: replay).
+#[derive(Debug, Clone, Default)]
+pub struct ReplaySetup {
+    /// `run --replay DIR`: every agent stage is answered from this recording.
+    pub forced: Option<Arc<Recording>>,
+    /// `runner: {kind: replay, from: …}`: by `from` as written in the pipeline.
+    pub by_from: BTreeMap<String, Arc<Recording>>,
+    /// `--replay-missing=live`: a stage without a usable recording runs live.
+    pub live_when_missing: bool,
+}
+
+impl ReplaySetup {
+    /// The recording that answers a stage with these runner settings, if any.
+    pub fn recording_for(&self, runner: &ResolvedRunner) -> Option<&Arc<Recording>> {
+        if let Some(r) = &self.forced {
+            return Some(r);
+        }
+        if runner.kind != RunnerKind::Replay {
+            return None;
+        }
+        runner.from.as_ref().and_then(|f| self.by_from.get(f))
+    }
+
+    /// Whether any stage may be replayed.
+    pub fn is_active(&self) -> bool {
+        self.forced.is_some() || !self.by_from.is_empty()
+    }
 }
 
 impl std::fmt::Debug for AgentSetup {
@@ -33,6 +66,7 @@ impl std::fmt::Debug for AgentSetup {
         f.debug_struct("AgentSetup")
             .field("runners", &self.runners)
             .field("progress", &self.progress.is_some())
+            .field("replay", &self.replay)
             .finish()
     }
 }

@@ -25,6 +25,7 @@ use super::request::{RequestContext, RequestRecord};
 use super::stream::{LineKind, Progress, StreamState};
 use crate::pipeline::ResolvedRunner;
 use crate::redact::Redactor;
+use crate::replay::RecordedAttempt;
 use crate::safety::assert_argv_safe;
 use crate::status::StageStatus;
 use crate::store::{now_rfc3339, sha256_hex, RunHandle};
@@ -63,6 +64,9 @@ pub struct InvokeSpec<'a> {
     /// The detected CLI version, for `request.json`.
     pub cli_version: Option<&'a str>,
     pub on_progress: Option<ProgressCallback>,
+    /// Answer from this recorded attempt instead of spawning the agent: its output
+    /// is played back and its changes applied (see [`crate::replay`]).
+    pub replay: Option<&'a RecordedAttempt>,
 }
 
 /// How one invocation ended. Texts that came from the agent (the failure reason) are
@@ -203,6 +207,35 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
 
     let stdout_capture = dir.join(STDOUT_CAPTURE);
     let stderr_capture = dir.join(STDERR_CAPTURE);
+    if let Some(recorded) = spec.replay {
+        return match play_back(
+            &spec,
+            recorded,
+            &attempt_rel,
+            &stdout_capture,
+            &stderr_capture,
+        ) {
+            Ok((record, state)) => finish(
+                &spec,
+                attempt_rel,
+                record,
+                state,
+                &stdout_capture,
+                &stderr_capture,
+            ),
+            Err(reason) => {
+                let _ = std::fs::remove_file(&stdout_capture);
+                let _ = std::fs::remove_file(&stderr_capture);
+                let outcome = InvocationOutcome::not_spawned(
+                    attempt_rel.clone(),
+                    StageStatus::Failed,
+                    redactor.redact_str(&reason),
+                );
+                write_unspawned_result(&spec, &attempt_rel, &outcome);
+                outcome
+            }
+        };
+    }
     let runner = spec.runner;
     let spawn = SpawnSpec {
         program: spec.request.program.clone(),
@@ -256,7 +289,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
                     StageStatus::Cancelled,
                     "the run was cancelled before the agent started".to_string(),
                 ),
-                other => (StageStatus::Failed, error_chain(other)),
+                other => (StageStatus::Failed, crate::error_chain(other)),
             };
             // A capture error comes after the spawn: keep what was captured.
             let _ = keep_logs(
@@ -276,20 +309,36 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         }
     };
 
-    let mut state = observer.state;
+    finish(
+        &spec,
+        attempt_rel,
+        record,
+        observer.state,
+        &stdout_capture,
+        &stderr_capture,
+    )
+}
+
+/// Everything after the process (or its playback) ended: the logs kept redacted,
+/// the classification, `process.json` and `result.json`.
+fn finish(
+    spec: &InvokeSpec<'_>,
+    attempt_rel: String,
+    record: ProcessRecord,
+    mut state: StreamState,
+    stdout_capture: &Path,
+    stderr_capture: &Path,
+) -> InvocationOutcome {
+    let run = spec.run;
+    let redactor = spec.redactor;
+    let rel = |name: &str| format!("{attempt_rel}/{name}");
     if !state.result_seen() && !record.stdout_truncated {
         // `--output-format json` may pretty-print its envelope over several lines.
-        if let Ok(stdout) = std::fs::read(&stdout_capture) {
+        if let Ok(stdout) = std::fs::read(stdout_capture) {
             state.finish(&stdout);
         }
     }
-    let logs = keep_logs(
-        run,
-        &attempt_rel,
-        &stdout_capture,
-        &stderr_capture,
-        redactor,
-    );
+    let logs = keep_logs(run, &attempt_rel, stdout_capture, stderr_capture, redactor);
 
     let classification = classify(ClassifyInput {
         exit_code: record.exit_code,
@@ -348,11 +397,49 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             .unwrap_or(0),
         classification: Some(classification),
         attempt_rel,
-        started_at: rfc3339(record.started_at),
-        ended_at: rfc3339(record.ended_at),
+        started_at: crate::time::format_rfc3339(record.started_at),
+        ended_at: crate::time::format_rfc3339(record.ended_at),
         duration_ms: record.duration_ms,
         process: Some(record),
     }
+}
+
+/// Plays a recorded attempt back in place of the agent: `replay.json` says where it
+/// came from; the recorded stdout is read as the stream would have been.
+fn play_back(
+    spec: &InvokeSpec<'_>,
+    recorded: &RecordedAttempt,
+    attempt_rel: &str,
+    stdout_capture: &Path,
+    stderr_capture: &Path,
+) -> Result<(ProcessRecord, StreamState), String> {
+    let source = json!({
+        "schemaVersion": 1,
+        "replayed": true,
+        "from": recorded.dir.display().to_string(),
+        "stage": recorded.stage,
+        "attempt": recorded.attempt,
+        "recordedInputHash": recorded.record.input_hash,
+        "recordedStatus": recorded.record.status,
+    });
+    spec.run
+        .write_json(&format!("{attempt_rel}/replay.json"), &source)
+        .map_err(|e| format!("failed to write replay.json: {e}"))?;
+    let record = recorded
+        .play(stdout_capture, stderr_capture, spec.cwd)
+        .map_err(|e| e.to_string())?;
+    let mut state = StreamState::new();
+    let file = std::fs::File::open(stdout_capture)
+        .map_err(|e| format!("failed to read the played-back output: {e}"))?;
+    use std::io::BufRead;
+    for line in std::io::BufReader::new(file).split(b'\n') {
+        let line = line.map_err(|e| format!("failed to read the played-back output: {e}"))?;
+        state.feed_line(&line);
+        if let Some(report) = &spec.on_progress {
+            report(&state.progress());
+        }
+    }
+    Ok((record, state))
 }
 
 /// `result.json` of an invocation that never ran: the outcome and why.
@@ -422,23 +509,8 @@ fn redact_into(redactor: &Redactor, src: &Path, dst: &Path) -> Result<(), String
     ));
     redactor
         .redact_file(src, &tmp)
-        .map_err(|e| error_chain(&e))?;
+        .map_err(|e| crate::error_chain(&e))?;
     std::fs::rename(&tmp, dst).map_err(|e| format!("failed to rename {}: {e}", tmp.display()))
-}
-
-fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

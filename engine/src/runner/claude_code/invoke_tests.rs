@@ -68,6 +68,7 @@ fn spec<'a>(
         cancel: CancelToken::new(),
         cli_version: Some("2.1.332"),
         on_progress: None,
+        replay: None,
     }
 }
 
