@@ -61,6 +61,40 @@ impl TreeLedger {
         state.changed.get(path).is_some_and(|s| s.same_content(now))
     }
 
+    /// Learn what an earlier process of this run changed (resume): the documents
+    /// its stages wrote, and what each execute attempt changed, oldest first.
+    pub fn seed_from_run(&self, run_dir: &Path) {
+        let mut changes: Vec<(String, ChangedFiles, GitSnapshot)> = Vec::new();
+        let Ok(stages) = std::fs::read_dir(run_dir.join("stages")) else {
+            return;
+        };
+        for stage in stages.flatten() {
+            let record: Option<specbridge_engine::store::StageRecord> =
+                read_json(&stage.path().join("stage.json")).ok();
+            if let Some(doc) = record.as_ref().and_then(|r| r.document.as_ref()) {
+                self.document(&doc.path, &doc.sha256);
+            }
+            for attempt in std::fs::read_dir(stage.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let dir = attempt.path();
+                let (Ok(changed), Ok(after)) = (
+                    read_json::<ChangedFiles>(&dir.join("changed-files.json")),
+                    read_json::<GitSnapshot>(&dir.join("git-after.json")),
+                ) else {
+                    continue;
+                };
+                changes.push((after.taken_at.clone(), changed, after));
+            }
+        }
+        changes.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, changed, after) in changes {
+            self.record(&changed, &after);
+        }
+    }
+
     /// Remember what an execute attempt changed, as it left it.
     pub fn record(&self, changed: &ChangedFiles, after: &GitSnapshot) {
         let mut state = self.inner.lock().expect("ledger lock");

@@ -16,7 +16,9 @@ use specbridge_engine::evidence::{
 };
 use specbridge_engine::pipeline::StageDef;
 use specbridge_engine::runner::claude_code::outcome::validate_output;
-use specbridge_engine::runner::claude_code::{InvocationOutcome, Operation};
+use specbridge_engine::runner::claude_code::{
+    assemble, InvocationInput, InvocationOutcome, Operation,
+};
 use specbridge_engine::scheduler::{StageReport, StageRun};
 use specbridge_engine::store::{now_rfc3339, FileRef, RunHandle, SCHEMA_VERSION};
 use specbridge_engine::{EvidenceStatus, StageStatus};
@@ -24,11 +26,51 @@ use specbridge_engine::{EvidenceStatus, StageStatus};
 use crate::agent::AgentSetup;
 use crate::attempt::{prepare, report_of, run_agent, stopped, Prepared};
 use crate::context::RunContext;
+use crate::continuation;
 use crate::evidence::{
     attribute_run_made, foreign_changes, protected_paths, run_store_violations, snapshot,
     working_tree_object, write_snapshot, RunStoreState, TreeLedger,
 };
 use crate::verify::run_verification;
+
+/// After an attempt cut off by timeout, cancel or crash: continue its session when
+/// possible (docs/resume.md), judging evidence from the chain's first snapshot.
+/// Records `continuation.json` either way.
+fn continue_session(
+    ctx: &RunContext,
+    sr: &StageRun,
+    attempt_rel: &str,
+    mut p: Prepared,
+    before: GitSnapshot,
+) -> Result<(Prepared, GitSnapshot), String> {
+    if sr.attempt <= 1 || p.replay.is_some() {
+        return Ok((p, before));
+    }
+    let can_resume = p.detected.capabilities.resume && !p.detected.assumed;
+    let Some(c) = continuation::plan(&sr.run, &sr.node.id, sr.attempt, can_resume, &before) else {
+        return Ok((p, before));
+    };
+    sr.run
+        .write_json(&format!("{attempt_rel}/continuation.json"), &c)
+        .map_err(|e| format!("failed to write continuation.json: {e}"))?;
+    let Some(session) = c.session_id.as_deref() else {
+        return Ok((p, before));
+    };
+    let session_id = uuid::Uuid::parse_str(session)
+        .map_err(|e| format!("the recorded session id `{session}` is not a UUID: {e}"))?;
+    p.request = assemble(&InvocationInput {
+        runner: &p.runner,
+        capabilities: &p.detected.capabilities,
+        operation: Operation::Continue { session_id },
+        schema: Some(&p.schema.value),
+        repo_root: &ctx.root,
+        session_id: None,
+    })
+    .map_err(|e| p.redactor.redact_str(&e.to_string()))?;
+    p.prompt = continuation::prompt(&c, &before, &p.prompt);
+    let baseline = continuation::baseline(&sr.run, &sr.node.id, &c).unwrap_or(before);
+    Ok((p, baseline))
+}
 
 /// Runs one attempt of an execute stage (or fan-out instance).
 pub async fn run_execute(
@@ -44,9 +86,10 @@ pub async fn run_execute(
     };
     let run = &sr.run;
     let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);
+    let input_hash = p.input_hash.clone();
     let not_started = |reason: String| {
         let mut report = stopped(&now_rfc3339(), StageStatus::Failed, reason);
-        report.input_hash = Some(p.input_hash.clone());
+        report.input_hash = Some(input_hash.clone());
         report
     };
     let before = match snapshot(&ctx.root) {
@@ -56,6 +99,10 @@ pub async fn run_execute(
     if let Err(e) = write_snapshot(run, &attempt_rel, "git-before.json", &before) {
         return not_started(e);
     }
+    let (p, before) = match continue_session(ctx, sr, &attempt_rel, p, before) {
+        Ok(x) => x,
+        Err(e) => return not_started(e),
+    };
     // The run refuses a dirty tree before it starts; this catches changes made
     // behind its back while it went on.
     let foreign = foreign_changes(&before, ledger);

@@ -35,6 +35,12 @@ impl PipelineExecutor {
         })
     }
 
+    /// Continue a run recorded in `run_dir` (resume): what its earlier processes
+    /// changed in the working tree is the run's own, not the user's.
+    pub fn resume_from(&self, run_dir: &Path) {
+        self.ledger.seed_from_run(run_dir);
+    }
+
     /// The stage definition behind a node (an instance's is its `forEach` stage's).
     fn def_id(node: &Node) -> &str {
         node.instance_of.as_deref().unwrap_or(&node.id)

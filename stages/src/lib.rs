@@ -6,6 +6,7 @@ pub mod agent;
 pub mod attempt;
 pub mod check;
 pub mod context;
+pub mod continuation;
 pub mod evidence;
 pub mod execute;
 pub mod executor;

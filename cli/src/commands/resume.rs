@@ -114,6 +114,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
     }
     let progress = run_cmd::live_progress(printer, json_out, &mut agent);
     let executor = PipelineExecutor::with_agent(ctx, agent);
+    executor.resume_from(&opened.dir);
     let kill_grace = ResolvedRunner::resolve(&[&source.file.runner], &ov)
         .kill_grace
         .as_duration();

@@ -384,3 +384,102 @@ fn sigkill_during_a_stage_leaves_an_orphan_that_resume_ends_before_rerunning() {
     let _ = std::fs::remove_file(&marker);
     assert_audit_clean(&ctx);
 }
+
+const SPEC_THEN_IMPLEMENT: &str = "  - id: spec
+    kind: generate
+    prompt: prompts/spec.md
+    output: { schema: builtin:document }
+  - id: implement
+    kind: execute
+    needs: [spec]
+    prompt: prompts/implement.md
+    verification:
+      - { name: feature done, argv: [grep, -q, done, feature.txt] }
+";
+
+#[test]
+fn sigkill_during_an_execute_stage_continues_the_agent_session() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    let script = ctx.aux_path("script.json");
+    std::fs::write(
+        &script,
+        r#"[
+            {"match": "Write the spec", "scenario": "success"},
+            {"match": "Implement the feature", "scenario": "hang-before-result"},
+            {"match": "Implement the feature", "scenario": "write-file", "write": "feature.txt=done"}
+        ]"#,
+    )
+    .unwrap();
+    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
+    ctx.write("prompts/spec.md", "Write the spec.\n");
+    ctx.write("prompts/implement.md", "Implement the feature.\n");
+    ctx.write_agent_pipeline("  timeout: 60s\n  killGrace: 300ms\n", SPEC_THEN_IMPLEMENT);
+
+    let mut child = ctx
+        .command()
+        .arg("run")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    let hung = loop {
+        if let Some(run) = ctx.fake_agent_runs().get(1).cloned() {
+            break run;
+        }
+        assert!(Instant::now() < until, "the execute stage never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Once its spawn is on record, specbridge dies without cleaning up.
+    let events =
+        || std::fs::read_to_string(ctx.only_run_dir().join("events.jsonl")).unwrap_or_default();
+    while !events().contains("\"stage\":\"implement\",\"attempt\":1,\"pid\"") {
+        assert!(Instant::now() < until, "no process-spawned event");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(process_alive(hung.pid), "the agent outlives specbridge");
+    let request = read_json(
+        &ctx.only_run_dir()
+            .join("stages/implement/attempt-001/request.json"),
+    );
+    let session = request["sessionId"].as_str().unwrap().to_string();
+
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(!process_alive(hung.pid), "the orphaned agent was ended");
+    let runs = ctx.fake_agent_runs();
+    assert_eq!(runs.len(), 3, "spec was not run again");
+    let resumed = &runs[2];
+    let at = resumed
+        .argv
+        .iter()
+        .position(|a| a == "--resume")
+        .expect("--resume");
+    assert_eq!(resumed.argv[at + 1], session);
+    assert!(!resumed.argv.iter().any(|a| a == "--session-id"));
+    assert!(
+        resumed.stdin.contains("was interrupted"),
+        "{}",
+        resumed.stdin
+    );
+    assert!(resumed.stdin.contains("Implement the feature."));
+
+    let stage = read_json(&ctx.only_run_dir().join("stages/implement/stage.json"));
+    assert_eq!(stage["status"], "succeeded", "{stage:#}");
+    assert_eq!(stage["evidenceStatus"], "verified", "{stage:#}");
+    assert_eq!(stage["attempts"], 2);
+    let cont = read_json(
+        &ctx.only_run_dir()
+            .join("stages/implement/attempt-002/continuation.json"),
+    );
+    assert_eq!(cont["sessionId"], session.as_str());
+    assert_eq!(cont["previousOutcome"], "interrupted");
+    assert_eq!(cont["baselineAttempt"], 1);
+    assert_eq!(
+        read_json(&ctx.only_run_dir().join("stages/spec/stage.json"))["reused"],
+        true
+    );
+    assert_audit_clean(&ctx);
+}
