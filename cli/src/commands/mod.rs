@@ -60,7 +60,9 @@ pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
         Command::Graph(args) => graph::run(&ws, args, printer),
         Command::Resume(args) => resume::run(&ws, printer, args),
         Command::Runs(RunsCommand::List { json }) => runs::list(&ws, printer, json),
-        Command::Runs(RunsCommand::Show { run, json }) => runs::show(&ws, printer, &run, json),
+        Command::Runs(RunsCommand::Show { run, json }) => {
+            runs::show(&ws, printer, &run, json, cli.global.verbose > 0)
+        }
         Command::Runs(RunsCommand::Audit { run, all, json }) => {
             audit::run(&ws, printer, run, all, json)
         }

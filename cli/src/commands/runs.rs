@@ -73,7 +73,13 @@ pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
     Ok(0)
 }
 
-pub fn show(ws: &Workspace, printer: Printer, selector: &str, json_out: bool) -> CliResult {
+pub fn show(
+    ws: &Workspace,
+    printer: Printer,
+    selector: &str,
+    json_out: bool,
+    verbose: bool,
+) -> CliResult {
     let store = RunStore::new(&ws.root);
     let (id, dir) = store
         .select(selector)
@@ -83,7 +89,15 @@ pub fn show(ws: &Workspace, printer: Printer, selector: &str, json_out: bool) ->
         .map_err(|e| CliError::Config(e.to_string()))?;
     let stages = read_stages(&dir);
     if json_out {
-        printer.json(&json!({ "run": run, "stages": stages }));
+        let mut v = json!({ "run": run, "stages": stages });
+        if verbose {
+            v["attempts"] = stages
+                .iter()
+                .map(|s| (s.stage_id.clone(), json!(attempt_files(&dir, &s.stage_id))))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        }
+        printer.json(&v);
         return Ok(0);
     }
     let mut head = vec![
@@ -130,8 +144,94 @@ pub fn show(ws: &Workspace, printer: Printer, selector: &str, json_out: bool) ->
         ]);
     }
     printer.out(t.render().trim_end());
+    if verbose {
+        for s in &stages {
+            for a in attempt_files(&dir, &s.stage_id) {
+                printer.out(format!("\n{} attempt {}", s.stage_id, a.attempt));
+                for f in &a.files {
+                    printer.out(format!("  {} ({} bytes)", f.path, f.bytes));
+                    for line in f.head.lines() {
+                        printer.out(format!("    | {line}"));
+                    }
+                    if f.truncated {
+                        printer.out("    | …");
+                    }
+                }
+            }
+        }
+    }
     printer.out(format!("\nrecords: {}", dir.display()));
     Ok(0)
+}
+
+/// Lines and bytes of a file shown by `runs show --verbose`.
+const HEAD_LINES: usize = 8;
+const HEAD_BYTES: usize = 2000;
+
+/// The prompt and raw output of one attempt, with the head of each.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AttemptFiles {
+    attempt: u32,
+    files: Vec<FileHead>,
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FileHead {
+    /// Relative to the run folder.
+    path: String,
+    bytes: u64,
+    head: String,
+    truncated: bool,
+}
+
+fn attempt_files(dir: &Path, stage: &str) -> Vec<AttemptFiles> {
+    let mut attempts: Vec<(u32, String)> = std::fs::read_dir(dir.join("stages").join(stage))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let n = name.strip_prefix("attempt-")?.parse().ok()?;
+            Some((n, name))
+        })
+        .collect();
+    attempts.sort();
+    attempts
+        .into_iter()
+        .map(|(attempt, name)| AttemptFiles {
+            attempt,
+            files: ["prompt.md", "raw-stdout.log", "raw-stderr.log"]
+                .iter()
+                .filter_map(|f| {
+                    let rel = format!("stages/{stage}/{name}/{f}");
+                    head_of(&dir.join(&rel)).map(|(bytes, head, truncated)| FileHead {
+                        path: rel,
+                        bytes,
+                        head,
+                        truncated,
+                    })
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Size, first lines (at most [`HEAD_BYTES`]) and whether more follows. Records
+/// are already redacted when written; nothing else is read.
+fn head_of(path: &Path) -> Option<(u64, String, bool)> {
+    use std::io::Read;
+    let bytes = std::fs::metadata(path).ok()?.len();
+    let mut buf = vec![0u8; HEAD_BYTES];
+    let mut f = std::fs::File::open(path).ok()?;
+    let n = f.read(&mut buf).ok()?;
+    buf.truncate(n);
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().take(HEAD_LINES).collect();
+    let head = lines.join("\n");
+    let truncated = (head.len() as u64) < bytes.saturating_sub(1);
+    Some((bytes, head, truncated))
 }
 
 /// Stage records in plan order (then any others by id).

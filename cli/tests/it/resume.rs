@@ -483,3 +483,50 @@ fn sigkill_during_an_execute_stage_continues_the_agent_session() {
     );
     assert_audit_clean(&ctx);
 }
+
+#[test]
+fn runs_show_verbose_adds_the_prompt_and_the_raw_output_of_each_attempt() {
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write(
+        "prompts/spec.md",
+        "Write the spec.\nMarker: show-verbose-31.\n",
+    );
+    ctx.write_agent_pipeline(
+        "",
+        "  - id: spec\n    kind: generate\n    prompt: prompts/spec.md\n    output: { schema: builtin:document }\n",
+    );
+    assert_eq!(ctx.run(&["run"]).code, 0);
+    let plain = ctx.run(&["runs", "show", "latest"]);
+    assert!(
+        !plain.stdout.contains("show-verbose-31"),
+        "{}",
+        plain.stdout
+    );
+    let out = ctx.run(&["runs", "show", "latest", "--verbose"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(
+        out.stdout.contains("stages/spec/attempt-001/prompt.md ("),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("    | Marker: show-verbose-31."),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("stages/spec/attempt-001/raw-stdout.log ("),
+        "{}",
+        out.stdout
+    );
+    let out = ctx.run(&["runs", "show", "latest", "--verbose", "--json"]);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let files = &v["attempts"]["spec"][0]["files"];
+    assert_eq!(files[0]["path"], "stages/spec/attempt-001/prompt.md");
+    assert!(files[0]["head"]
+        .as_str()
+        .unwrap()
+        .contains("show-verbose-31"));
+    assert!(files[1]["head"].as_str().unwrap().contains("\"type\""));
+}
