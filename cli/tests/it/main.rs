@@ -4,5 +4,6 @@ mod agent;
 mod common;
 mod doctor;
 mod init;
+mod real_cli;
 mod run_checks;
 mod validate;
