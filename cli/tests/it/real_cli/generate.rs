@@ -295,3 +295,69 @@ fn a_stalled_model_times_out_and_no_agent_is_left() {
     // The request was made and was still stalled when the agent was stopped.
     assert_eq!(sandbox.model_requests().len(), 1);
 }
+
+#[test]
+fn spending_past_the_budget_is_budget_exceeded() {
+    // Each turn reports a million input tokens: dollars at any model's price.
+    let Some(sandbox) = Sandbox::new(|root| {
+        Script::new([
+            Reply::tool_use("Read", json!({"file_path": root.join("README.md")}))
+                .with_usage(1_000_000, 1_000)
+                .forever(),
+        ])
+    }) else {
+        return;
+    };
+    sandbox
+        .ctx
+        .write("prompts/requirements.md", "Read a lot.\n");
+    sandbox.write_pipeline("  maxTurns: 6\n  maxBudgetUsd: 0.5\n", STAGE);
+
+    run_expecting(&sandbox, "budget-exceeded", 4);
+    let result = sandbox.attempt_json("requirements", 1, "result.json");
+    assert_eq!(result["subtype"], "error_max_budget_usd");
+    assert!(result["totalCostUsd"].as_f64().unwrap() > 0.5, "{result:#}");
+    // `--max-budget-usd` stopped the run before the turn limit.
+    assert!(sandbox.model_requests().len() < 6);
+}
+
+#[test]
+fn doctor_reads_the_real_help_and_auth_status() {
+    let Some(sandbox) = Sandbox::new(|_| Script::new([])) else {
+        return;
+    };
+    let claude = sandbox.claude.display().to_string();
+    let out = sandbox.run(&[
+        "runner",
+        "doctor",
+        "claude-code",
+        "--command",
+        &claude,
+        "--json",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let report: Value = serde_json::from_str(&out.stdout).expect("doctor JSON");
+    assert_eq!(report["status"], "available", "{report:#}");
+    assert_eq!(report["version"], super::harness::CLAUDE_VERSION);
+    assert_eq!(report["auth"], "authenticated", "{report:#}");
+    assert_eq!(report["missing"], json!([]), "{report:#}");
+    // Every optional flag specbridge knows is in the pinned version's help.
+    assert_eq!(report["degraded"], json!([]), "{report:#}");
+    // Detection never talks to the model.
+    assert_eq!(sandbox.model_requests().len(), 0);
+}
+
+#[test]
+fn not_logged_in_stops_before_any_invocation() {
+    let Some(sandbox) = generate_sandbox("  maxTurns: 4\n", Script::new([Reply::text("unused")]))
+    else {
+        return;
+    };
+    let mut cmd = sandbox.command();
+    cmd.env_remove("ANTHROPIC_API_KEY").arg("run");
+    let out = sandbox.run_command(cmd);
+    assert_eq!(out.code, 3, "{}", out.snapshot());
+    assert!(out.stderr.contains("not logged in"), "{}", out.snapshot());
+    assert_eq!(sandbox.model_requests().len(), 0);
+    assert_eq!(sandbox.changed_paths(), Vec::<String>::new());
+}

@@ -134,9 +134,14 @@ impl Sandbox {
 
     /// Runs specbridge to completion (within a generous bound).
     pub fn run(&self, args: &[&str]) -> Output {
-        let mut child = self
-            .command()
-            .args(args)
+        let mut cmd = self.command();
+        cmd.args(args);
+        self.run_command(cmd)
+    }
+
+    /// Runs a command made by [`Self::command`] to completion (within a generous bound).
+    pub fn run_command(&self, mut cmd: Command) -> Output {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
