@@ -7,5 +7,6 @@
 //! user's repository. Without the CLI the tests skip with a message, except in CI
 //! (`CI=true`), where they fail. `docs/testing.md` lists what each one pins down.
 
+mod execute;
 mod generate;
 mod harness;
