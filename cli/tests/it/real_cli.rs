@@ -10,3 +10,4 @@
 mod execute;
 mod generate;
 mod harness;
+mod spec_to_task;
