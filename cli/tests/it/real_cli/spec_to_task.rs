@@ -81,8 +81,7 @@ fn document(summary: &str, markdown: &str) -> Reply {
     Reply::structured_output(json!({"summary": summary, "markdown": markdown}))
 }
 
-/// Read the file first (the CLI refuses to overwrite a file it has not read), write
-/// it whole, then report.
+/// What a model implementing one task does: read the file, write it whole, report.
 fn implement(root: &Path, id: &str, content: &str) -> [Reply; 3] {
     let lib = root.join("src/lib.rs");
     [
