@@ -139,8 +139,39 @@ pub struct RunArgs {
     /// Print the plan and every argv that would run, spawning nothing
     #[arg(long)]
     pub dry_run: bool,
+    /// Copy DIR into a fresh temporary git repository (one commit) and run there
+    #[arg(long, value_name = "DIR")]
+    pub scaffold: Option<PathBuf>,
+    /// Keep the scaffold folder after the run (the default; it is printed)
+    #[arg(long, requires = "scaffold", conflicts_with = "no_keep")]
+    pub keep: bool,
+    /// Delete the scaffold folder after the run
+    #[arg(long, requires = "scaffold")]
+    pub no_keep: bool,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
     #[command(flatten)]
     pub overrides: OverrideArgs,
+}
+
+/// Answering agent stages from a recorded run.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ReplayArgs {
+    /// Answer every agent stage from this recorded run directory instead of a live model
+    #[arg(long, value_name = "RUN_DIR")]
+    pub replay: Option<PathBuf>,
+    /// What a stage without a usable recording does
+    #[arg(long, value_enum, default_value_t = ReplayMissing::Fail, requires = "replay")]
+    pub replay_missing: ReplayMissing,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum ReplayMissing {
+    /// Fail the stage with the reason
+    #[default]
+    Fail,
+    /// Run the stage live
+    Live,
 }
 
 #[derive(Debug, Args)]

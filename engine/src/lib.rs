@@ -13,8 +13,10 @@ pub mod graph;
 pub mod orchestrate;
 pub mod pipeline;
 pub mod redact;
+pub mod replay;
 pub mod runner;
 pub mod safety;
+pub mod scaffold;
 pub mod scheduler;
 pub mod schemas;
 pub mod status;
@@ -24,3 +26,15 @@ pub mod time;
 
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};
 pub use status::{exit, EvidenceStatus, RunStatus, StageStatus};
+
+/// An error with its sources, on one line: `failed to x: because y: because z`.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

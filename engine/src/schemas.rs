@@ -10,7 +10,7 @@ use crate::store::{PlanRecord, RunRecord, StageRecord};
 /// `(file name under schemas/, schema)` for every generated schema.
 pub fn all() -> Vec<(&'static str, Value)> {
     let gen = |s: schemars::schema::RootSchema| serde_json::to_value(s).expect("schema is JSON");
-    vec![
+    let mut all = vec![
         (
             "pipeline.schema.json",
             crate::pipeline::schema::pipeline_schema(),
@@ -32,7 +32,19 @@ pub fn all() -> Vec<(&'static str, Value)> {
             "doctor.schema.json",
             crate::runner::claude_code::doctor::report_schema(),
         ),
-    ]
+        (
+            "verification.schema.json",
+            gen(schema_for!(
+                crate::evidence::verification::VerificationRecord
+            )),
+        ),
+    ];
+    all.extend(
+        crate::evidence::record_schemas()
+            .into_iter()
+            .map(|(name, schema)| (name, gen(schema))),
+    );
+    all
 }
 
 /// The text a schema file holds: pretty JSON and a final newline.

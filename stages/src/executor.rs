@@ -9,12 +9,15 @@ use specbridge_engine::StageStatus;
 
 use crate::agent::AgentSetup;
 use crate::context::RunContext;
+use crate::evidence::TreeLedger;
 
 /// Runs every stage kind of a pipeline.
 pub struct PipelineExecutor {
     pub ctx: RunContext,
     /// The runner detected before the run, and where live progress goes.
     pub agent: AgentSetup,
+    /// What stages of this run changed in the working tree.
+    ledger: TreeLedger,
 }
 
 impl PipelineExecutor {
@@ -24,7 +27,11 @@ impl PipelineExecutor {
     }
 
     pub fn with_agent(ctx: RunContext, agent: AgentSetup) -> Arc<Self> {
-        Arc::new(PipelineExecutor { ctx, agent })
+        Arc::new(PipelineExecutor {
+            ctx,
+            agent,
+            ledger: TreeLedger::default(),
+        })
     }
 
     /// The stage definition behind a node (an instance's is its `forEach` stage's).
@@ -45,15 +52,13 @@ impl StageExecutor for PipelineExecutor {
             match stage.kind {
                 StageKind::Check => crate::check::run_check(&self.ctx, &stage, &sr).await,
                 StageKind::Generate => {
-                    crate::generate::run_generate(&self.ctx, &self.agent, &stage, &sr).await
+                    crate::generate::run_generate(&self.ctx, &self.agent, &self.ledger, &stage, &sr)
+                        .await
                 }
-                StageKind::Execute => StageReport::failed(
-                    StageStatus::RunnerUnavailable,
-                    format!(
-                        "{} stages are not available in this version",
-                        stage.kind.as_str()
-                    ),
-                ),
+                StageKind::Execute => {
+                    crate::execute::run_execute(&self.ctx, &self.agent, &self.ledger, &stage, &sr)
+                        .await
+                }
             }
         })
     }
@@ -75,6 +80,9 @@ impl StageExecutor for PipelineExecutor {
             Some(s) if s.kind == StageKind::Check => crate::check::describe(s),
             Some(s) if s.kind == StageKind::Generate => {
                 crate::generate::describe(&self.ctx, &self.agent, s)
+            }
+            Some(s) if s.kind == StageKind::Execute => {
+                crate::execute::describe(&self.ctx, &self.agent, s)
             }
             _ => Vec::new(),
         }

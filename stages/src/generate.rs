@@ -2,186 +2,92 @@
 //!
 //! One attempt: render the prompt from the upstream outputs and documents, assemble
 //! the read-only argv (`Operation::Generate` ignores the runner's tools and mode),
-//! invoke the agent, then — on success — validate the structured output again,
+//! snapshot the working tree, invoke the agent, snapshot it again — any change the
+//! agent made is a safety violation, recorded in `evidence.json` — then, on success,
+//! validate the structured output again, check the items of any fan-out it feeds,
 //! keep it as `stages/<id>/output.json` (redacted) and, when `output.document` is
 //! set, write its `markdown` field to that path. The agent itself never writes.
 
 use std::path::{Component, Path};
-use std::sync::Arc;
 
 use serde_json::{json, Value};
+use specbridge_engine::evidence::{
+    attempt_diff, attribute, generate_violations, ChangeCounts, EvidenceKind, EvidenceRecord,
+    GitSnapshot, Violation, DEFAULT_DIFF_MAX_BYTES,
+};
 use specbridge_engine::pipeline::StageDef;
 use specbridge_engine::redact::Redactor;
-use specbridge_engine::runner::claude_code::argv::AssemblyError;
 use specbridge_engine::runner::claude_code::outcome::validate_output;
-use specbridge_engine::runner::claude_code::stream::Progress;
-use specbridge_engine::runner::claude_code::{
-    assemble, invoke, InvocationInput, InvokeSpec, Operation, ProgressCallback,
-};
+use specbridge_engine::runner::claude_code::Operation;
 use specbridge_engine::scheduler::{StageReport, StageRun};
-use specbridge_engine::store::{now_rfc3339, write_atomic, FileRef, RunHandle};
+use specbridge_engine::store::{
+    now_rfc3339, sha256_hex, write_atomic, FileRef, RunHandle, SCHEMA_VERSION,
+};
 use specbridge_engine::StageStatus;
 
-use crate::agent::{assumed_capabilities, AgentSetup};
+use crate::agent::AgentSetup;
+use crate::attempt::{prepare, report_of, run_agent, stopped};
 use crate::context::RunContext;
-use crate::input_hash::{input_hash, HashInputs};
-use crate::prompt::{render, PromptSource};
-use crate::schema;
-use crate::upstream::stage_inputs;
-
-/// When [`snapshot_hook`] is called.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SnapshotPhase {
-    /// Just before the agent is spawned.
-    Before,
-    /// Just after it ended, before specbridge writes the document.
-    After,
-}
-
-/// Where git evidence plugs in (DESIGN §3, §7). `Before` will snapshot the working
-/// tree (HEAD, branch, each changed path with its sha256) into `git-before.json`;
-/// `After` will snapshot it again into `git-after.json`, write `changed-files.json`,
-/// `diff.patch` and `evidence.json`, and return a violation for any change the
-/// agent made — a generate stage may change nothing, and specbridge's own writes
-/// (the document, `.specbridge/`) come after this call.
-///
-/// For now it records nothing and finds nothing.
-fn snapshot_hook(
-    _ctx: &RunContext,
-    _run: &RunHandle,
-    _attempt_rel: &str,
-    _phase: SnapshotPhase,
-) -> Option<String> {
-    None
-}
+use crate::evidence::{run_store_violations, snapshot, write_snapshot, RunStoreState, TreeLedger};
 
 /// Runs one attempt of a generate stage.
 pub async fn run_generate(
     ctx: &RunContext,
     agent: &AgentSetup,
+    ledger: &TreeLedger,
     stage: &StageDef,
     sr: &StageRun,
 ) -> StageReport {
-    let started_at = now_rfc3339();
-    let stopped = |status: StageStatus, reason: String| StageReport {
-        status,
-        outcome: Some(reason),
-        started_at: Some(started_at.clone()),
-        ended_at: Some(now_rfc3339()),
-        duration_ms: Some(0),
-        ..Default::default()
+    let p = match prepare(ctx, agent, stage, sr, Operation::Generate) {
+        Ok(p) => p,
+        Err(report) => return *report,
     };
     let run = &sr.run;
     let node = &sr.node;
-    let runner = ctx.runner_for(stage);
-    let redactor = Redactor::from_env(&runner.env);
-
-    let Some(detected) = agent.runner(&runner.command) else {
-        return stopped(
-            StageStatus::RunnerUnavailable,
-            format!(
-                "the runner `{}` was not detected before the run",
-                runner.command
-            ),
-        );
-    };
-    let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
-        Ok(Some(schema)) => schema,
-        Ok(None) => {
-            return stopped(
-                StageStatus::Failed,
-                format!("generate stage `{}` has no output schema", stage.id),
-            )
-        }
-        Err(e) => return stopped(StageStatus::Failed, crate::error_chain(&e)),
-    };
-    let inputs = match stage_inputs(ctx, stage, node, run) {
-        Ok(inputs) => inputs,
-        Err(e) => return stopped(StageStatus::Failed, e),
-    };
-    let Some(prompt_value) = stage.prompt.as_deref() else {
-        return stopped(
-            StageStatus::Failed,
-            format!("generate stage `{}` has no prompt", stage.id),
-        );
-    };
-    let source = PromptSource::from_value(prompt_value, &ctx.pipeline_dir);
-    let prompt = match render(
-        &source,
-        &format!("of stage `{}`", stage.id),
-        &inputs.context,
-    ) {
-        Ok(prompt) => prompt,
-        Err(e) => return stopped(StageStatus::Failed, redactor.redact_str(&e.to_string())),
-    };
-    let hash = input_hash(&HashInputs {
-        stage,
-        runner: &runner,
-        prompt: prompt.as_bytes(),
-        schema: Some(&schema.bytes),
-        upstream: &inputs.upstream_hashes,
-        item_id: node.item_id.as_deref(),
-    });
-    let with_hash = |mut report: StageReport| {
-        report.input_hash = Some(hash.clone());
-        report
-    };
-
-    let request = match assemble(&InvocationInput {
-        runner: &runner,
-        capabilities: &detected.capabilities,
-        operation: Operation::Generate,
-        schema: Some(&schema.value),
-        repo_root: &ctx.root,
-        session_id: None,
-    }) {
-        Ok(request) => request,
-        Err(e) => {
-            let status = match e {
-                AssemblyError::Incompatible(_) => StageStatus::RunnerUnavailable,
-                AssemblyError::Forbidden { .. } | AssemblyError::Unsafe(_) => {
-                    StageStatus::SafetyViolation
-                }
-                _ => StageStatus::Failed,
-            };
-            return with_hash(stopped(status, redactor.redact_str(&e.to_string())));
-        }
-    };
-
     let attempt_rel = RunHandle::attempt_rel(&node.id, sr.attempt);
-    let before = snapshot_hook(ctx, run, &attempt_rel, SnapshotPhase::Before);
-    let outcome = invoke(InvokeSpec {
-        run,
-        stage_id: &node.id,
-        attempt: sr.attempt,
-        request: &request,
-        runner: &runner,
-        prompt: &prompt,
-        schema: Some(&schema.value),
-        cwd: &ctx.root,
-        redactor: &redactor,
-        cancel: ctx.cancel.clone(),
-        cli_version: detected.version.as_deref(),
-        on_progress: progress_for(agent, &node.id),
-    })
-    .await;
-    let after = snapshot_hook(ctx, run, &attempt_rel, SnapshotPhase::After);
-
-    let mut report = StageReport {
-        status: outcome.status,
-        outcome: outcome.failure_reason.clone(),
-        input_hash: Some(hash.clone()),
-        started_at: Some(outcome.started_at.clone()),
-        ended_at: Some(outcome.ended_at.clone()),
-        duration_ms: Some(outcome.duration_ms),
-        cost_usd: outcome.cost_usd,
-        turns: outcome.turns,
-        invocations: u32::from(outcome.spawned()),
-        ..Default::default()
+    let before = match snapshot(&ctx.root)
+        .and_then(|b| write_snapshot(run, &attempt_rel, "git-before.json", &b).map(|_| b))
+    {
+        Ok(before) => before,
+        Err(e) => {
+            let mut report = stopped(&now_rfc3339(), StageStatus::Failed, e);
+            report.input_hash = Some(p.input_hash.clone());
+            return report;
+        }
     };
-    if let Some(violation) = before.or(after) {
+    let store_before = RunStoreState::take(&ctx.root, run);
+    let outcome = run_agent(ctx, agent, &p, sr).await;
+    let mut report = report_of(&outcome, &p.input_hash);
+    let store_changed = RunStoreState::take(&ctx.root, run).changed_since(&store_before);
+    let evidence = read_only_evidence(
+        ctx,
+        ledger,
+        run,
+        &attempt_rel,
+        sr.attempt,
+        &node.id,
+        &before,
+        &store_changed,
+    );
+    let violations = match evidence {
+        Ok(violations) => violations,
+        Err(e) => {
+            report.status = StageStatus::Failed;
+            report.outcome = Some(e);
+            return report;
+        }
+    };
+    if let Some(first) = violations.first() {
         report.status = StageStatus::SafetyViolation;
-        report.outcome = Some(violation);
+        report.outcome = Some(if violations.len() == 1 {
+            first.message.clone()
+        } else {
+            format!(
+                "{} (and {} more safety violation(s), see evidence.json)",
+                first.message,
+                violations.len() - 1
+            )
+        });
         return report;
     }
     if outcome.status != StageStatus::Succeeded {
@@ -192,7 +98,16 @@ pub async fn run_generate(
         report.outcome = Some("the invocation succeeded without structured output".into());
         return report;
     };
-    match accept_output(ctx, stage, &node.id, run, &schema.value, output, &redactor) {
+    match accept_output(
+        ctx,
+        ledger,
+        stage,
+        &node.id,
+        run,
+        &p.schema.value,
+        output,
+        &p.redactor,
+    ) {
         Ok((output_ref, document_ref)) => {
             report.output = Some(output_ref);
             report.document = document_ref;
@@ -205,10 +120,65 @@ pub async fn run_generate(
     report
 }
 
+/// The after-snapshot and its records: `git-after.json`, `changed-files.json`,
+/// `diff.patch` and `evidence.json`. Every change made during the attempt (other
+/// than specbridge's own documents) is a violation: a generate stage is read-only.
+#[allow(clippy::too_many_arguments)]
+fn read_only_evidence(
+    ctx: &RunContext,
+    ledger: &TreeLedger,
+    run: &RunHandle,
+    attempt_rel: &str,
+    attempt: u32,
+    node_id: &str,
+    before: &GitSnapshot,
+    store_changed: &[String],
+) -> Result<Vec<Violation>, String> {
+    let after = snapshot(&ctx.root)?;
+    write_snapshot(run, attempt_rel, "git-after.json", &after)?;
+    let changed = attribute(before, &after, &ledger.own_writes());
+    run.write_json(&format!("{attempt_rel}/changed-files.json"), &changed)
+        .map_err(|e| format!("failed to write changed-files.json: {e}"))?;
+    let diff = attempt_diff(&ctx.root, &changed, &after, DEFAULT_DIFF_MAX_BYTES)
+        .map_err(|e| crate::error_chain(&e))?;
+    run.write_bytes(&format!("{attempt_rel}/diff.patch"), &diff.patch)
+        .map_err(|e| format!("failed to write diff.patch: {e}"))?;
+    let mut violations = run_store_violations(store_changed);
+    violations.extend(generate_violations(&changed, before, &after));
+    let reasons = if violations.is_empty() {
+        vec!["the working tree is as it was before the attempt".to_string()]
+    } else {
+        vec![format!(
+            "the agent changed the working tree during a read-only generate stage: {} violation(s)",
+            violations.len()
+        )]
+    };
+    let record = EvidenceRecord {
+        schema_version: SCHEMA_VERSION,
+        stage: node_id.to_string(),
+        attempt,
+        kind: EvidenceKind::Generate,
+        status: None,
+        reasons,
+        violations: violations.clone(),
+        head_before: before.head.clone(),
+        head_after: after.head.clone(),
+        changed: ChangeCounts::from(&changed),
+        verification: Default::default(),
+        diff: Some(diff.info),
+        claims: None,
+    };
+    run.write_json(&format!("{attempt_rel}/evidence.json"), &record)
+        .map_err(|e| format!("failed to write evidence.json: {e}"))?;
+    Ok(violations)
+}
+
 /// Validates the output once more, keeps it redacted as `output.json`, and writes
 /// the document.
+#[allow(clippy::too_many_arguments)]
 fn accept_output(
     ctx: &RunContext,
+    ledger: &TreeLedger,
     stage: &StageDef,
     node_id: &str,
     run: &RunHandle,
@@ -227,6 +197,9 @@ fn accept_output(
             )),
         ));
     }
+    // An unsafe or duplicate item id fails this stage, before any instance exists.
+    crate::fanout::check_consumers(&ctx.pipeline, node_id, &output)
+        .map_err(|e| (StageStatus::Failed, redactor.redact_str(&e)))?;
     let mut kept = output;
     redactor.redact_json(&mut kept);
     let rel = format!("{}/output.json", RunHandle::stage_rel(node_id));
@@ -253,6 +226,9 @@ fn accept_output(
             format!("refusing to write document `{doc}`: it is not a path inside the repository"),
         ));
     }
+    // Known before it lands, so that no generate stage running beside this one
+    // mistakes it for its agent's write.
+    ledger.document(doc, &sha256_hex(markdown.as_bytes()));
     let sha = write_atomic(&ctx.root.join(doc), markdown.as_bytes())
         .map_err(|e| (StageStatus::Failed, crate::error_chain(&e)))?;
     if let Err(e) = run.event(
@@ -279,54 +255,9 @@ fn is_inside(rel: &str) -> bool {
             .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
-fn progress_for(agent: &AgentSetup, node_id: &str) -> Option<ProgressCallback> {
-    let sink = agent.progress.clone()?;
-    let id = node_id.to_string();
-    Some(Arc::new(move |p: &Progress| sink(&id, p)))
-}
-
-/// What a generate stage would run, for `--dry-run`: the argv, with the detected
-/// capabilities or, when the runner was not detected, with every flag assumed.
-/// The session id is fresh for every invocation, so it is shown as a placeholder.
+/// What a generate stage would run, for `--dry-run`.
 pub fn describe(ctx: &RunContext, agent: &AgentSetup, stage: &StageDef) -> Vec<String> {
-    let runner = ctx.runner_for(stage);
-    let assumed = assumed_capabilities();
-    let caps = agent
-        .runner(&runner.command)
-        .map(|d| &d.capabilities)
-        .unwrap_or(&assumed);
-    let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
-        Ok(schema) => schema,
-        Err(e) => return vec![format!("# cannot be assembled: {e}")],
-    };
-    let request = match assemble(&InvocationInput {
-        runner: &runner,
-        capabilities: caps,
-        operation: Operation::Generate,
-        schema: schema.as_ref().map(|s| &s.value),
-        repo_root: &ctx.root,
-        session_id: Some(uuid_nil()),
-    }) {
-        Ok(request) => request,
-        Err(e) => return vec![format!("# cannot be assembled: {e}")],
-    };
-    let mut argv = vec![request.program.clone()];
-    argv.extend(request.argv.iter().map(|a| {
-        if *a == uuid_nil().to_string() {
-            "<fresh-session-id>".to_string()
-        } else {
-            a.clone()
-        }
-    }));
-    let redactor = Redactor::from_env(&runner.env);
-    vec![format!(
-        "{} < rendered-prompt",
-        redactor.redact_str(&crate::shell_words(&argv))
-    )]
-}
-
-fn uuid_nil() -> uuid::Uuid {
-    uuid::Uuid::nil()
+    crate::attempt::describe(ctx, agent, stage, Operation::Generate)
 }
 
 #[cfg(test)]
@@ -341,7 +272,9 @@ mod tests {
     use specbridge_engine::store::RunStore;
     use specbridge_engine::supervisor::CancelToken;
 
-    use crate::agent::DetectedRunner;
+    use std::sync::Arc;
+
+    use crate::agent::{assumed_capabilities, DetectedRunner};
 
     /// A pipeline that never went through validation, with `extra` runner keys, and
     /// an agent stand-in that leaves a marker file if it is ever started.
@@ -391,7 +324,7 @@ mod tests {
                 run: run.clone(),
             };
             let stage = ctx.stage("requirements").unwrap().clone();
-            let report = run_generate(&ctx, &setup, &stage, &sr).await;
+            let report = run_generate(&ctx, &setup, &TreeLedger::default(), &stage, &sr).await;
             assert_eq!(report.status, StageStatus::SafetyViolation, "{extra}: {report:?}");
             assert!(report.outcome.unwrap().contains("turns off permission checks"));
             assert_eq!(report.invocations, 0);

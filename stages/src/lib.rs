@@ -3,8 +3,11 @@
 //! engine's scheduler drives.
 
 pub mod agent;
+pub mod attempt;
 pub mod check;
 pub mod context;
+pub mod evidence;
+pub mod execute;
 pub mod executor;
 pub mod fanout;
 pub mod generate;
@@ -37,18 +40,8 @@ pub fn shell_words(argv: &[String]) -> String {
         .join(" ")
 }
 
-pub(crate) fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
+pub(crate) use specbridge_engine::error_chain;
 
-/// An error with its sources, on one line.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
+pub(crate) fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
+    specbridge_engine::time::format_rfc3339(t)
 }

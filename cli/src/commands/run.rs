@@ -6,7 +6,7 @@ use serde_json::json;
 use specbridge_engine::dag::StageGraph;
 use specbridge_engine::orchestrate::{self, overrides_map, RunSpec};
 use specbridge_engine::pipeline::resolve::DEFAULT_CONCURRENCY;
-use specbridge_engine::pipeline::{DurationSpec, RunOverrides};
+use specbridge_engine::pipeline::{DurationSpec, RunOverrides, StageKind};
 use specbridge_engine::scheduler::{Node, StageExecutor};
 use specbridge_engine::store::RunOptions;
 use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
@@ -58,6 +58,11 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
     let ov = overrides(&args.overrides)?;
     let nodes = orchestrate::plan_nodes(&source.file, &args.only)
         .map_err(|e| CliError::Config(e.to_string()))?;
+    // Refused before anything is spawned or created (detection included).
+    if !args.dry_run && nodes.iter().any(|n| n.kind == StageKind::Execute) {
+        specbridge_stages::evidence::require_clean_start(&ws.root, args.allow_dirty)
+            .map_err(CliError::Config)?;
+    }
     let cancel = CancelToken::new();
     let ctx = RunContext {
         root: ws.root.clone(),

@@ -71,7 +71,14 @@ fn run_scenario(ctx: &TestContext, status: &str, exit: i32) -> Value {
     assert_matches_schema(&attempt.join("result.json"), "result.schema.json");
     assert_matches_schema(&attempt.join("request.json"), "request.schema.json");
     let result = read_json(&attempt.join("result.json"));
-    assert_eq!(result["outcome"], status);
+    // result.json is the runner's outcome; a safety violation is found afterwards,
+    // by the evidence.
+    let runner_outcome = if status == "safety-violation" {
+        "succeeded"
+    } else {
+        status
+    };
+    assert_eq!(result["outcome"], runner_outcome);
     let runs = ctx.fake_agent_runs();
     assert_eq!(runs.len(), 1, "one agent invocation");
     assert!(
@@ -153,8 +160,7 @@ macro_rules! scenario_tests {
 }
 
 // DESIGN §5 outcome table. write-file, git-commit and touch-protected change the
-// working tree: the generate stage's git evidence (not wired yet) will turn them
-// into safety-violation (exit 6); until then the invocation itself succeeds.
+// working tree during a read-only generate stage: a safety violation (exit 6).
 scenario_tests! {
     text_only_is_malformed_output: "text-only" => "malformed-output", 4;
     schema_retries_exhausted_is_malformed_output: "schema-retries-exhausted" => "malformed-output", 4;
@@ -164,9 +170,40 @@ scenario_tests! {
     api_500_fails: "api-500" => "failed", 4;
     api_529_fails: "api-529" => "failed", 4;
     garbage_fails: "garbage" => "failed", 4;
-    write_file_succeeds_until_evidence: "write-file" => "succeeded", 0;
-    git_commit_succeeds_until_evidence: "git-commit" => "succeeded", 0;
-    touch_protected_succeeds_until_evidence: "touch-protected" => "succeeded", 0;
+    write_file_is_a_safety_violation: "write-file" => "safety-violation", 6;
+    git_commit_is_a_safety_violation: "git-commit" => "safety-violation", 6;
+    touch_protected_is_a_safety_violation: "touch-protected" => "safety-violation", 6;
+}
+
+#[test]
+fn a_write_during_a_generate_stage_is_recorded_with_its_path() {
+    let mut ctx = generate_ctx("write-file");
+    ctx.set_env("FAKE_CLAUDE_WRITE", "notes/agent.txt=sneaky");
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    let attempt = attempt_dir(&ctx);
+    let evidence = read_json(&attempt.join("evidence.json"));
+    assert_eq!(evidence["kind"], "generate");
+    assert_eq!(
+        evidence["violations"][0]["kind"], "changed-by-generate",
+        "{evidence:#}"
+    );
+    assert_eq!(evidence["violations"][0]["path"], "notes/agent.txt");
+    let changed = read_json(&attempt.join("changed-files.json"));
+    assert_eq!(changed["added"], serde_json::json!(["notes/agent.txt"]));
+    for name in ["git-before.json", "git-after.json", "diff.patch"] {
+        assert!(attempt.join(name).is_file(), "{name} is missing");
+    }
+    // Nothing was accepted: no output, no document.
+    assert!(!ctx.path("docs/requirements.md").exists());
+    let stage = read_json(&ctx.only_run_dir().join("stages/requirements/stage.json"));
+    assert!(
+        stage["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("notes/agent.txt"),
+        "{stage:#}"
+    );
 }
 
 #[test]

@@ -3,6 +3,8 @@
 mod agent;
 mod common;
 mod doctor;
+mod execute;
+mod fanout;
 mod init;
 mod real_cli;
 mod run_checks;

@@ -16,6 +16,4 @@ pub use run::{read_json, RunHandle, RunStore, StoreError};
 pub use select::{is_safe_component, RunSelectError};
 
 /// Now, as RFC 3339 UTC with milliseconds (the format of every time in a run).
-pub fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
+pub use crate::time::now_rfc3339;

@@ -11,8 +11,9 @@
 //!   the schema, so tests can hand the engine output that breaks it.
 //! - `FAKE_CLAUDE_RESULT`: the `result` text; `FAKE_CLAUDE_COST`: `total_cost_usd`.
 //! - `FAKE_CLAUDE_SCRIPT`: a JSON list of steps consumed one per print-mode invocation,
-//!   each a scenario name or `{"scenario", "output", "result", "cost", "match"}`; an
-//!   item with `match` is taken only by a prompt containing that text.
+//!   each a scenario name or `{"scenario", "output", "result", "cost", "write",
+//!   "match"}`; an item with `match` is taken only by a prompt containing that text,
+//!   and `write` (`path[=content]`) replaces `FAKE_CLAUDE_WRITE` for that item.
 //! - `FAKE_CLAUDE_LOG`: a file that gets one JSON line per invocation
 //!   ([`invocation_log::LoggedInvocation`]).
 //! - `FAKE_CLAUDE_WRITE`, `FAKE_CLAUDE_PROTECTED`, `FAKE_CLAUDE_GRANDCHILD_PIDFILE`,

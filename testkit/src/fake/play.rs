@@ -404,9 +404,14 @@ impl Play {
         }
     }
 
-    /// `FAKE_CLAUDE_WRITE=path[=content]`, relative to the working directory.
+    /// The step's `write` or `FAKE_CLAUDE_WRITE`, `path[=content]`, relative to the
+    /// working directory.
     fn write_target(&self) -> (PathBuf, String) {
-        let spec = (self.env)("FAKE_CLAUDE_WRITE").unwrap_or_else(|| "fake-output.txt".into());
+        let spec = self
+            .step
+            .write
+            .clone()
+            .unwrap_or_else(|| "fake-output.txt".into());
         let (path, content) = match spec.split_once('=') {
             Some((path, content)) => (path.to_owned(), format!("{content}\n")),
             None => (spec, "written by fake-claude\n".to_owned()),

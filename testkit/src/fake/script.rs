@@ -20,6 +20,9 @@ pub struct Step {
     /// The `result` text (instead of the default for the scenario).
     pub result: Option<String>,
     pub cost_usd: Option<f64>,
+    /// What `write-file` and `git-commit` write, as `path[=content]` (instead of
+    /// `FAKE_CLAUDE_WRITE`), so each invocation of a script can edit its own file.
+    pub write: Option<String>,
 }
 
 /// One item of a script: a scenario name, or an object.
@@ -37,6 +40,7 @@ struct ScriptStep {
     output: Option<Value>,
     result: Option<String>,
     cost: Option<f64>,
+    write: Option<String>,
     /// Taken only by an invocation whose prompt contains this text, so that stages
     /// running concurrently get their own items whatever order they start in.
     #[serde(rename = "match")]
@@ -60,13 +64,14 @@ pub fn next_step(
         .map_err(|e| format!("failed to parse script {}: {e}", script.display()))?;
     let state = state_path(&script, log);
     let index = claim(&state, &items, prompt)?;
-    let (scenario, output, result, cost) = match &items[index] {
-        ScriptItem::Name(name) => (Some(name.clone()), None, None, None),
+    let (scenario, output, result, cost, write) = match &items[index] {
+        ScriptItem::Name(name) => (Some(name.clone()), None, None, None, None),
         ScriptItem::Step(step) => (
             step.scenario.clone(),
             step.output.clone(),
             step.result.clone(),
             step.cost,
+            step.write.clone(),
         ),
     };
     Ok(Step {
@@ -77,6 +82,7 @@ pub fn next_step(
         output: output.or(from_env.output),
         result: result.or(from_env.result),
         cost_usd: cost.or(from_env.cost_usd),
+        write: write.or(from_env.write),
     })
 }
 
@@ -101,6 +107,7 @@ fn step_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Step, String> {
         output,
         result: env("FAKE_CLAUDE_RESULT"),
         cost_usd,
+        write: env("FAKE_CLAUDE_WRITE"),
     })
 }
 

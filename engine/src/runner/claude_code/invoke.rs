@@ -256,7 +256,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
                     StageStatus::Cancelled,
                     "the run was cancelled before the agent started".to_string(),
                 ),
-                other => (StageStatus::Failed, error_chain(other)),
+                other => (StageStatus::Failed, crate::error_chain(other)),
             };
             // A capture error comes after the spawn: keep what was captured.
             let _ = keep_logs(
@@ -348,8 +348,8 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             .unwrap_or(0),
         classification: Some(classification),
         attempt_rel,
-        started_at: rfc3339(record.started_at),
-        ended_at: rfc3339(record.ended_at),
+        started_at: crate::time::format_rfc3339(record.started_at),
+        ended_at: crate::time::format_rfc3339(record.ended_at),
         duration_ms: record.duration_ms,
         process: Some(record),
     }
@@ -422,23 +422,8 @@ fn redact_into(redactor: &Redactor, src: &Path, dst: &Path) -> Result<(), String
     ));
     redactor
         .redact_file(src, &tmp)
-        .map_err(|e| error_chain(&e))?;
+        .map_err(|e| crate::error_chain(&e))?;
     std::fs::rename(&tmp, dst).map_err(|e| format!("failed to rename {}: {e}", tmp.display()))
-}
-
-fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

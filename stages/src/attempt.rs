@@ -1,0 +1,226 @@
+//! What generate and execute attempts share: everything decided before the agent
+//! is spawned (runner, schema, rendered prompt, input hash, argv), the invocation
+//! itself, and the report it starts.
+
+use std::sync::Arc;
+
+use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
+use specbridge_engine::redact::Redactor;
+use specbridge_engine::runner::claude_code::argv::AssemblyError;
+use specbridge_engine::runner::claude_code::stream::Progress;
+use specbridge_engine::runner::claude_code::{
+    assemble, invoke, InvocationInput, InvocationOutcome, InvocationRequest, InvokeSpec, Operation,
+    ProgressCallback,
+};
+use specbridge_engine::scheduler::{StageReport, StageRun};
+use specbridge_engine::store::now_rfc3339;
+use specbridge_engine::StageStatus;
+
+use crate::agent::{AgentSetup, DetectedRunner};
+use crate::context::RunContext;
+use crate::input_hash::{input_hash, HashInputs};
+use crate::prompt::{render, PromptSource};
+use crate::schema::{self, StageSchema};
+use crate::upstream::stage_inputs;
+
+/// An attempt ready to spawn.
+pub struct Prepared {
+    pub runner: ResolvedRunner,
+    pub redactor: Redactor,
+    pub detected: DetectedRunner,
+    pub schema: StageSchema,
+    pub prompt: String,
+    pub input_hash: String,
+    pub request: InvocationRequest,
+}
+
+/// A stage that stopped before anything was spawned.
+pub fn stopped(started_at: &str, status: StageStatus, reason: String) -> StageReport {
+    StageReport {
+        status,
+        outcome: Some(reason),
+        started_at: Some(started_at.to_string()),
+        ended_at: Some(now_rfc3339()),
+        duration_ms: Some(0),
+        ..Default::default()
+    }
+}
+
+/// Everything up to the argv; a report of why not when the stage cannot start
+/// (boxed: it is large, and the path is rare).
+pub fn prepare(
+    ctx: &RunContext,
+    agent: &AgentSetup,
+    stage: &StageDef,
+    sr: &StageRun,
+    operation: Operation,
+) -> Result<Prepared, Box<StageReport>> {
+    let started_at = now_rfc3339();
+    let stop = |status, reason| Box::new(stopped(&started_at, status, reason));
+    let kind = stage.kind.as_str();
+    let runner = ctx.runner_for(stage);
+    let redactor = Redactor::from_env(&runner.env);
+    let Some(detected) = agent.runner(&runner.command).cloned() else {
+        return Err(stop(
+            StageStatus::RunnerUnavailable,
+            format!(
+                "the runner `{}` was not detected before the run",
+                runner.command
+            ),
+        ));
+    };
+    let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
+        Ok(Some(schema)) => schema,
+        Ok(None) => {
+            return Err(stop(
+                StageStatus::Failed,
+                format!("{kind} stage `{}` has no output schema", stage.id),
+            ))
+        }
+        Err(e) => return Err(stop(StageStatus::Failed, crate::error_chain(&e))),
+    };
+    let inputs =
+        stage_inputs(ctx, stage, &sr.node, &sr.run).map_err(|e| stop(StageStatus::Failed, e))?;
+    let Some(prompt_value) = stage.prompt.as_deref() else {
+        return Err(stop(
+            StageStatus::Failed,
+            format!("{kind} stage `{}` has no prompt", stage.id),
+        ));
+    };
+    let source = PromptSource::from_value(prompt_value, &ctx.pipeline_dir);
+    let prompt = render(
+        &source,
+        &format!("of stage `{}`", stage.id),
+        &inputs.context,
+    )
+    .map_err(|e| stop(StageStatus::Failed, redactor.redact_str(&e.to_string())))?;
+    let hash = input_hash(&HashInputs {
+        stage,
+        runner: &runner,
+        prompt: prompt.as_bytes(),
+        schema: Some(&schema.bytes),
+        upstream: &inputs.upstream_hashes,
+        item_id: sr.node.item_id.as_deref(),
+    });
+    let request = assemble(&InvocationInput {
+        runner: &runner,
+        capabilities: &detected.capabilities,
+        operation,
+        schema: Some(&schema.value),
+        repo_root: &ctx.root,
+        session_id: None,
+    })
+    .map_err(|e| {
+        let status = match e {
+            AssemblyError::Incompatible(_) => StageStatus::RunnerUnavailable,
+            AssemblyError::Forbidden { .. } | AssemblyError::Unsafe(_) => {
+                StageStatus::SafetyViolation
+            }
+            _ => StageStatus::Failed,
+        };
+        let mut report = stop(status, redactor.redact_str(&e.to_string()));
+        report.input_hash = Some(hash.clone());
+        report
+    })?;
+    Ok(Prepared {
+        runner,
+        redactor,
+        detected,
+        schema,
+        prompt,
+        input_hash: hash,
+        request,
+    })
+}
+
+/// Spawn the agent and wait for it.
+pub async fn run_agent(
+    ctx: &RunContext,
+    agent: &AgentSetup,
+    p: &Prepared,
+    sr: &StageRun,
+) -> InvocationOutcome {
+    invoke(InvokeSpec {
+        run: &sr.run,
+        stage_id: &sr.node.id,
+        attempt: sr.attempt,
+        request: &p.request,
+        runner: &p.runner,
+        prompt: &p.prompt,
+        schema: Some(&p.schema.value),
+        cwd: &ctx.root,
+        redactor: &p.redactor,
+        cancel: ctx.cancel.clone(),
+        cli_version: p.detected.version.as_deref(),
+        on_progress: progress_for(agent, &sr.node.id),
+    })
+    .await
+}
+
+/// The report of an invocation, before evidence and output have their say.
+pub fn report_of(outcome: &InvocationOutcome, input_hash: &str) -> StageReport {
+    StageReport {
+        status: outcome.status,
+        outcome: outcome.failure_reason.clone(),
+        input_hash: Some(input_hash.to_string()),
+        started_at: Some(outcome.started_at.clone()),
+        ended_at: Some(outcome.ended_at.clone()),
+        duration_ms: Some(outcome.duration_ms),
+        cost_usd: outcome.cost_usd,
+        turns: outcome.turns,
+        invocations: u32::from(outcome.spawned()),
+        ..Default::default()
+    }
+}
+
+fn progress_for(agent: &AgentSetup, node_id: &str) -> Option<ProgressCallback> {
+    let sink = agent.progress.clone()?;
+    let id = node_id.to_string();
+    Some(Arc::new(move |p: &Progress| sink(&id, p)))
+}
+
+/// What an agent stage would run, for `--dry-run`: the argv, with the detected
+/// capabilities or, when the runner was not detected, with every flag assumed.
+/// The session id is fresh for every invocation, so it is shown as a placeholder.
+pub fn describe(
+    ctx: &RunContext,
+    agent: &AgentSetup,
+    stage: &StageDef,
+    operation: Operation,
+) -> Vec<String> {
+    let runner = ctx.runner_for(stage);
+    let assumed = crate::agent::assumed_capabilities();
+    let caps = agent
+        .runner(&runner.command)
+        .map(|d| &d.capabilities)
+        .unwrap_or(&assumed);
+    let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
+        Ok(schema) => schema,
+        Err(e) => return vec![format!("# cannot be assembled: {e}")],
+    };
+    let placeholder = uuid::Uuid::nil();
+    let request = match assemble(&InvocationInput {
+        runner: &runner,
+        capabilities: caps,
+        operation,
+        schema: schema.as_ref().map(|s| &s.value),
+        repo_root: &ctx.root,
+        session_id: Some(placeholder),
+    }) {
+        Ok(request) => request,
+        Err(e) => return vec![format!("# cannot be assembled: {e}")],
+    };
+    let mut argv = vec![request.program.clone()];
+    argv.extend(request.argv.iter().map(|a| {
+        if *a == placeholder.to_string() {
+            "<fresh-session-id>".to_string()
+        } else {
+            a.clone()
+        }
+    }));
+    let redactor = Redactor::from_env(&runner.env);
+    vec![format!(
+        "{} < rendered-prompt",
+        redactor.redact_str(&crate::shell_words(&argv))
+    )]
+}

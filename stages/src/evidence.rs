@@ -1,0 +1,403 @@
+//! Git evidence for agent stages (DESIGN §3, §7): the glue between the engine's
+//! evidence layer and the stage kinds — snapshots written as attempt records, the
+//! run's protected paths, and the ledger of what earlier stages of this run changed.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+
+use specbridge_engine::evidence::{
+    normalize_rel_path, ChangedFiles, EntryKind, GitSnapshot, OwnWrite, PathState, ProtectedPaths,
+};
+use specbridge_engine::store::{read_json, RunHandle, RunRecord};
+
+use crate::context::RunContext;
+use crate::prompt::PromptSource;
+
+/// What this run itself changed in the working tree, as last recorded: documents
+/// specbridge wrote, and the paths execute stages changed. A later execute stage
+/// starts from a tree these make dirty; knowing their exact content tells them apart
+/// from the user's own uncommitted changes.
+#[derive(Debug, Default)]
+pub struct TreeLedger {
+    inner: Mutex<LedgerState>,
+}
+
+#[derive(Debug, Default)]
+struct LedgerState {
+    /// Documents by path, with the sha256 specbridge wrote.
+    documents: BTreeMap<String, String>,
+    /// Paths changed by earlier execute stages, in their state after that stage.
+    changed: BTreeMap<String, PathState>,
+}
+
+impl TreeLedger {
+    /// Called before the document is written, so that a generate stage whose
+    /// snapshots straddle the write finds it already known.
+    pub fn document(&self, path: &str, sha256: &str) {
+        let mut state = self.inner.lock().expect("ledger lock");
+        let path = normalize_rel_path(path);
+        state.changed.remove(&path);
+        state.documents.insert(path, sha256.to_string());
+    }
+
+    /// specbridge's own writes, for attribution.
+    pub fn own_writes(&self) -> Vec<OwnWrite> {
+        let state = self.inner.lock().expect("ledger lock");
+        state
+            .documents
+            .iter()
+            .map(|(path, sha)| OwnWrite::new(path, Some(sha.clone())))
+            .collect()
+    }
+
+    /// Whether `path` is in the state this run last left it in.
+    pub fn made_by_run(&self, path: &str, now: &PathState) -> bool {
+        let state = self.inner.lock().expect("ledger lock");
+        if let Some(sha) = state.documents.get(path) {
+            return now.kind == EntryKind::File && now.sha256.as_ref() == Some(sha);
+        }
+        state.changed.get(path).is_some_and(|s| s.same_content(now))
+    }
+
+    /// Remember what an execute attempt changed, as it left it.
+    pub fn record(&self, changed: &ChangedFiles, after: &GitSnapshot) {
+        let mut state = self.inner.lock().expect("ledger lock");
+        for path in changed.attributed() {
+            let now = after.entries.get(path).cloned().unwrap_or(PathState {
+                // Back to HEAD's content: nothing left to tell apart.
+                status: specbridge_engine::evidence::PathStatus::Modified,
+                kind: EntryKind::Missing,
+                sha256: None,
+                executable: false,
+            });
+            if after.entries.contains_key(path) {
+                state.documents.remove(path);
+                state.changed.insert(path.clone(), now);
+            } else {
+                state.changed.remove(path);
+            }
+        }
+    }
+}
+
+/// The paths dirty in `before` that this run did not make: the user's own
+/// uncommitted changes (or someone else's, made while the run went on).
+pub fn foreign_changes(before: &GitSnapshot, ledger: &TreeLedger) -> Vec<String> {
+    before
+        .entries
+        .iter()
+        .filter(|(path, state)| !ledger.made_by_run(path, state))
+        .map(|(path, _)| path.clone())
+        .collect()
+}
+
+/// A path dirty before the attempt and changed again is ambiguous only when the
+/// earlier change was not this run's: a change from a state the run recorded is
+/// the attempt's, and is attributed like any other.
+pub fn attribute_run_made(changed: &mut ChangedFiles, before: &GitSnapshot, ledger: &TreeLedger) {
+    let ambiguous = std::mem::take(&mut changed.ambiguous);
+    for path in ambiguous {
+        let made = before
+            .entries
+            .get(&path)
+            .is_some_and(|state| ledger.made_by_run(&path, state));
+        if !made {
+            changed.ambiguous.push(path);
+            continue;
+        }
+        changed.modified.push(path);
+    }
+    changed.modified.sort();
+}
+
+/// Take a snapshot of the repository, with the error as one line.
+pub fn snapshot(root: &Path) -> Result<GitSnapshot, String> {
+    GitSnapshot::take(root)
+        .map_err(|e| format!("failed to take a git snapshot: {}", crate::error_chain(&e)))
+}
+
+/// Write a snapshot as `git-before.json` / `git-after.json`.
+pub fn write_snapshot(
+    run: &RunHandle,
+    attempt_rel: &str,
+    name: &str,
+    snap: &GitSnapshot,
+) -> Result<(), String> {
+    run.write_json(&format!("{attempt_rel}/{name}"), snap)
+        .map(|_| ())
+        .map_err(|e| format!("failed to write {name}: {e}"))
+}
+
+/// Every protected path of the run: `.git/`, `.specbridge/`, the pipeline file, the
+/// prompt and schema files it names, every document its generate stages write, and
+/// `protectedPaths`.
+pub fn protected_paths(ctx: &RunContext, run: &RunHandle) -> ProtectedPaths {
+    let pipeline_file = read_json::<RunRecord>(&run.dir().join("run.json"))
+        .map(|r| r.pipeline.path)
+        .unwrap_or_default();
+    let mut referenced = Vec::new();
+    let mut documents = Vec::new();
+    for stage in &ctx.pipeline.stages {
+        if let Some(PromptSource::File(path)) = stage
+            .prompt
+            .as_deref()
+            .map(|p| PromptSource::from_value(p, &ctx.pipeline_dir))
+        {
+            referenced.extend(repo_relative(&ctx.root, &path));
+        }
+        if let Some(output) = &stage.output {
+            if !output
+                .schema
+                .starts_with(specbridge_engine::builtin_schemas::PREFIX)
+            {
+                referenced.extend(repo_relative(
+                    &ctx.root,
+                    &ctx.pipeline_dir.join(&output.schema),
+                ));
+            }
+            documents.extend(output.document.clone());
+        }
+    }
+    ProtectedPaths::new(
+        &pipeline_file,
+        referenced,
+        documents,
+        &ctx.pipeline.protected_paths,
+    )
+}
+
+fn repo_relative(root: &Path, path: &Path) -> Option<String> {
+    let rel = match path.strip_prefix(root) {
+        Ok(rel) => rel.to_path_buf(),
+        Err(_) => {
+            let root = std::fs::canonicalize(root).ok()?;
+            std::fs::canonicalize(path)
+                .ok()?
+                .strip_prefix(root)
+                .ok()?
+                .to_path_buf()
+        }
+    };
+    Some(rel.to_string_lossy().into_owned())
+}
+
+/// A tree object of the working tree as it is now, in a private index: the base
+/// of an attempt's `diff.patch` when the attempt starts from changes an earlier
+/// stage made, so the patch shows this attempt's change alone. Only objects are
+/// written; refs, the user's index and the working tree are untouched.
+pub fn working_tree_object(root: &Path, before: &GitSnapshot) -> Option<String> {
+    let tmp = tempfile::tempdir().ok()?;
+    let index = tmp.path().join("index");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .env("GIT_INDEX_FILE", &index)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    // A copy of the user's index keeps git's stat cache: only changed files are hashed.
+    let real = Command::new("git")
+        .args(["rev-parse", "--git-path", "index"])
+        .current_dir(root)
+        .output()
+        .ok()?;
+    let real = root.join(String::from_utf8_lossy(&real.stdout).trim());
+    if real.exists() {
+        std::fs::copy(&real, &index).ok()?;
+    }
+    // Only the paths that differ from HEAD: the run store stays out (an ignored
+    // folder named in a pathspec, even to exclude it, fails `git add`).
+    let paths: Vec<&str> = before.entries.keys().map(String::as_str).collect();
+    for chunk in paths.chunks(500) {
+        let mut args = vec!["--literal-pathspecs", "add", "-A", "--"];
+        args.extend(chunk);
+        git(&args)?;
+    }
+    git(&["write-tree"])
+}
+
+/// Before a run with execute stages starts anything (DESIGN §7): the working tree
+/// must be clean unless `--allow-dirty`, since uncommitted changes could not be
+/// told apart from the agent's.
+pub fn require_clean_start(root: &Path, allow_dirty: bool) -> Result<(), String> {
+    if allow_dirty {
+        return Ok(());
+    }
+    let snap = GitSnapshot::take(root).map_err(|e| {
+        format!(
+            "execute stages need a git repository for their evidence: {}",
+            crate::error_chain(&e)
+        )
+    })?;
+    specbridge_engine::evidence::require_clean_start(&snap, false).map_err(|e| e.to_string())
+}
+
+/// Files under `.specbridge/` by path, with what identifies a version of them
+/// cheaply (size, modification time, mode). git snapshots never list the run
+/// store, so a change an agent makes there is found by comparing these.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunStoreState {
+    files: BTreeMap<String, (u64, i128, u32)>,
+}
+
+impl RunStoreState {
+    /// Everything under `.specbridge/` except this run's own folder, which
+    /// specbridge writes while the agent runs (its hash chain protects it).
+    pub fn take(root: &Path, run: &RunHandle) -> RunStoreState {
+        let store = root.join(specbridge_engine::evidence::RUN_STORE_DIR);
+        let own = std::fs::canonicalize(run.dir()).unwrap_or_else(|_| run.dir().to_path_buf());
+        let mut state = RunStoreState::default();
+        walk_store(&store, &store, &own, &mut state.files);
+        state
+    }
+
+    /// The paths (relative to the repository root) added, changed or removed since
+    /// `before`. A new run folder is another specbridge process's, not the agent's.
+    pub fn changed_since(&self, before: &RunStoreState) -> Vec<String> {
+        let new_run = |path: &str| {
+            let mut parts = path.splitn(3, '/');
+            match (parts.next(), parts.next()) {
+                (Some("runs"), Some(dir)) => !before
+                    .files
+                    .keys()
+                    .any(|k| k.starts_with(&format!("runs/{dir}/"))),
+                _ => false,
+            }
+        };
+        let mut changed: Vec<String> = self
+            .files
+            .iter()
+            .filter(|(path, id)| match before.files.get(*path) {
+                Some(old) => old != *id,
+                None => !new_run(path),
+            })
+            .map(|(path, _)| path.clone())
+            .chain(
+                before
+                    .files
+                    .keys()
+                    .filter(|path| !self.files.contains_key(*path))
+                    .cloned(),
+            )
+            .map(|path| format!("{}/{path}", specbridge_engine::evidence::RUN_STORE_DIR))
+            .collect();
+        changed.sort();
+        changed
+    }
+}
+
+fn walk_store(base: &Path, dir: &Path, own: &Path, out: &mut BTreeMap<String, (u64, i128, u32)>) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            let canon = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+            if canon != own {
+                walk_store(base, &path, own, out);
+            }
+            continue;
+        }
+        let Ok(rel) = path.strip_prefix(base) else {
+            continue;
+        };
+        let mtime = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+        out.insert(
+            rel.to_string_lossy().into_owned(),
+            (meta.len(), mtime, meta.mode()),
+        );
+    }
+}
+
+/// A violation for each run-store path the attempt changed.
+pub fn run_store_violations(changed: &[String]) -> Vec<specbridge_engine::evidence::Violation> {
+    use specbridge_engine::evidence::{ProtectionReason, Violation, ViolationKind};
+    changed
+        .iter()
+        .map(|path| {
+            Violation::new(ViolationKind::ProtectedPathChanged {
+                path: path.clone(),
+                rule: specbridge_engine::evidence::RUN_STORE_DIR.to_string(),
+                reason: ProtectionReason::RunStore,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(root: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    #[test]
+    fn the_working_tree_object_holds_uncommitted_changes_and_leaves_the_index_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git(root, &["init", "-q"]);
+        std::fs::write(root.join("f"), "a\n").unwrap();
+        git(root, &["add", "f"]);
+        git(root, &["commit", "-qm", "i"]);
+        std::fs::write(root.join("f"), "a\nb\n").unwrap();
+        std::fs::write(root.join("new"), "n\n").unwrap();
+        std::fs::write(root.join(".gitignore"), ".specbridge/\n").unwrap();
+        std::fs::create_dir_all(root.join(".specbridge/runs")).unwrap();
+        std::fs::write(root.join(".specbridge/runs/log"), "x").unwrap();
+        let status = git(root, &["status", "--porcelain"]);
+        let before = GitSnapshot::take(root).unwrap();
+        let tree = working_tree_object(root, &before).expect("a tree");
+        assert_eq!(git(root, &["show", &format!("{tree}:f")]), "a\nb\n");
+        assert_eq!(git(root, &["show", &format!("{tree}:new")]), "n\n");
+        assert!(!git(root, &["ls-tree", "-r", "--name-only", &tree]).contains(".specbridge"));
+        assert_eq!(git(root, &["status", "--porcelain"]), status);
+    }
+
+    #[test]
+    fn run_store_changes_ignore_new_run_folders_only() {
+        let state = |files: &[(&str, u64)]| RunStoreState {
+            files: files
+                .iter()
+                .map(|(p, len)| (p.to_string(), (*len, 0, 0o644)))
+                .collect(),
+        };
+        let before = state(&[("runs/a/run.json", 1), ("config", 1)]);
+        let after = state(&[
+            ("runs/a/run.json", 2),
+            ("runs/b/run.json", 1),
+            ("notes.txt", 1),
+        ]);
+        assert_eq!(
+            after.changed_since(&before),
+            vec![
+                ".specbridge/config",
+                ".specbridge/notes.txt",
+                ".specbridge/runs/a/run.json"
+            ]
+        );
+    }
+}

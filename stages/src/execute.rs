@@ -1,0 +1,301 @@
+//! `execute` stages (DESIGN §3, §7): task execution, judged by evidence.
+//!
+//! One attempt: check that the working tree holds no change the run did not make
+//! (unless `--allow-dirty`), snapshot it, invoke the agent with the execute tool
+//! policy, snapshot it again, attribute what changed, check protected paths and
+//! HEAD, keep the attempt's `diff.patch`, run the verification commands, and decide
+//! the evidence status. The model's `builtin:task-result` is kept as the stage's
+//! output and, in `evidence.json`, as a claim that never counts.
+
+use serde_json::Value;
+use specbridge_engine::evidence::verification::VerificationRecord;
+use specbridge_engine::evidence::{
+    attempt_diff, attribute, decide, ChangeCounts, ChangedFiles, Claims, EvidenceDecision,
+    EvidenceError, EvidenceInput, EvidenceKind, EvidenceRecord, GitSnapshot, VerificationSummary,
+    Violation, DEFAULT_DIFF_MAX_BYTES,
+};
+use specbridge_engine::pipeline::StageDef;
+use specbridge_engine::runner::claude_code::outcome::validate_output;
+use specbridge_engine::runner::claude_code::{InvocationOutcome, Operation};
+use specbridge_engine::scheduler::{StageReport, StageRun};
+use specbridge_engine::store::{now_rfc3339, FileRef, RunHandle, SCHEMA_VERSION};
+use specbridge_engine::{EvidenceStatus, StageStatus};
+
+use crate::agent::AgentSetup;
+use crate::attempt::{prepare, report_of, run_agent, stopped, Prepared};
+use crate::context::RunContext;
+use crate::evidence::{
+    attribute_run_made, foreign_changes, protected_paths, run_store_violations, snapshot,
+    working_tree_object, write_snapshot, RunStoreState, TreeLedger,
+};
+use crate::verify::run_verification;
+
+/// Runs one attempt of an execute stage (or fan-out instance).
+pub async fn run_execute(
+    ctx: &RunContext,
+    agent: &AgentSetup,
+    ledger: &TreeLedger,
+    stage: &StageDef,
+    sr: &StageRun,
+) -> StageReport {
+    let p = match prepare(ctx, agent, stage, sr, Operation::Execute) {
+        Ok(p) => p,
+        Err(report) => return *report,
+    };
+    let run = &sr.run;
+    let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);
+    let not_started = |reason: String| {
+        let mut report = stopped(&now_rfc3339(), StageStatus::Failed, reason);
+        report.input_hash = Some(p.input_hash.clone());
+        report
+    };
+    let before = match snapshot(&ctx.root) {
+        Ok(before) => before,
+        Err(e) => return not_started(e),
+    };
+    if let Err(e) = write_snapshot(run, &attempt_rel, "git-before.json", &before) {
+        return not_started(e);
+    }
+    // The run refuses a dirty tree before it starts; this catches changes made
+    // behind its back while it went on.
+    let foreign = foreign_changes(&before, ledger);
+    if !ctx.allow_dirty && !foreign.is_empty() {
+        return not_started(EvidenceError::DirtyTree { paths: foreign }.to_string());
+    }
+    // Starting from changes an earlier stage made, the patch is taken against the
+    // tree as it is now, so that it shows this attempt's change alone.
+    let diff_base = (before.entries.len() > foreign.len())
+        .then(|| working_tree_object(&ctx.root, &before))
+        .flatten();
+
+    let store_before = RunStoreState::take(&ctx.root, run);
+    let outcome = run_agent(ctx, agent, &p, sr).await;
+    let mut report = report_of(&outcome, &p.input_hash);
+    let store_changed = RunStoreState::take(&ctx.root, run).changed_since(&store_before);
+    let gathered = match gather(
+        ctx,
+        ledger,
+        stage,
+        sr,
+        &attempt_rel,
+        &p,
+        &outcome,
+        &before,
+        diff_base,
+        &store_changed,
+    )
+    .await
+    {
+        Ok(g) => g,
+        Err(e) => {
+            report.status = StageStatus::Failed;
+            report.outcome = Some(e);
+            report.evidence_status = Some(EvidenceStatus::Failed);
+            return report;
+        }
+    };
+    report.evidence_status = Some(gathered.decision.status);
+
+    if outcome.status != StageStatus::Succeeded {
+        return report;
+    }
+    if let Some(first) = gathered.violations.first() {
+        report.status = StageStatus::SafetyViolation;
+        report.outcome = Some(if gathered.violations.len() == 1 {
+            first.message.clone()
+        } else {
+            format!(
+                "{} (and {} more safety violation(s), see evidence.json)",
+                first.message,
+                gathered.violations.len() - 1
+            )
+        });
+        return report;
+    }
+    let Some(output) = gathered.output else {
+        report.status = StageStatus::MalformedOutput;
+        report.outcome =
+            Some("the invocation succeeded without a structured output that validates".into());
+        return report;
+    };
+    let rel = format!("{}/output.json", RunHandle::stage_rel(&sr.node.id));
+    match run.write_json(&rel, &output) {
+        Ok(sha) => {
+            report.output = Some(FileRef {
+                path: rel,
+                sha256: sha,
+            })
+        }
+        Err(e) => {
+            report.status = StageStatus::Failed;
+            report.outcome = Some(format!("failed to write {rel}: {e}"));
+            return report;
+        }
+    }
+    if gathered.decision.status != EvidenceStatus::Verified {
+        report.outcome = Some(gathered.decision.reasons.join("; "));
+    }
+    report
+}
+
+/// What the evidence of an attempt came to.
+struct Gathered {
+    decision: EvidenceDecision,
+    violations: Vec<Violation>,
+    /// The validated, redacted task-result.
+    output: Option<Value>,
+}
+
+/// Everything after the agent ended: the after-snapshot, attribution, violations,
+/// the patch, verification, and `evidence.json`.
+#[allow(clippy::too_many_arguments)]
+async fn gather(
+    ctx: &RunContext,
+    ledger: &TreeLedger,
+    stage: &StageDef,
+    sr: &StageRun,
+    attempt_rel: &str,
+    p: &Prepared,
+    outcome: &InvocationOutcome,
+    before: &GitSnapshot,
+    diff_base: Option<String>,
+    store_changed: &[String],
+) -> Result<Gathered, String> {
+    let run = &sr.run;
+    let after = snapshot(&ctx.root)?;
+    write_snapshot(run, attempt_rel, "git-after.json", &after)?;
+    let mut changed = attribute(before, &after, &ledger.own_writes());
+    attribute_run_made(&mut changed, before, ledger);
+    run.write_json(&format!("{attempt_rel}/changed-files.json"), &changed)
+        .map_err(|e| format!("failed to write changed-files.json: {e}"))?;
+    ledger.record(&changed, &after);
+    let mut violations = run_store_violations(store_changed);
+    violations.extend(protected_paths(ctx, run).violations(&changed, before, &after));
+
+    let mut base = after.clone();
+    if diff_base.is_some() {
+        base.head = diff_base;
+    }
+    let diff = attempt_diff(&ctx.root, &changed, &base, DEFAULT_DIFF_MAX_BYTES)
+        .map_err(|e| crate::error_chain(&e))?;
+    run.write_bytes(&format!("{attempt_rel}/diff.patch"), &diff.patch)
+        .map_err(|e| format!("failed to write diff.patch: {e}"))?;
+
+    let runner_succeeded = outcome.status == StageStatus::Succeeded;
+    let output = outcome
+        .structured_output
+        .as_ref()
+        .filter(|o| validate_output(&p.schema.value, o).is_ok())
+        .map(|o| {
+            let mut kept = o.clone();
+            p.redactor.redact_json(&mut kept);
+            kept
+        });
+    let claims = outcome.structured_output.as_ref().map(|o| {
+        let mut kept = o.clone();
+        p.redactor.redact_json(&mut kept);
+        Claims::new(kept)
+    });
+
+    let commands = stage
+        .verification
+        .clone()
+        .unwrap_or_else(|| ctx.pipeline.verification.clone());
+    let skipped = skip_verification(runner_succeeded, &violations, &changed);
+    let verification = match skipped {
+        Some(_) => VerificationRecord {
+            schema_version: SCHEMA_VERSION,
+            commands: Vec::new(),
+        },
+        None => {
+            run_verification(
+                ctx,
+                &commands,
+                run,
+                attempt_rel,
+                p.runner.kill_grace.as_duration(),
+            )
+            .await?
+        }
+    };
+    let results = verification.results();
+    let mut decision = decide(EvidenceInput {
+        runner_succeeded,
+        output_valid: output.is_some(),
+        changed: &changed,
+        violations: &violations,
+        verification: &results,
+    });
+    if decision.status == EvidenceStatus::Verified && !results.iter().any(|r| r.required) {
+        // Nothing specbridge ran shows that the change works.
+        decision.status = EvidenceStatus::ImplementedUnverified;
+        decision.reasons = vec![
+            "no required verification command is configured, so nothing shows the change works"
+                .to_string(),
+        ];
+    }
+    if let Some(why) = skipped {
+        decision
+            .reasons
+            .push(format!("verification skipped: {why}"));
+    }
+    let record = EvidenceRecord {
+        schema_version: SCHEMA_VERSION,
+        stage: sr.node.id.clone(),
+        attempt: sr.attempt,
+        kind: EvidenceKind::Execute,
+        status: Some(decision.status),
+        reasons: decision.reasons.clone(),
+        violations: violations.clone(),
+        head_before: before.head.clone(),
+        head_after: after.head.clone(),
+        changed: ChangeCounts::from(&changed),
+        verification: VerificationSummary::from(results.as_slice()),
+        diff: Some(diff.info),
+        claims,
+    };
+    run.write_json(&format!("{attempt_rel}/evidence.json"), &record)
+        .map_err(|e| format!("failed to write evidence.json: {e}"))?;
+    Ok(Gathered {
+        decision,
+        violations,
+        output,
+    })
+}
+
+/// Verification proves a change works; there is nothing to run it on when the
+/// runner failed, a safety rule was broken, or nothing changed.
+fn skip_verification(
+    runner_succeeded: bool,
+    violations: &[Violation],
+    changed: &ChangedFiles,
+) -> Option<&'static str> {
+    if !runner_succeeded {
+        Some("the runner did not succeed")
+    } else if !violations.is_empty() {
+        Some("the attempt broke a safety rule")
+    } else if changed.attributed_count() + changed.ambiguous.len() == 0 {
+        Some("the attempt changed nothing")
+    } else {
+        None
+    }
+}
+
+/// What an execute stage would run, for `--dry-run`.
+pub fn describe(ctx: &RunContext, agent: &AgentSetup, stage: &StageDef) -> Vec<String> {
+    let mut lines = crate::attempt::describe(ctx, agent, stage, Operation::Execute);
+    let commands = stage
+        .verification
+        .as_ref()
+        .unwrap_or(&ctx.pipeline.verification);
+    for c in commands {
+        if let Some(argv) = c.argv.as_list() {
+            lines.push(format!(
+                "{}   # verification `{}`",
+                crate::shell_words(argv),
+                c.name
+            ));
+        }
+    }
+    lines
+}
