@@ -97,6 +97,10 @@ fn generate_stage_cannot_write_and_specbridge_writes_the_document() {
     assert!(!sandbox.ctx.path("model-wrote.md").exists());
     assert_eq!(sandbox.changed_paths(), ["?? docs/requirements.md"]);
     assert_eq!(stage["document"]["path"], "docs/requirements.md");
+    // The read-only evidence saw no change by the agent.
+    let evidence = sandbox.attempt_json("requirements", 1, "evidence.json");
+    assert_eq!(evidence["kind"], "generate");
+    assert_eq!(evidence["violations"], json!([]), "{evidence:#}");
     let output =
         super::harness::read_json(&sandbox.run_dir().join("stages/requirements/output.json"));
     assert_eq!(output["markdown"], markdown);
@@ -282,7 +286,7 @@ fn repeated_overload_is_failed() {
 #[test]
 fn a_stalled_model_times_out_and_no_agent_is_left() {
     let Some(sandbox) = generate_sandbox(
-        "  maxTurns: 4\n  timeout: 3s\n  killGrace: 500ms\n",
+        "  maxTurns: 4\n  timeout: 6s\n  killGrace: 500ms\n",
         Script::new([Reply::text("too late").with_delay_ms(600_000)]),
     ) else {
         return;
@@ -292,7 +296,8 @@ fn a_stalled_model_times_out_and_no_agent_is_left() {
     assert_eq!(process["timedOut"], true);
     let pid = process["pid"].as_u64().unwrap() as u32;
     assert!(!crate::common::process_alive(pid));
-    // The request was made and was still stalled when the agent was stopped.
+    // The request was made and was still stalled when the agent was stopped (the
+    // timeout leaves a loaded machine ample time to start the CLI).
     assert_eq!(sandbox.model_requests().len(), 1);
 }
 
