@@ -6,5 +6,6 @@ mod doctor;
 mod execute;
 mod fanout;
 mod init;
+mod real_cli;
 mod run_checks;
 mod validate;
