@@ -246,4 +246,21 @@ fn the_spec_to_task_example_runs_through_and_audits_clean() {
     assert_eq!(audit.code, 0, "{}", audit.snapshot());
     let report: Value = serde_json::from_str(&audit.stdout).expect("audit JSON");
     assert_eq!(report["findings"], json!([]), "{report:#}");
+
+    // `SPECBRIDGE_RECORD_EXAMPLE=DIR` keeps this run as a recording (how
+    // `.specbridge-example/` is made: see docs/replay.md).
+    if let Some(dest) = std::env::var_os("SPECBRIDGE_RECORD_EXAMPLE") {
+        keep_recording(&sandbox.run_dir(), Path::new(&dest));
+    }
+}
+
+/// Copy a finished run folder to `dest` (replaced), without its lock file.
+fn keep_recording(run_dir: &Path, dest: &Path) {
+    if dest.exists() {
+        std::fs::remove_dir_all(dest).unwrap();
+    }
+    std::fs::create_dir_all(dest).unwrap();
+    copy_example(run_dir, dest);
+    let _ = std::fs::remove_file(dest.join(".lock"));
+    eprintln!("recorded the example run into {}", dest.display());
 }
