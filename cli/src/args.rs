@@ -203,7 +203,7 @@ pub enum RunsCommand {
     },
     /// Check a run directory's integrity and safety
     Audit {
-        /// Run id, unique prefix, or `latest`
+        /// Run id, unique prefix, `latest`, or the path of a run folder
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         run: Option<String>,
         /// Audit every run

@@ -20,9 +20,16 @@ pub fn run(
         audit_all(store.runs_dir()).map_err(|e| CliError::Config(e.to_string()))?
     } else {
         let selector = run.as_deref().unwrap_or("latest");
-        let (_, dir) = store
-            .select(selector)
-            .map_err(|e| CliError::Config(e.to_string()))?;
+        // A path to a run folder anywhere (a recording, a copy) is audited as is.
+        let as_path = std::path::Path::new(selector);
+        let dir = if as_path.join("run.json").is_file() {
+            as_path.to_path_buf()
+        } else {
+            store
+                .select(selector)
+                .map_err(|e| CliError::Config(e.to_string()))?
+                .1
+        };
         vec![audit_run(&dir).map_err(|e| CliError::Config(e.to_string()))?]
     };
     let code = exit::most_severe(reports.iter().map(AuditReport::exit_code));

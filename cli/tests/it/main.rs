@@ -6,6 +6,7 @@ mod doctor;
 mod execute;
 mod fanout;
 mod init;
+mod real_cli;
 mod resume;
 mod run_checks;
 mod validate;

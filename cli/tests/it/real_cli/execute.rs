@@ -1,0 +1,204 @@
+//! Execute stages under the real CLI: the file tools pre-approved, Bash only through
+//! rules, in-repository shell mutations denied, and the outcome decided by evidence
+//! and verification (DESIGN §3 execute, §7).
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use specbridge_testkit::model_server::{Reply, Script, ToolCall};
+
+use super::harness::{read_json, Sandbox};
+
+const STAGE: &str = "verification:
+  - { name: notes-written, argv: [sh, -c, 'test \"$(cat notes.txt)\" = hello'], required: true }
+stages:
+  - id: implement
+    kind: execute
+    prompt: prompts/implement.md
+    output: { schema: builtin:task-result }
+";
+
+fn bash(id: &str, command: &str) -> Reply {
+    Reply::tool_uses(
+        None,
+        vec![ToolCall::new("Bash", json!({"command": command, "description": id})).with_id(id)],
+    )
+}
+
+fn task_result(changed: &[&str], commands: &[&str]) -> Reply {
+    Reply::structured_output(json!({
+        "status": "completed",
+        "summary": "Wrote the notes.",
+        "changedFiles": changed,
+        "commandsRun": commands,
+        "blockingQuestions": [],
+    }))
+}
+
+/// A tracked folder and a tracked file for the model to try to destroy.
+fn write_tracked_files(sandbox: &Sandbox) {
+    sandbox.ctx.write("src/lib.txt", "library\n");
+    sandbox.ctx.write("keep.txt", "keep me\n");
+    sandbox.ctx.write(
+        "prompts/implement.md",
+        "Write notes.txt with the word hello.\n",
+    );
+}
+
+fn tool_result_of(sandbox: &Sandbox, id: &str) -> specbridge_testkit::model_server::ToolResult {
+    sandbox
+        .model_requests()
+        .iter()
+        .flat_map(|r| r.tool_results())
+        .find(|r| r.tool_use_id == id)
+        .unwrap_or_else(|| panic!("no tool result for {id}"))
+}
+
+fn denied_ids(result: &Value) -> Vec<String> {
+    result["permissionDenials"]
+        .as_array()
+        .expect("permissionDenials recorded")
+        .iter()
+        .map(|d| d["toolUseId"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn assert_tracked_files_intact(sandbox: &Sandbox) {
+    assert_eq!(sandbox.ctx.read("src/lib.txt"), "library\n");
+    assert_eq!(sandbox.ctx.read("keep.txt"), "keep me\n");
+}
+
+#[test]
+fn execute_stage_writes_runs_allowed_commands_and_is_refused_destruction() {
+    let Some(sandbox) = Sandbox::new(|root: &Path| {
+        Script::new([
+            Reply::tool_uses(
+                Some("Writing the notes.".into()),
+                vec![ToolCall::new(
+                    "Write",
+                    json!({"file_path": root.join("notes.txt"), "content": "hello\n"}),
+                )
+                .with_id("t_write")],
+            ),
+            bash("t_status", "git status"),
+            bash("t_rm", "rm -rf src"),
+            bash("t_echo", "echo x > keep.txt"),
+            task_result(&["notes.txt"], &["git status"]),
+        ])
+    }) else {
+        return;
+    };
+    write_tracked_files(&sandbox);
+    sandbox.write_pipeline(
+        "  maxTurns: 8\n  tools: [Read, Glob, Grep, Edit, Write, Bash]\n  allowedBashRules: [\"Bash(git status:*)\"]\n",
+        STAGE,
+    );
+
+    let out = sandbox.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let stage = sandbox.stage_json("implement");
+    assert_eq!(stage["status"], "succeeded", "{stage:#}");
+    assert_eq!(stage["evidenceStatus"], "verified", "{stage:#}");
+
+    // The repository: the written file, and nothing else changed.
+    assert_eq!(sandbox.ctx.read("notes.txt"), "hello\n");
+    assert_tracked_files_intact(&sandbox);
+    assert_eq!(sandbox.changed_paths(), ["?? notes.txt"]);
+
+    // The server's log: Write ran, `git status` ran (and saw the new file), the two
+    // in-repository mutations were refused by the CLI in `default` mode.
+    assert!(!tool_result_of(&sandbox, "t_write").is_error);
+    let status = tool_result_of(&sandbox, "t_status");
+    assert!(!status.is_error, "{status:?}");
+    assert!(status.text().contains("notes.txt"), "{status:?}");
+    for id in ["t_rm", "t_echo"] {
+        let refused = tool_result_of(&sandbox, id);
+        assert!(refused.is_error, "{refused:?}");
+        assert!(refused.text().contains("needs approval"), "{refused:?}");
+    }
+    assert_eq!(sandbox.model_requests().len(), 5);
+    assert_eq!(sandbox.server.remaining(), 0);
+
+    // The records: both denials, Bash offered but never approved as a whole.
+    let result = sandbox.attempt_json("implement", 1, "result.json");
+    assert_eq!(denied_ids(&result), ["t_rm", "t_echo"], "{result:#}");
+    assert!(result["offeredTools"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("Bash")));
+    let request = sandbox.attempt_json("implement", 1, "request.json");
+    let allowed = request["toolPolicy"]["allowedTools"].as_array().unwrap();
+    assert!(!allowed.contains(&json!("Bash")), "{request:#}");
+    assert!(
+        allowed.contains(&json!("Bash(git status:*)")),
+        "{request:#}"
+    );
+    let verification = sandbox.attempt_json("implement", 1, "verification.json");
+    assert_eq!(verification["commands"][0]["name"], "notes-written");
+    assert_eq!(
+        verification["commands"][0]["passed"], true,
+        "{verification:#}"
+    );
+    let evidence = sandbox.attempt_json("implement", 1, "evidence.json");
+    assert_eq!(evidence["status"], "verified", "{evidence:#}");
+    assert_eq!(evidence["changed"]["added"], 1, "{evidence:#}");
+    assert_eq!(evidence["changed"]["deleted"], 0, "{evidence:#}");
+    assert_eq!(evidence["changed"]["modified"], 0, "{evidence:#}");
+    let output = read_json(&sandbox.run_dir().join("stages/implement/output.json"));
+    assert_eq!(output["changedFiles"], json!(["notes.txt"]));
+}
+
+#[test]
+fn accept_edits_gets_deny_rules_that_stop_rm_under_the_real_cli() {
+    let Some(sandbox) = Sandbox::new(|root: &Path| {
+        Script::new([
+            bash("t_rm", "rm -rf src"),
+            bash("t_mv", "mv keep.txt moved.txt"),
+            Reply::tool_uses(
+                None,
+                vec![ToolCall::new(
+                    "Write",
+                    json!({"file_path": root.join("notes.txt"), "content": "hello\n"}),
+                )
+                .with_id("t_write")],
+            ),
+            task_result(&["notes.txt"], &[]),
+        ])
+    }) else {
+        return;
+    };
+    write_tracked_files(&sandbox);
+    sandbox.write_pipeline(
+        "  maxTurns: 8\n  permissionMode: acceptEdits\n  tools: [Read, Glob, Grep, Edit, Write, Bash]\n  allowedBashRules: [\"Bash(git status:*)\"]\n",
+        STAGE,
+    );
+
+    let out = sandbox.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(
+        out.stderr.contains("acceptEdits"),
+        "the mode's risk is warned about: {}",
+        out.snapshot()
+    );
+    let stage = sandbox.stage_json("implement");
+    assert_eq!(stage["status"], "succeeded", "{stage:#}");
+    assert_eq!(stage["evidenceStatus"], "verified", "{stage:#}");
+    assert_tracked_files_intact(&sandbox);
+    assert!(!sandbox.ctx.path("moved.txt").exists());
+    assert_eq!(sandbox.changed_paths(), ["?? notes.txt"]);
+
+    // Refused by a deny rule ("has been denied"), not by the mode ("needs approval"):
+    // acceptEdits alone would have let both commands run.
+    for id in ["t_rm", "t_mv"] {
+        let refused = tool_result_of(&sandbox, id);
+        assert!(refused.is_error, "{refused:?}");
+        assert!(refused.text().contains("has been denied"), "{refused:?}");
+    }
+    let result = sandbox.attempt_json("implement", 1, "result.json");
+    assert_eq!(denied_ids(&result), ["t_rm", "t_mv"], "{result:#}");
+    let request = sandbox.attempt_json("implement", 1, "request.json");
+    assert_eq!(request["toolPolicy"]["permissionMode"], "acceptEdits");
+    let disallowed = request["toolPolicy"]["disallowedTools"].as_array().unwrap();
+    assert!(disallowed.contains(&json!("Bash(rm:*)")), "{request:#}");
+    assert!(disallowed.contains(&json!("Bash(mv:*)")), "{request:#}");
+}

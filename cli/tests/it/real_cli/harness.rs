@@ -1,0 +1,243 @@
+//! A sandbox per test: a fresh git repository, `HOME` in a temporary folder, and a
+//! scripted model server of its own, with the `specbridge` binary run against the
+//! installed Claude Code CLI.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::Value;
+use specbridge_testkit::model_server::{ModelServer, RecordedRequest, Script};
+
+use crate::common::{Output, TestContext};
+
+/// The CLI version whose behaviour these tests pin down (`.ci/install-claude-code`).
+pub const CLAUDE_VERSION: &str = "2.1.332";
+
+/// Built-in tools that change files or run commands: none may be offered to a
+/// generate stage.
+pub const MUTATING_TOOLS: &[&str] = &["Bash", "Edit", "MultiEdit", "Write", "NotebookEdit"];
+
+/// An upper bound on one specbridge run, so that a regression cannot hang the suite.
+const RUN_BOUND: Duration = Duration::from_secs(240);
+
+/// The installed CLI: `SPECBRIDGE_CLAUDE_BIN`, else the cache folder the install script
+/// uses. Missing, the tier skips with a visible message — except in CI, where it fails.
+pub fn claude_bin() -> Option<PathBuf> {
+    let path = std::env::var_os("SPECBRIDGE_CLAUDE_BIN")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| {
+                PathBuf::from(home).join(format!(
+                    ".cache/specbridge/claude-code-{CLAUDE_VERSION}/node_modules/.bin/claude"
+                ))
+            })
+        });
+    match path {
+        Some(path) if path.is_file() => Some(path),
+        other => {
+            let where_ = other
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "(no HOME)".to_owned());
+            let message = format!(
+                "the real Claude Code CLI is not installed (looked at {where_}); \
+                 run `.ci/install-claude-code` (it installs {CLAUDE_VERSION} and prints the \
+                 path) or set SPECBRIDGE_CLAUDE_BIN to a `claude` executable"
+            );
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("real-CLI tier required in CI: {message}");
+            }
+            // Written to the stream itself: the test harness captures `eprintln!`, and
+            // a skip nobody sees would pass for a green tier.
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "skipping real-CLI tier (tests named real_cli::*): {message}"
+                );
+            });
+            None
+        }
+    }
+}
+
+/// One scenario: its repository, its `HOME`, its model server.
+pub struct Sandbox {
+    pub ctx: TestContext,
+    pub home: tempfile::TempDir,
+    pub server: ModelServer,
+    pub claude: PathBuf,
+}
+
+impl Sandbox {
+    /// `None` when the tier skips (see [`claude_bin`]). The script is made from the
+    /// repository's canonical root, since the model names files by absolute path.
+    pub fn new(script: impl FnOnce(&Path) -> Script) -> Option<Sandbox> {
+        let claude = claude_bin()?;
+        let home = tempfile::Builder::new()
+            .prefix("specbridge-home-")
+            .tempdir()
+            .expect("create HOME");
+        let ctx = TestContext::new();
+        let root = std::fs::canonicalize(ctx.root()).expect("canonical root");
+        let server = ModelServer::start(script(&root));
+        Some(Sandbox {
+            ctx,
+            home,
+            server,
+            claude,
+        })
+    }
+
+    /// Writes `specbridge.yaml` with the real CLI as runner (by absolute path), the given
+    /// runner keys (YAML lines indented two spaces) and stages, adds a README and commits
+    /// everything, so that the tree is clean.
+    pub fn write_pipeline(&self, runner_keys: &str, rest: &str) {
+        let pipeline = format!(
+            "version: 1\nname: real-cli\nrunner:\n  command: {}\n{runner_keys}{rest}",
+            self.claude.display()
+        );
+        self.ctx.write("specbridge.yaml", &pipeline);
+        self.ctx.write("README.md", "# Test repository\n");
+        self.ctx.commit_all("pipeline");
+    }
+
+    /// The binary with a cleared environment: nothing from the developer's may point the
+    /// CLI elsewhere. specbridge passes its environment on to the agent.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::cargo_bin("specbridge").expect("specbridge binary");
+        cmd.current_dir(self.ctx.root())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("NO_COLOR", "1")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("ANTHROPIC_BASE_URL", self.server.base_url())
+            .env("ANTHROPIC_API_KEY", "sk-test")
+            .env("CLAUDE_CODE_MAX_RETRIES", "1")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("DISABLE_ERROR_REPORTING", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+        // Verification commands and checks may run cargo, which lives under the real HOME.
+        if let Some(real_home) = std::env::var_os("HOME").map(PathBuf::from) {
+            for (name, default) in [("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")] {
+                let value =
+                    std::env::var_os(name).unwrap_or_else(|| real_home.join(default).into());
+                cmd.env(name, value);
+            }
+        }
+        cmd
+    }
+
+    /// Runs specbridge to completion (within a generous bound).
+    pub fn run(&self, args: &[&str]) -> Output {
+        let mut cmd = self.command();
+        cmd.args(args);
+        self.run_command(cmd)
+    }
+
+    /// Runs a command made by [`Self::command`] to completion (within a generous bound).
+    pub fn run_command(&self, mut cmd: Command) -> Output {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start specbridge");
+        let mut stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let out_reader = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = stdout.read_to_end(&mut buf);
+            buf
+        });
+        let err_reader = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = stderr.read_to_end(&mut buf);
+            buf
+        });
+        let deadline = std::time::Instant::now() + RUN_BOUND;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for specbridge") {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("specbridge did not finish within {RUN_BOUND:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let out = std::process::Output {
+            status,
+            stdout: out_reader.join().unwrap(),
+            stderr: err_reader.join().unwrap(),
+        };
+        self.ctx.output(out)
+    }
+
+    /// The model requests the server answered (side requests left out).
+    pub fn model_requests(&self) -> Vec<RecordedRequest> {
+        self.server.model_requests()
+    }
+
+    /// The single run folder.
+    pub fn run_dir(&self) -> PathBuf {
+        self.ctx.only_run_dir()
+    }
+
+    pub fn stage_json(&self, stage: &str) -> Value {
+        read_json(&self.run_dir().join("stages").join(stage).join("stage.json"))
+    }
+
+    pub fn attempt_dir(&self, stage: &str, attempt: u32) -> PathBuf {
+        self.run_dir()
+            .join("stages")
+            .join(stage)
+            .join(format!("attempt-{attempt:03}"))
+    }
+
+    pub fn attempt_json(&self, stage: &str, attempt: u32, record: &str) -> Value {
+        read_json(&self.attempt_dir(stage, attempt).join(record))
+    }
+
+    /// `git status --porcelain` lines, `.specbridge/` left out.
+    pub fn changed_paths(&self) -> Vec<String> {
+        self.ctx
+            .git(&["status", "--porcelain", "--untracked-files=all"])
+            .lines()
+            .filter(|line| !line[3..].starts_with(".specbridge/"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Processes still alive whose environment carries this sandbox's `HOME`: any agent
+    /// (or child of one) that escaped its process group would show up here.
+    pub fn leftover_processes(&self) -> Vec<u32> {
+        let marker = format!("HOME={}", self.home.path().display());
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+                    environ
+                        .split(|b| *b == 0)
+                        .any(|var| var == marker.as_bytes())
+                })
+            })
+            .filter(|pid| crate::common::process_alive(*pid))
+            .collect()
+    }
+}
+
+pub fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
