@@ -63,7 +63,6 @@ impl Graph {
                 .into_iter()
                 .map(|u| (format!("s{u}"), Some(sha256_hex(outputs[u].as_bytes()))))
                 .collect(),
-            item: None,
         }
     }
 

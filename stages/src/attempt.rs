@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use specbridge_engine::pipeline::{ResolvedRunner, StageDef, StageKind};
+use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
 use specbridge_engine::redact::Redactor;
 use specbridge_engine::replay::RecordedAttempt;
 use specbridge_engine::runner::claude_code::argv::AssemblyError;
@@ -86,16 +86,7 @@ pub fn attempt_inputs(
         &inputs.context,
     )
     .map_err(|e| (StageStatus::Failed, redactor.redact_str(&e.to_string())))?;
-    let mut settings = agent_settings(&runner);
-    if stage.kind == StageKind::Execute {
-        // What counts as verified is part of what the stage is asked to achieve.
-        let verification = stage
-            .verification
-            .as_ref()
-            .unwrap_or(&ctx.pipeline.verification);
-        settings["verification"] =
-            serde_json::to_value(verification).expect("verification commands serialise");
-    }
+    let settings = agent_settings(&runner);
     let hash_inputs = HashInputs {
         stage,
         settings,
@@ -103,7 +94,6 @@ pub fn attempt_inputs(
         schema: Some(&schema.bytes),
         upstream: &inputs.upstream_hashes,
         item_id: node.item_id.as_deref(),
-        item: inputs.context.item.as_ref(),
     };
     Ok(AttemptInputs {
         input_hash: input_hash(&hash_inputs),

@@ -39,7 +39,6 @@ pub fn inputs(
         schema: None,
         upstream: &upstream.upstream_hashes,
         item_id: node.item_id.as_deref(),
-        item: upstream.context.item.as_ref(),
     };
     Ok((input_hash(&hash_inputs), input_parts(&hash_inputs)))
 }

@@ -1,25 +1,26 @@
 //! A stage's input hash (DESIGN §8): what resume compares to decide whether a stage
-//! that succeeded can be reused.
+//! that succeeded can be reused, and what replay matches recordings by.
 //!
 //! It is the sha256 (hex) of one canonical JSON document — object keys sorted, no
 //! whitespace — holding:
 //!
-//! - `v`: the format of this document (2); a change of format changes every hash;
-//! - `definition`: the stage definition as written, without its `runner:` section,
-//!   and `settings`: what the stage kind resolves from defaults and overrides and
-//!   what changes the result. For agent stages the runner settings: model, effort,
+//! - `v`: the format of this document (1); a change of format changes every hash
+//!   (and leaves every recording unreplayable, so it is not done lightly);
+//! - `stage`: the stage definition as written, without its `runner:` section;
+//! - `runner`: what the stage kind resolves from defaults and overrides and what
+//!   changes the result. Agent stages: the runner settings model, effort,
 //!   maxTurns, maxBudgetUsd, tools, allowedBashRules, disallowedTools,
-//!   permissionMode, pluginDirs, settingSources, commandArgs — not the command, the
-//!   timeout, the kill grace or output limits (they change whether a run finishes,
-//!   not what it is asked), and never environment values. For check stages the
-//!   effective timeout (a gate's limit is part of the gate);
+//!   permissionMode, pluginDirs, settingSources, commandArgs — not the command,
+//!   the timeout, the kill grace or output limits (they change whether a run
+//!   finishes, not what it is asked), and never environment values. Check stages:
+//!   `timeoutMs`, the effective timeout (a gate's limit is part of the gate);
 //! - `promptSha256`: the rendered prompt, byte for byte as sent, or null;
 //! - `schemaSha256`: the output schema's bytes (built-in or file), or null;
 //! - `upstream`: for every stage this one can see (its needs, transitively), the
 //!   sha256 of its `output.json`, or null when it has none; a fan-out stage is
 //!   seen through its instances (`<stage>.<item>`);
-//! - `itemId` and `itemSha256`: the fan-out item of an instance (its id, and the
-//!   sha256 of the item as canonical JSON), or null.
+//! - `itemId`: the fan-out item of an instance, or null. What the agent is told of
+//!   the item is in the rendered prompt, which is all it sees.
 //!
 //! The rendered prompt already holds whatever upstream text the template used; the
 //! upstream hashes make a change in an unused field count too, which errs on the
@@ -34,7 +35,7 @@ use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
 use specbridge_engine::store::InputParts;
 
 /// The version of the hashed document's layout.
-pub const INPUT_HASH_FORMAT: u32 = 2;
+pub const INPUT_HASH_FORMAT: u32 = 1;
 
 /// Everything that goes into a stage's input hash.
 #[derive(Debug, Clone)]
@@ -48,7 +49,6 @@ pub struct HashInputs<'a> {
     /// Upstream stage id → sha256 of its `output.json` (None when it has none).
     pub upstream: &'a BTreeMap<String, Option<String>>,
     pub item_id: Option<&'a str>,
-    pub item: Option<&'a Value>,
 }
 
 /// The runner settings of an agent stage that change what the agent does.
@@ -68,24 +68,24 @@ pub fn agent_settings(r: &ResolvedRunner) -> Value {
     })
 }
 
-fn definition(inputs: &HashInputs<'_>) -> Value {
+fn stage_value(inputs: &HashInputs<'_>) -> Value {
     let mut stage = serde_json::to_value(inputs.stage).expect("stage definitions serialise");
     if let Value::Object(map) = &mut stage {
         map.remove("runner");
     }
-    json!({ "stage": stage, "settings": inputs.settings })
+    stage
 }
 
 /// The canonical document that is hashed.
 pub fn hash_document(inputs: &HashInputs<'_>) -> Value {
     json!({
         "v": INPUT_HASH_FORMAT,
-        "definition": definition(inputs),
+        "stage": stage_value(inputs),
+        "runner": inputs.settings,
         "promptSha256": inputs.prompt.map(sha256_hex),
         "schemaSha256": inputs.schema.map(sha256_hex),
         "upstream": inputs.upstream,
         "itemId": inputs.item_id,
-        "itemSha256": inputs.item.map(|i| sha256_hex(canonical_json(i).as_bytes())),
     })
 }
 
@@ -94,16 +94,19 @@ pub fn input_hash(inputs: &HashInputs<'_>) -> String {
     sha256_hex(canonical_json(&hash_document(inputs)).as_bytes())
 }
 
-/// A digest of each part of the hashed document, kept in `stage.json`.
+/// A digest of each part of the hashed document, kept in `stage.json`: the
+/// definition is `stage`, `runner` and `itemId` together.
 pub fn input_parts(inputs: &HashInputs<'_>) -> InputParts {
+    let definition = json!({
+        "stage": stage_value(inputs),
+        "runner": inputs.settings,
+        "itemId": inputs.item_id,
+    });
     InputParts {
-        definition: sha256_hex(canonical_json(&definition(inputs)).as_bytes()),
+        definition: sha256_hex(canonical_json(&definition).as_bytes()),
         prompt: inputs.prompt.map(sha256_hex),
         schema: inputs.schema.map(sha256_hex),
         upstream: inputs.upstream.clone(),
-        item: inputs
-            .item
-            .map(|i| sha256_hex(canonical_json(i).as_bytes())),
     }
 }
 
@@ -152,7 +155,6 @@ mod tests {
         schema: Option<Vec<u8>>,
         upstream: BTreeMap<String, Option<String>>,
         item: Option<String>,
-        item_value: Option<Value>,
     }
 
     impl Case {
@@ -164,7 +166,6 @@ mod tests {
                 schema: Some(b"{}".to_vec()),
                 upstream: [("requirements".to_string(), Some("ab".repeat(32)))].into(),
                 item: None,
-                item_value: None,
             }
         }
 
@@ -180,7 +181,6 @@ mod tests {
                 schema: self.schema.as_deref(),
                 upstream: &self.upstream,
                 item_id: self.item.as_deref(),
-                item: self.item_value.as_ref(),
             }
         }
     }
@@ -244,10 +244,6 @@ mod tests {
                 }),
             ),
             ("item", Box::new(|c| c.item = Some("t1".into()))),
-            (
-                "item content",
-                Box::new(|c| c.item_value = Some(json!({"id": "t1", "title": "x"}))),
-            ),
             (
                 "argv",
                 Box::new(|c| c.stage.argv = Some(serde_yaml::from_str("[cargo, test]").unwrap())),

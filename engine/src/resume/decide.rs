@@ -25,8 +25,6 @@ pub enum Reason {
     NewStage,
     /// An upstream output it sees differs from the one it ran with.
     UpstreamOutputChanged,
-    /// Its fan-out item differs.
-    ItemChanged,
     PromptChanged,
     SchemaChanged,
     /// The stage definition or the settings that change its result differ.
@@ -56,7 +54,6 @@ impl Reason {
             Reason::NotRun => "not run",
             Reason::NewStage => "new stage",
             Reason::UpstreamOutputChanged => "upstream output changed",
-            Reason::ItemChanged => "item changed",
             Reason::PromptChanged => "prompt changed",
             Reason::SchemaChanged => "schema changed",
             Reason::DefinitionChanged => "definition changed",
@@ -249,9 +246,7 @@ fn explain(recorded: Option<&InputParts>, current: &InputParts) -> Why {
     if !changed.is_empty() {
         return Why::with(Reason::UpstreamOutputChanged, changed.join(", "));
     }
-    if rec.item != current.item {
-        Why::new(Reason::ItemChanged)
-    } else if rec.prompt != current.prompt {
+    if rec.prompt != current.prompt {
         Why::new(Reason::PromptChanged)
     } else if rec.schema != current.schema {
         Why::new(Reason::SchemaChanged)
@@ -284,7 +279,6 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), Some(v.to_string())))
                 .collect(),
-            item: None,
         }
     }
 

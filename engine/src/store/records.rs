@@ -150,8 +150,8 @@ pub struct StageRecord {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InputParts {
-    /// The stage definition after defaults, with the runner settings that affect
-    /// the result.
+    /// The stage definition, the resolved settings that affect the result, and
+    /// the fan-out item id.
     pub definition: String,
     /// The rendered prompt, byte for byte (agent stages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,9 +163,6 @@ pub struct InputParts {
     /// `output.json`, null when it wrote none.
     #[serde(default)]
     pub upstream: BTreeMap<String, Option<String>>,
-    /// The fan-out item, as canonical JSON.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub item: Option<String>,
 }
 
 /// A file and the sha256 of its bytes.
