@@ -12,6 +12,9 @@ pub enum CliError {
     /// Diagnostics were already printed; only the exit code is left.
     #[error("")]
     Reported(i32),
+    /// An integrity or safety refusal (a tampered recording, say).
+    #[error("{0}")]
+    Safety(String),
     #[error("{0}")]
     Other(String),
 }
@@ -21,6 +24,7 @@ impl CliError {
         match self {
             CliError::Config(_) => exit::CONFIG,
             CliError::Reported(code) => *code,
+            CliError::Safety(_) => exit::SAFETY,
             CliError::Other(_) => exit::CONFIG,
         }
     }

@@ -238,7 +238,7 @@ pub fn report_of(outcome: &InvocationOutcome, p: &Prepared) -> StageReport {
         duration_ms: Some(outcome.duration_ms),
         cost_usd: outcome.cost_usd,
         turns: outcome.turns,
-        invocations: u32::from(outcome.spawned()),
+        invocations: u32::from(outcome.spawned() && !outcome.replayed),
         ..Default::default()
     }
 }

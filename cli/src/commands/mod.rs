@@ -6,6 +6,7 @@ mod doctor;
 mod graph;
 mod init;
 pub mod load;
+mod replay;
 mod resume;
 pub mod run;
 pub mod runs;

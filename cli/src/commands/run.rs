@@ -1,5 +1,6 @@
 //! `specbridge run`: validate, plan, run, summarise.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
@@ -8,7 +9,7 @@ use specbridge_engine::orchestrate::{self, overrides_map, RunSpec};
 use specbridge_engine::pipeline::resolve::DEFAULT_CONCURRENCY;
 use specbridge_engine::pipeline::{DurationSpec, RunOverrides, StageKind};
 use specbridge_engine::scheduler::{Node, StageExecutor, StageReport};
-use specbridge_engine::store::RunOptions;
+use specbridge_engine::store::{RunOptions, RunnerInfo};
 use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
 use specbridge_engine::{exit, StageStatus};
 use specbridge_stages::{AgentSetup, PipelineExecutor, ProgressSink, RunContext};
@@ -16,7 +17,7 @@ use specbridge_stages::{AgentSetup, PipelineExecutor, ProgressSink, RunContext};
 use crate::args::{OverrideArgs, RunArgs};
 use crate::commands::detect::{self, Detection};
 use crate::commands::load::load_valid;
-use crate::commands::Workspace;
+use crate::commands::{replay, Workspace};
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 use crate::progress::Progress;
@@ -54,6 +55,38 @@ pub fn overrides(o: &OverrideArgs) -> CliResult<RunOverrides> {
 }
 
 pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
+    // Paths on the command line are the user's, relative to where they stand, even
+    // when the run happens in a scaffold.
+    let replay_dir = args.replay.replay.as_deref().map(replay::from_cwd);
+    let Some(scaffold_dir) = args.scaffold.clone() else {
+        return run_in(ws, printer, args, replay_dir.as_deref());
+    };
+    let scaffold = replay::scaffold_workspace(&scaffold_dir, printer)?;
+    let mut args = args;
+    // `-f` names a file inside the scaffold.
+    if let Some(f) = args.file.file.take() {
+        args.file.file = Some(if f.is_absolute() {
+            f
+        } else {
+            scaffold.root.join(f)
+        });
+    }
+    let discard = args.no_keep;
+    let result = run_in(&scaffold, printer, args, replay_dir.as_deref());
+    if discard {
+        let _ = std::fs::remove_dir_all(&scaffold.root);
+    } else {
+        printer.err(format!("scaffold kept at {}", scaffold.root.display()));
+        printer.err(format!(
+            "look at it: specbridge -C {} runs show latest   specbridge -C {} runs audit latest",
+            scaffold.root.display(),
+            scaffold.root.display()
+        ));
+    }
+    result
+}
+
+fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&Path>) -> CliResult {
     let source = load_valid(ws, args.file.file.clone(), printer)?;
     let ov = overrides(&args.overrides)?;
     let nodes = orchestrate::plan_nodes(&source.file, &args.only)
@@ -76,14 +109,34 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
         cancel: cancel.clone(),
         allow_dirty: args.allow_dirty,
     };
-    // Agent stages need the runner: detected once, before anything is created.
-    let commands = detect::runner_commands(&ctx, &nodes);
+    // Recordings are audited before anything else happens.
+    let replay = replay::setup(&ctx, &args.replay, replay_dir)?;
+    // Agent stages need the runner: detected once, before anything is created —
+    // unless every one of them is replayed.
+    let commands = if replay.forced.is_some() && !replay.live_when_missing {
+        Vec::new()
+    } else {
+        detect::runner_commands(&ctx, &nodes)
+    };
     let Detection {
         mut agent,
-        runner,
-        warnings,
+        mut runner,
+        mut warnings,
         assumption,
     } = detect::detect(&ws.root, &commands, args.dry_run, printer)?;
+    if let Some(recording) = &replay.forced {
+        let from = recording.dir().display().to_string();
+        warnings.push(format!("agent stages are replayed from {from}"));
+        if runner.is_none() {
+            runner = Some(RunnerInfo {
+                kind: "replay".into(),
+                command: from,
+                version: None,
+                capabilities: serde_json::Value::Null,
+            });
+        }
+    }
+    agent.replay = replay;
     let json_out = args.overrides.json;
     for w in &warnings {
         printer.err(format!("{}: {w}", printer.warning_label()));

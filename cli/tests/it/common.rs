@@ -99,6 +99,17 @@ impl TestContext {
         cmd
     }
 
+    /// The binary run in another folder (a scaffold), with the plain environment.
+    pub fn command_in(dir: &Path, args: &[&str]) -> std::process::Output {
+        Command::cargo_bin("specbridge")
+            .expect("specbridge binary")
+            .args(args)
+            .current_dir(dir)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run specbridge")
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
         let out = self.command().args(args).output().expect("run specbridge");
         self.output(out)

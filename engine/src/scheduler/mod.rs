@@ -232,6 +232,10 @@ pub async fn run_plan(
                 run: run.clone(),
             };
             running.spawn(async move {
+                // The stage's duration is the scheduler's to measure: it covers
+                // everything the stage did (agent, snapshots, verification), not
+                // only its process.
+                let clock = std::time::Instant::now();
                 let report = match stage.node.kind {
                     StageKind::Execute => {
                         let _w = tree.write().await;
@@ -246,6 +250,10 @@ pub async fn run_plan(
                 let mut report = report;
                 if report.started_at.is_none() {
                     report.started_at = started_at;
+                }
+                if !report.reused {
+                    report.duration_ms = Some(clock.elapsed().as_millis() as u64);
+                    report.ended_at = Some(crate::store::now_rfc3339());
                 }
                 (id, attempt, report)
             });

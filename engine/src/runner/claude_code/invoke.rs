@@ -89,6 +89,8 @@ pub struct InvocationOutcome {
     pub duration_ms: u64,
     pub cost_usd: f64,
     pub turns: u32,
+    /// Answered from a recording: nothing was spawned and nothing was spent.
+    pub replayed: bool,
 }
 
 impl InvocationOutcome {
@@ -110,6 +112,7 @@ impl InvocationOutcome {
             duration_ms: 0,
             cost_usd: 0.0,
             turns: 0,
+            replayed: false,
         }
     }
 }
@@ -215,14 +218,20 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             &stdout_capture,
             &stderr_capture,
         ) {
-            Ok((record, state)) => finish(
-                &spec,
-                attempt_rel,
-                record,
-                state,
-                &stdout_capture,
-                &stderr_capture,
-            ),
+            Ok((record, state)) => {
+                let mut outcome = finish(
+                    &spec,
+                    attempt_rel,
+                    record,
+                    state,
+                    &stdout_capture,
+                    &stderr_capture,
+                );
+                // The recorded cost was spent when it was recorded, not now.
+                outcome.cost_usd = 0.0;
+                outcome.replayed = true;
+                outcome
+            }
             Err(reason) => {
                 let _ = std::fs::remove_file(&stdout_capture);
                 let _ = std::fs::remove_file(&stderr_capture);
@@ -401,6 +410,7 @@ fn finish(
         ended_at: crate::time::format_rfc3339(record.ended_at),
         duration_ms: record.duration_ms,
         process: Some(record),
+        replayed: false,
     }
 }
 

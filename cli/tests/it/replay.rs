@@ -1,0 +1,248 @@
+//! Replay of `.specbridge-example` into scaffold workspaces: the README's main job.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::{fake_claude_bin, workspace_root, TestContext};
+
+fn read_json(path: &Path) -> Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+/// The scaffold folder a `run --scaffold` printed.
+fn scaffold_of(stderr: &str) -> PathBuf {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("scaffold kept at "))
+        .unwrap_or_else(|| panic!("no scaffold path in:\n{stderr}"));
+    PathBuf::from(line.trim())
+}
+
+fn only_run(root: &Path) -> PathBuf {
+    let runs: Vec<PathBuf> = std::fs::read_dir(root.join(".specbridge/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs.into_iter().next().unwrap()
+}
+
+/// The README's first command, as a new user runs it from a checkout.
+fn main_job(ctx: &TestContext, example: &Path, extra: &[&str]) -> (crate::common::Output, PathBuf) {
+    let recording = workspace_root().join(".specbridge-example");
+    let mut args = vec![
+        "run".to_string(),
+        "--scaffold".into(),
+        example.display().to_string(),
+        "--replay".into(),
+        recording.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = ctx.run(&args);
+    let raw_stderr = out
+        .stderr
+        .replace("[ROOT]", &ctx.root().display().to_string());
+    let scaffold = scaffold_of(&raw_stderr);
+    (out, scaffold)
+}
+
+struct Cleanup(PathBuf);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Output sha256 and evidence status of every stage of a run.
+fn outcomes(run: &Path) -> Vec<(String, String, Option<String>, Option<String>)> {
+    let mut v: Vec<_> = std::fs::read_dir(run.join("stages"))
+        .unwrap()
+        .map(|e| {
+            let s = read_json(&e.unwrap().path().join("stage.json"));
+            (
+                s["stageId"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap().to_string(),
+                s["output"]["sha256"].as_str().map(String::from),
+                s["evidenceStatus"].as_str().map(String::from),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_readme_main_job_runs_the_whole_pipeline_and_audits_clean() {
+    let ctx = TestContext::new();
+    let example = workspace_root().join("examples/spec-to-task");
+    let (out, scaffold) = main_job(&ctx, &example, &[]);
+    let _cleanup = Cleanup(scaffold.clone());
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(
+        out.stdout
+            .contains("implement.top-words   succeeded  verified"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("runs show latest"),
+        "it ends with how to look at the run"
+    );
+
+    let run = only_run(&scaffold);
+    for (stage, status, _, evidence) in outcomes(&run) {
+        assert_eq!(status, "succeeded", "{stage}");
+        if stage.starts_with("implement.") {
+            assert_eq!(evidence.as_deref(), Some("verified"), "{stage}");
+        }
+    }
+    // The replayed changes are in the scaffold, made by specbridge's replay.
+    let lib = std::fs::read_to_string(scaffold.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("pub fn top_words"));
+    assert!(scaffold.join("specs/word-frequencies/tasks.md").is_file());
+    // Replayed attempts say so, and spawn nothing.
+    let replay = read_json(&run.join("stages/design/attempt-001/replay.json"));
+    assert_eq!(replay["replayed"], true);
+    let process = read_json(&run.join("stages/design/attempt-001/process.json"));
+    assert_eq!(process["executable"], "specbridge-replay");
+    assert_eq!(read_json(&run.join("run.json"))["totals"]["invocations"], 0);
+
+    let audit = TestContext::command_in(&scaffold, &["runs", "audit", "latest"]);
+    assert_eq!(
+        audit.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&audit.stdout)
+    );
+}
+
+#[test]
+fn replaying_twice_gives_the_same_outputs_and_evidence() {
+    let ctx = TestContext::new();
+    let example = workspace_root().join("examples/spec-to-task");
+    let (first, a) = main_job(&ctx, &example, &[]);
+    let _ca = Cleanup(a.clone());
+    let (second, b) = main_job(&ctx, &example, &[]);
+    let _cb = Cleanup(b.clone());
+    assert_eq!((first.code, second.code), (0, 0));
+    assert_ne!(a, b, "each run gets its own scaffold");
+    assert_eq!(outcomes(&only_run(&a)), outcomes(&only_run(&b)));
+    assert_eq!(
+        std::fs::read(a.join("src/lib.rs")).unwrap(),
+        std::fs::read(b.join("src/lib.rs")).unwrap()
+    );
+}
+
+#[test]
+fn a_recording_with_a_tampered_diff_is_refused() {
+    let ctx = TestContext::new();
+    let copy = ctx.path("recording");
+    copy_dir(&workspace_root().join(".specbridge-example"), &copy);
+    let patch = copy.join("stages/implement.word-count/attempt-001/diff.patch");
+    let text = std::fs::read_to_string(&patch).unwrap();
+    std::fs::write(&patch, text.replacen("count_words", "count_wordz", 1)).unwrap();
+    let example = workspace_root().join("examples/spec-to-task");
+    let out = ctx.run(&[
+        "run",
+        "--scaffold",
+        &example.display().to_string(),
+        "--replay",
+        &copy.display().to_string(),
+        "--no-keep",
+    ]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    assert!(
+        out.stderr.contains("fails its audit: file-hash-mismatch"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("diff.patch"), "{}", out.stderr);
+}
+
+#[test]
+fn a_prompt_edited_after_recording_is_refused_with_the_reason() {
+    let ctx = TestContext::new();
+    let example = ctx.path("example");
+    copy_dir(&workspace_root().join("examples/spec-to-task"), &example);
+    let prompt = example.join("prompts/design.md");
+    let text = std::fs::read_to_string(&prompt).unwrap();
+    std::fs::write(&prompt, format!("{text}\nAlso consider performance.\n")).unwrap();
+    let (out, scaffold) = main_job(&ctx, &example, &[]);
+    let _cleanup = Cleanup(scaffold.clone());
+    assert_eq!(out.code, 4, "{}", out.snapshot());
+    let run = only_run(&scaffold);
+    let design = read_json(&run.join("stages/design/stage.json"));
+    assert_eq!(design["status"], "failed");
+    let reason = design["outcome"].as_str().unwrap();
+    assert!(
+        reason.contains("replay: stage `design` changed since it was recorded"),
+        "{reason}"
+    );
+    assert_eq!(
+        read_json(&run.join("stages/requirements/stage.json"))["status"],
+        "succeeded"
+    );
+    assert_eq!(
+        read_json(&run.join("stages/tasks/stage.json"))["status"],
+        "skipped"
+    );
+}
+
+#[test]
+fn replay_missing_live_runs_changed_stages_with_the_live_runner() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    let example = ctx.path("example");
+    copy_dir(&workspace_root().join("examples/spec-to-task"), &example);
+    let prompt = example.join("prompts/design.md");
+    let text = std::fs::read_to_string(&prompt).unwrap();
+    std::fs::write(&prompt, format!("{text}\nAlso consider performance.\n")).unwrap();
+    // `claude` on PATH is the fake CLI.
+    let bin = ctx.aux_path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(fake_claude_bin(), bin.join("claude")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    ctx.set_env("PATH", &path);
+    let (out, scaffold) = main_job(&ctx, &example, &["--replay-missing", "live"]);
+    let _cleanup = Cleanup(scaffold.clone());
+    let run = only_run(&scaffold);
+    assert!(
+        run.join("stages/requirements/attempt-001/replay.json")
+            .is_file(),
+        "{}",
+        out.snapshot()
+    );
+    assert!(!run.join("stages/design/attempt-001/replay.json").exists());
+    assert_eq!(
+        read_json(&run.join("stages/design/stage.json"))["status"],
+        "succeeded"
+    );
+    assert_eq!(
+        read_json(&run.join("run.json"))["totals"]["invocations"],
+        2,
+        "design and tasks ran live"
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name == "target" || name == ".specbridge" {
+            continue;
+        }
+        let dst = to.join(&name);
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
