@@ -94,6 +94,7 @@ pub fn attempt_inputs(
         schema: Some(&schema.bytes),
         upstream: &inputs.upstream_hashes,
         item_id: node.item_id.as_deref(),
+        item: inputs.context.item.as_ref(),
     };
     Ok(AttemptInputs {
         input_hash: input_hash(&hash_inputs),

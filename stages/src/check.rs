@@ -39,6 +39,7 @@ pub fn inputs(
         schema: None,
         upstream: &upstream.upstream_hashes,
         item_id: node.item_id.as_deref(),
+        item: None,
     };
     Ok((input_hash(&hash_inputs), input_parts(&hash_inputs)))
 }

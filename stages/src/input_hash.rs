@@ -19,8 +19,10 @@
 //! - `upstream`: for every stage this one can see (its needs, transitively), the
 //!   sha256 of its `output.json`, or null when it has none; a fan-out stage is
 //!   seen through its instances (`<stage>.<item>`);
-//! - `itemId`: the fan-out item of an instance, or null. What the agent is told of
-//!   the item is in the rendered prompt, which is all it sees.
+//! - `itemId`: the fan-out item of an instance, or null;
+//! - `itemSha256`: the sha256 of the item itself (canonical JSON), or null: an
+//!   item whose details changed reruns its instance even when the template does
+//!   not show the changed field.
 //!
 //! The rendered prompt already holds whatever upstream text the template used; the
 //! upstream hashes make a change in an unused field count too, which errs on the
@@ -49,6 +51,8 @@ pub struct HashInputs<'a> {
     /// Upstream stage id → sha256 of its `output.json` (None when it has none).
     pub upstream: &'a BTreeMap<String, Option<String>>,
     pub item_id: Option<&'a str>,
+    /// The fan-out item of an instance, as its source stage output holds it.
+    pub item: Option<&'a Value>,
 }
 
 /// The runner settings of an agent stage that change what the agent does.
@@ -86,7 +90,14 @@ pub fn hash_document(inputs: &HashInputs<'_>) -> Value {
         "schemaSha256": inputs.schema.map(sha256_hex),
         "upstream": inputs.upstream,
         "itemId": inputs.item_id,
+        "itemSha256": item_sha256(inputs),
     })
+}
+
+fn item_sha256(inputs: &HashInputs<'_>) -> Option<String> {
+    inputs
+        .item
+        .map(|item| sha256_hex(canonical_json(item).as_bytes()))
 }
 
 /// The input hash: sha256 (hex) of the canonical form of [`hash_document`].
@@ -101,6 +112,7 @@ pub fn input_parts(inputs: &HashInputs<'_>) -> InputParts {
         "stage": stage_value(inputs),
         "runner": inputs.settings,
         "itemId": inputs.item_id,
+        "itemSha256": item_sha256(inputs),
     });
     InputParts {
         definition: sha256_hex(canonical_json(&definition).as_bytes()),
@@ -181,6 +193,7 @@ mod tests {
                 schema: self.schema.as_deref(),
                 upstream: &self.upstream,
                 item_id: self.item.as_deref(),
+                item: None,
             }
         }
     }
