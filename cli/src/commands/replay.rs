@@ -74,9 +74,9 @@ pub fn setup(
                 stage.id
             )));
         };
-        if !by_from.contains_key(&from) {
-            let recording = open(&ctx.pipeline_dir.join(&from))?;
-            by_from.insert(from, recording);
+        if let std::collections::btree_map::Entry::Vacant(slot) = by_from.entry(from) {
+            let recording = open(&ctx.pipeline_dir.join(slot.key()))?;
+            slot.insert(recording);
         }
     }
     setup.by_from = by_from;
