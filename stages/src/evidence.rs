@@ -257,6 +257,34 @@ pub fn working_tree_object(root: &Path, before: &GitSnapshot) -> Option<String> 
     git(&["write-tree"])
 }
 
+/// Agent stages need the repository root to be the top level of a git repository:
+/// git reports paths from the top level, and evidence must see every path the agent
+/// could change. Checked before a run with agent stages starts anything.
+pub fn require_repository_root(root: &Path) -> Result<(), String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--show-toplevel"])
+        .current_dir(root)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output()
+        .map_err(|e| format!("agent stages need git for their evidence: failed to run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "agent stages need a git repository for their evidence, and {} is not in one (run `git init` there, or use `specbridge run --scaffold DIR`)",
+            root.display()
+        ));
+    }
+    let top = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if canon(Path::new(&top)) != canon(root) {
+        return Err(format!(
+            "agent stages need the repository root: {} is inside the git repository {top}; run with `-C {top}`, or copy the folder into its own repository with `specbridge run --scaffold {}`",
+            root.display(),
+            root.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Before a run with execute stages starts anything (DESIGN §7): the working tree
 /// must be clean unless `--allow-dirty`, since uncommitted changes could not be
 /// told apart from the agent's.

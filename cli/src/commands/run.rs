@@ -92,6 +92,9 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
     let nodes = orchestrate::plan_nodes(&source.file, &args.only)
         .map_err(|e| CliError::Config(e.to_string()))?;
     // Refused before anything is spawned or created (detection included).
+    if !args.dry_run && nodes.iter().any(|n| n.kind.is_agent()) {
+        specbridge_stages::evidence::require_repository_root(&ws.root).map_err(CliError::Config)?;
+    }
     if !args.dry_run && nodes.iter().any(|n| n.kind == StageKind::Execute) {
         specbridge_stages::evidence::require_clean_start(&ws.root, args.allow_dirty)
             .map_err(CliError::Config)?;

@@ -246,3 +246,87 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// `claude` on PATH is the fake CLI, for examples whose runner command is `claude`.
+fn fake_claude_on_path(ctx: &mut TestContext) {
+    let bin = ctx.aux_path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(fake_claude_bin(), bin.join("claude")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    ctx.set_env("PATH", &path);
+}
+
+#[test]
+fn the_hello_example_runs_in_a_scaffold() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    fake_claude_on_path(&mut ctx);
+    let example = workspace_root().join("examples/hello");
+    let out = ctx.run(&["run", "--scaffold", &example.display().to_string()]);
+    let raw_stderr = out
+        .stderr
+        .replace("[ROOT]", &ctx.root().display().to_string());
+    let scaffold = scaffold_of(&raw_stderr);
+    let _cleanup = Cleanup(scaffold.clone());
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(std::fs::read_to_string(scaffold.join("out/hello.md")).is_ok_and(|t| !t.is_empty()));
+    let run = only_run(&scaffold);
+    assert_eq!(
+        read_json(&run.join("stages/document-exists/stage.json"))["status"],
+        "succeeded"
+    );
+}
+
+#[test]
+fn agent_stages_outside_a_repository_root_are_refused_before_anything_runs() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    fake_claude_on_path(&mut ctx);
+    copy_dir(&workspace_root().join("examples/hello"), &ctx.path("sub"));
+    let out = ctx.run(&["-C", "sub", "run"]);
+    assert_eq!(out.code, 2, "{}", out.snapshot());
+    assert!(
+        out.stderr.contains("agent stages need the repository root"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("--scaffold"), "{}", out.stderr);
+    assert!(!ctx.path("sub/.specbridge").exists());
+    assert!(ctx.fake_agent_runs().is_empty(), "nothing was spawned");
+}
+
+#[test]
+fn a_replay_runner_in_the_pipeline_file_answers_from_its_recording() {
+    let ctx = TestContext::new();
+    copy_dir(&workspace_root().join("examples/spec-to-task"), ctx.root());
+    copy_dir(
+        &workspace_root().join(".specbridge-example"),
+        &ctx.path("recordings/example"),
+    );
+    let pipeline = ctx.read("specbridge.yaml");
+    ctx.write(
+        "specbridge.yaml",
+        &pipeline.replace(
+            "  kind: claude-code\n  command: claude\n",
+            "  kind: replay\n  from: recordings/example\n  command: claude\n",
+        ),
+    );
+    ctx.commit_all("example with a recording");
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let run = ctx.only_run_dir();
+    let replay = read_json(&run.join("stages/tasks/attempt-001/replay.json"));
+    assert!(
+        replay["from"]
+            .as_str()
+            .unwrap()
+            .contains("recordings/example/stages/tasks/"),
+        "{replay}"
+    );
+    assert_eq!(
+        read_json(&run.join("stages/implement.top-words/stage.json"))["evidenceStatus"],
+        "verified"
+    );
+}
