@@ -1,8 +1,9 @@
 //! What every stage of a run shares: the repository, the pipeline, cancellation.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use specbridge_engine::orchestrate::PipelineSource;
 use specbridge_engine::pipeline::{PipelineFile, ResolvedRunner, RunOverrides, StageDef};
 use specbridge_engine::supervisor::CancelToken;
 
@@ -20,6 +21,28 @@ pub struct RunContext {
 }
 
 impl RunContext {
+    /// The context of a run of `source` in the repository at `root`.
+    pub fn new(
+        root: &Path,
+        source: &PipelineSource,
+        overrides: RunOverrides,
+        cancel: CancelToken,
+        allow_dirty: bool,
+    ) -> Self {
+        RunContext {
+            root: root.to_path_buf(),
+            pipeline_dir: source
+                .path
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| root.to_path_buf()),
+            pipeline: Arc::new(source.file.clone()),
+            overrides,
+            cancel,
+            allow_dirty,
+        }
+    }
+
     pub fn stage(&self, id: &str) -> Option<&StageDef> {
         self.pipeline.stages.iter().find(|s| s.id == id)
     }

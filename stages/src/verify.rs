@@ -63,8 +63,9 @@ pub async fn run_verification(
         };
         let stdout_log = format!("{stem}.stdout.log");
         let stderr_log = format!("{stem}.stderr.log");
-        let Some((program, args)) = argv.split_first() else {
-            record.commands.push(CommandResult {
+        // A command that never ran: failed, with the reason.
+        let not_run = |argv: Vec<String>, stdout_log: String, stderr_log: String, why: String| {
+            CommandResult {
                 name: cmd.name.clone(),
                 argv,
                 required,
@@ -73,10 +74,18 @@ pub async fn run_verification(
                 signal: None,
                 timed_out: false,
                 duration_ms: 0,
-                failure: Some("no argv array to run".into()),
+                failure: Some(why),
                 stdout_log,
                 stderr_log,
-            });
+            }
+        };
+        let Some((program, args)) = argv.split_first() else {
+            record.commands.push(not_run(
+                argv,
+                stdout_log,
+                stderr_log,
+                "no argv array to run".into(),
+            ));
             continue;
         };
         let spec = SpawnSpec {
@@ -133,19 +142,7 @@ pub async fn run_verification(
                     stderr_log,
                 }
             }
-            Err(e) => CommandResult {
-                name: cmd.name.clone(),
-                argv,
-                required,
-                passed: false,
-                exit_code: None,
-                signal: None,
-                timed_out: false,
-                duration_ms: 0,
-                failure: Some(e.to_string()),
-                stdout_log,
-                stderr_log,
-            },
+            Err(e) => not_run(argv, stdout_log, stderr_log, e.to_string()),
         };
         for log in [&entry.stdout_log, &entry.stderr_log] {
             let rel = format!("{attempt_rel}/{log}");

@@ -1,7 +1,5 @@
 //! `specbridge resume RUN`: continue a run in its own folder (docs/resume.md).
 
-use std::sync::Arc;
-
 use serde_json::json;
 use specbridge_engine::exit;
 use specbridge_engine::orchestrate::overrides_map;
@@ -73,18 +71,13 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
         budget_usd: source.file.budget.max_budget_usd,
     };
     let cancel = CancelToken::new();
-    let ctx = RunContext {
-        root: ws.root.clone(),
-        pipeline_dir: source
-            .path
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_else(|| ws.root.clone()),
-        pipeline: Arc::new(source.file.clone()),
-        overrides: ov.clone(),
-        cancel: cancel.clone(),
-        allow_dirty: recorded.allow_dirty,
-    };
+    let ctx = RunContext::new(
+        &ws.root,
+        &source,
+        ov.clone(),
+        cancel.clone(),
+        recorded.allow_dirty,
+    );
     let nodes = opened
         .nodes(&source)
         .map_err(|e| CliError::Config(e.to_string()))?;

@@ -100,18 +100,13 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
             .map_err(CliError::Config)?;
     }
     let cancel = CancelToken::new();
-    let ctx = RunContext {
-        root: ws.root.clone(),
-        pipeline_dir: source
-            .path
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_else(|| ws.root.clone()),
-        pipeline: Arc::new(source.file.clone()),
-        overrides: ov.clone(),
-        cancel: cancel.clone(),
-        allow_dirty: args.allow_dirty,
-    };
+    let ctx = RunContext::new(
+        &ws.root,
+        &source,
+        ov.clone(),
+        cancel.clone(),
+        args.allow_dirty,
+    );
     // Recordings are audited before anything else happens.
     let replay = replay::setup(&ctx, &args.replay, replay_dir)?;
     // Agent stages need the runner: detected once, before anything is created —
