@@ -199,16 +199,7 @@ fn replay_missing_live_runs_changed_stages_with_the_live_runner() {
     let prompt = example.join("prompts/design.md");
     let text = std::fs::read_to_string(&prompt).unwrap();
     std::fs::write(&prompt, format!("{text}\nAlso consider performance.\n")).unwrap();
-    // `claude` on PATH is the fake CLI.
-    let bin = ctx.aux_path("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(fake_claude_bin(), bin.join("claude")).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    ctx.set_env("PATH", &path);
+    fake_claude_on_path(&mut ctx);
     let (out, scaffold) = main_job(&ctx, &example, &["--replay-missing", "live"]);
     let _cleanup = Cleanup(scaffold.clone());
     let run = only_run(&scaffold);
