@@ -77,11 +77,6 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
         let _ = std::fs::remove_dir_all(&scaffold.root);
     } else {
         printer.err(format!("scaffold kept at {}", scaffold.root.display()));
-        printer.err(format!(
-            "look at it: specbridge -C {} runs show latest   specbridge -C {} runs audit latest",
-            scaffold.root.display(),
-            scaffold.root.display()
-        ));
     }
     result
 }
@@ -342,9 +337,19 @@ pub(crate) fn print_summary(printer: Printer, r: &orchestrate::RunResult, json_o
         cost(r.outcome.totals.cost_usd)
     ));
     printer.out(format!("records: {}", r.run_dir.display()));
+    // From where the user stands: a run in another folder (a scaffold, `-C`) needs
+    // `-C` to be found again.
+    let root = r.run_dir.ancestors().nth(3).map(Path::to_path_buf);
+    let here = std::env::current_dir().ok();
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let at = match (&root, &here) {
+        (Some(root), Some(here)) if canon(root) != canon(here) => {
+            format!("-C {} ", root.display())
+        }
+        _ => String::new(),
+    };
+    let short = &r.run_id[..8];
     printer.out(format!(
-        "next: specbridge runs show {}   specbridge runs audit {}",
-        &r.run_id[..8],
-        &r.run_id[..8]
+        "next: specbridge {at}runs show {short}   specbridge {at}runs audit {short}"
     ));
 }

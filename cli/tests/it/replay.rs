@@ -87,9 +87,16 @@ fn the_readme_main_job_runs_the_whole_pipeline_and_audits_clean() {
         "{}",
         out.stdout
     );
+    let raw_stdout = out
+        .stdout
+        .replace("[ROOT]", &ctx.root().display().to_string());
+    let next = format!("specbridge -C {} runs show ", scaffold.display());
     assert!(
-        out.stderr.contains("runs show latest"),
-        "it ends with how to look at the run"
+        raw_stdout
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("next: ") && l.contains(&next)),
+        "it ends with how to look at the run: {raw_stdout}"
     );
 
     let run = only_run(&scaffold);
