@@ -328,3 +328,46 @@ fn a_replay_runner_in_the_pipeline_file_answers_from_its_recording() {
         "verified"
     );
 }
+
+/// A recorded execute stage that added a file in a new folder replays into a
+/// fresh repository: the same file, the same attribution and diff.
+#[test]
+fn recorded_added_files_are_replayed_exactly() {
+    const STAGE: &str = "  - id: implement
+    kind: execute
+    prompt: prompts/implement.md
+    verification:
+      - { name: added, argv: [grep, -q, done, new/dir/feature.txt] }
+";
+    let mut recorded = TestContext::with_fake_claude("write-file");
+    recorded.set_env("FAKE_CLAUDE_WRITE", "new/dir/feature.txt=done\n");
+    recorded.write("prompts/implement.md", "Implement the feature.\n");
+    recorded.write_agent_pipeline("  timeout: 20s\n", STAGE);
+    let out = recorded.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let recording = recorded.only_run_dir();
+
+    // The same pipeline in a fresh repository, answered from the recording.
+    let fresh = TestContext::new();
+    fresh.write("prompts/implement.md", "Implement the feature.\n");
+    fresh.write("specbridge.yaml", &recorded.read("specbridge.yaml"));
+    fresh.write("README.md", &recorded.read("README.md"));
+    fresh.commit_all("pipeline");
+    let out = fresh.run(&["run", "--replay", &recording.display().to_string()]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(
+        fresh.read("new/dir/feature.txt"),
+        recorded.read("new/dir/feature.txt")
+    );
+    let run = fresh.only_run_dir();
+    let stage = read_json(&run.join("stages/implement/stage.json"));
+    assert_eq!(stage["evidenceStatus"], "verified");
+    let changed = |dir: &Path| {
+        read_json(&dir.join("stages/implement/attempt-001/changed-files.json"))["added"].clone()
+    };
+    assert_eq!(changed(&run), changed(&recording));
+    assert_eq!(
+        std::fs::read(run.join("stages/implement/attempt-001/diff.patch")).unwrap(),
+        std::fs::read(recording.join("stages/implement/attempt-001/diff.patch")).unwrap()
+    );
+}
