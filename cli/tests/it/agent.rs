@@ -1,11 +1,11 @@
 //! Agent stages end to end: the binary runs generate stages against the fake
 //! Claude Code CLI, one scenario at a time, and the run folder is checked.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::common::{assert_matches_schema, process_alive, TestContext};
+use crate::common::{assert_matches_schema, process_alive, read_json, TestContext};
 
 const GENERATE_STAGE: &str = "  - id: requirements
     kind: generate
@@ -27,12 +27,6 @@ fn generate_ctx(scenario: &str) -> TestContext {
     ctx.write("prompts/requirements.md", PROMPT);
     ctx.write_agent_pipeline(QUICK_RUNNER, GENERATE_STAGE);
     ctx
-}
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
 }
 
 fn attempt_dir(ctx: &TestContext) -> PathBuf {

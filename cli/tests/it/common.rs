@@ -343,3 +343,45 @@ pub fn assert_matches_schema(file: &Path, schema_name: &str) {
         file.display()
     );
 }
+
+/// A JSON file, parsed; panics with the path when it is missing or broken.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+/// Copy a folder's files into `to` (created), leaving out build output and runs.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display()))
+    {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "target" || name == ".specbridge" {
+            continue;
+        }
+        let dst = to.join(&name);
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &dst);
+        } else {
+            std::fs::copy(entry.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// `(id, status)` of every node of `graph --run … --format json` output.
+pub fn graph_statuses(json: &str) -> Vec<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(json).expect("graph JSON");
+    v["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| {
+            (
+                n["id"].as_str().unwrap().to_string(),
+                n["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}

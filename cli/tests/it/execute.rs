@@ -1,11 +1,11 @@
 //! Execute stages end to end against the fake Claude Code CLI on temporary git
 //! repositories: one test per evidence path (DESIGN §7).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::common::{assert_matches_schema, TestContext};
+use crate::common::{assert_matches_schema, copy_tree, read_json, TestContext};
 
 /// Short limits so a hang ends quickly.
 const QUICK_RUNNER: &str = "  timeout: 20s
@@ -19,12 +19,6 @@ const EXECUTE_STAGE: &str = "  - id: implement
     verification:
       - { name: feature done, argv: [grep, -q, done, feature.txt] }
 ";
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
 
 /// A committed repository with one execute stage; the fake plays `scenario` and
 /// writes `write` (`path=content`) when the scenario writes.
@@ -297,24 +291,6 @@ mod tests {
     }
 }"#;
 
-/// Copies `examples/spec-to-task` (without build output) into the repository.
-fn copy_example(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name();
-        if name == "target" || name == ".specbridge" {
-            continue;
-        }
-        let (src, dst) = (entry.path(), to.join(&name));
-        if src.is_dir() {
-            std::fs::create_dir_all(&dst).unwrap();
-            copy_example(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
 /// The example pipeline, every stage against the fake CLI: documents, a plan of two
 /// tasks (the second after the first), and two implementations that really edit
 /// `src/lib.rs` and keep `cargo test` passing. Every record of DESIGN §6 exists and
@@ -322,7 +298,7 @@ fn copy_example(from: &Path, to: &Path) {
 #[test]
 fn the_spec_to_task_example_runs_to_the_end_with_every_record() {
     let mut ctx = TestContext::with_fake_claude("success");
-    copy_example(
+    copy_tree(
         &crate::common::workspace_root().join("examples/spec-to-task"),
         ctx.root(),
     );

@@ -1,21 +1,13 @@
 //! forEach fan-out, the run budget and the run-level overrides, end to end against
 //! the fake Claude Code CLI.
 
-use std::path::Path;
-
 use serde_json::{json, Value};
 
-use crate::common::TestContext;
+use crate::common::{graph_statuses, read_json, TestContext};
 
 const QUICK_RUNNER: &str = "  timeout: 20s
   killGrace: 300ms
 ";
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
 
 fn task(id: &str, depends_on: &[&str]) -> Value {
     json!({
@@ -135,18 +127,7 @@ fn three_tasks_run_in_dependency_order_and_the_expansion_is_recorded() {
         json!(["implement.t1", "implement.t2", "implement.t3"])
     );
     let graph = ctx.run(&["graph", "--run", "latest", "--format", "json"]);
-    let g: Value = serde_json::from_str(&graph.stdout).unwrap();
-    let statuses: Vec<(String, String)> = g["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| {
-            (
-                n["id"].as_str().unwrap().to_string(),
-                n["status"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let statuses = graph_statuses(&graph.stdout);
     assert!(
         statuses.contains(&("implement.t3".to_string(), "succeeded".to_string())),
         "{statuses:?}"

@@ -2,14 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
-use crate::common::{fake_claude_bin, workspace_root, TestContext};
-
-fn read_json(path: &Path) -> Value {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
+use crate::common::{copy_tree, fake_claude_bin, read_json, workspace_root, TestContext};
 
 /// The scaffold folder a `run --scaffold` printed.
 fn scaffold_of(stderr: &str) -> PathBuf {
@@ -147,7 +140,7 @@ fn replaying_twice_gives_the_same_outputs_and_evidence() {
 fn a_recording_with_a_tampered_diff_is_refused() {
     let ctx = TestContext::new();
     let copy = ctx.path("recording");
-    copy_dir(&workspace_root().join(".specbridge-example"), &copy);
+    copy_tree(&workspace_root().join(".specbridge-example"), &copy);
     let patch = copy.join("stages/implement.word-count/attempt-001/diff.patch");
     let text = std::fs::read_to_string(&patch).unwrap();
     std::fs::write(&patch, text.replacen("count_words", "count_wordz", 1)).unwrap();
@@ -173,7 +166,7 @@ fn a_recording_with_a_tampered_diff_is_refused() {
 fn a_prompt_edited_after_recording_is_refused_with_the_reason() {
     let ctx = TestContext::new();
     let example = ctx.path("example");
-    copy_dir(&workspace_root().join("examples/spec-to-task"), &example);
+    copy_tree(&workspace_root().join("examples/spec-to-task"), &example);
     let prompt = example.join("prompts/design.md");
     let text = std::fs::read_to_string(&prompt).unwrap();
     std::fs::write(&prompt, format!("{text}\nAlso consider performance.\n")).unwrap();
@@ -202,7 +195,7 @@ fn a_prompt_edited_after_recording_is_refused_with_the_reason() {
 fn replay_missing_live_runs_changed_stages_with_the_live_runner() {
     let mut ctx = TestContext::with_fake_claude("success");
     let example = ctx.path("example");
-    copy_dir(&workspace_root().join("examples/spec-to-task"), &example);
+    copy_tree(&workspace_root().join("examples/spec-to-task"), &example);
     let prompt = example.join("prompts/design.md");
     let text = std::fs::read_to_string(&prompt).unwrap();
     std::fs::write(&prompt, format!("{text}\nAlso consider performance.\n")).unwrap();
@@ -226,23 +219,6 @@ fn replay_missing_live_runs_changed_stages_with_the_live_runner() {
         2,
         "design and tasks ran live"
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name();
-        if name == "target" || name == ".specbridge" {
-            continue;
-        }
-        let dst = to.join(&name);
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-        }
-    }
 }
 
 /// `claude` on PATH is the fake CLI, for examples whose runner command is `claude`.
@@ -282,7 +258,7 @@ fn the_hello_example_runs_in_a_scaffold() {
 fn agent_stages_outside_a_repository_root_are_refused_before_anything_runs() {
     let mut ctx = TestContext::with_fake_claude("success");
     fake_claude_on_path(&mut ctx);
-    copy_dir(&workspace_root().join("examples/hello"), &ctx.path("sub"));
+    copy_tree(&workspace_root().join("examples/hello"), &ctx.path("sub"));
     let out = ctx.run(&["-C", "sub", "run"]);
     assert_eq!(out.code, 2, "{}", out.snapshot());
     assert!(
@@ -298,8 +274,8 @@ fn agent_stages_outside_a_repository_root_are_refused_before_anything_runs() {
 #[test]
 fn a_replay_runner_in_the_pipeline_file_answers_from_its_recording() {
     let ctx = TestContext::new();
-    copy_dir(&workspace_root().join("examples/spec-to-task"), ctx.root());
-    copy_dir(
+    copy_tree(&workspace_root().join("examples/spec-to-task"), ctx.root());
+    copy_tree(
         &workspace_root().join(".specbridge-example"),
         &ctx.path("recordings/example"),
     );

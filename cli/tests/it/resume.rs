@@ -2,20 +2,13 @@
 //! folder, and recover from a crash of specbridge itself.
 
 use std::io::Write;
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use specbridge_engine::store::{verify_chain, RunLock};
 
-use crate::common::{process_alive, TestContext};
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
+use crate::common::{process_alive, read_json, TestContext};
 
 fn stage(ctx: &TestContext, id: &str) -> Value {
     read_json(&ctx.only_run_dir().join(format!("stages/{id}/stage.json")))

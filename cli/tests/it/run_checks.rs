@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use specbridge_engine::store::verify_chain;
 
-use crate::common::{workspace_root, TestContext};
+use crate::common::{graph_statuses, read_json, workspace_root, TestContext};
 
 /// A diamond (a → b, c → d), a failing branch (c fails, so d is skipped) and an
 /// independent stage (e) that must still run.
@@ -21,11 +21,6 @@ stages:
   - { id: d, kind: check, needs: [b, c], argv: [echo, d] }
   - { id: e, kind: check, argv: [echo, e] }
 "#;
-
-fn read_json(path: &Path) -> Value {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
 
 fn schema(name: &str) -> jsonschema::Validator {
     let s = read_json(&workspace_root().join("schemas").join(name));
@@ -410,18 +405,7 @@ fn graph_of_a_run_shows_each_node_status() {
     ctx.run(&["run"]);
     let out = ctx.run(&["graph", "--run", "latest", "--format", "json"]);
     assert_eq!(out.code, 0, "{}", out.snapshot());
-    let v: Value = serde_json::from_str(&out.stdout).unwrap();
-    let status: Vec<(String, String)> = v["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| {
-            (
-                n["id"].as_str().unwrap().to_string(),
-                n["status"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let status = graph_statuses(&out.stdout);
     let get = |id: &str| status.iter().find(|(i, _)| i == id).unwrap().1.clone();
     assert_eq!(get("c"), "failed");
     assert_eq!(get("d"), "skipped");

@@ -236,8 +236,4 @@ impl Sandbox {
     }
 }
 
-pub fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
+pub use crate::common::read_json;

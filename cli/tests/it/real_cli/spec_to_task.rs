@@ -138,30 +138,12 @@ fn script(root: &Path) -> Script {
     Script::new(replies)
 }
 
-/// Copies the example (its files, not build output) into the sandbox repository.
-fn copy_example(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).expect("read the example") {
-        let entry = entry.unwrap();
-        let name = entry.file_name();
-        if name == "target" || name == ".specbridge" {
-            continue;
-        }
-        let target = to.join(&name);
-        if entry.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-            copy_example(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn the_spec_to_task_example_runs_through_and_audits_clean() {
     let Some(sandbox) = Sandbox::new(script) else {
         return;
     };
-    copy_example(
+    crate::common::copy_tree(
         &workspace_root().join("examples/spec-to-task"),
         sandbox.ctx.root(),
     );
@@ -260,7 +242,7 @@ fn keep_recording(run_dir: &Path, dest: &Path) {
         std::fs::remove_dir_all(dest).unwrap();
     }
     std::fs::create_dir_all(dest).unwrap();
-    copy_example(run_dir, dest);
+    crate::common::copy_tree(run_dir, dest);
     let _ = std::fs::remove_file(dest.join(".lock"));
     eprintln!("recorded the example run into {}", dest.display());
 }
