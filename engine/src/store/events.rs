@@ -50,8 +50,13 @@ pub struct EventLog {
 impl EventLog {
     /// Start a new, empty log.
     pub fn create(path: &Path) -> Result<Self, EventError> {
+        Self::append_to(path, true, 1, GENESIS.to_string())
+    }
+
+    /// The writer over `path` opened for appending, continuing at `next_seq`.
+    fn append_to(path: &Path, new: bool, next_seq: u64, prev: String) -> Result<Self, EventError> {
         let file = OpenOptions::new()
-            .create_new(true)
+            .create_new(new)
             .append(true)
             .open(path)
             .map_err(|source| EventError::Append {
@@ -61,8 +66,8 @@ impl EventLog {
         Ok(EventLog {
             path: path.to_path_buf(),
             file,
-            next_seq: 1,
-            prev: GENESIS.to_string(),
+            next_seq,
+            prev,
         })
     }
 
@@ -84,19 +89,7 @@ impl EventLog {
                 message: "the last line is incomplete".into(),
             });
         }
-        let file = OpenOptions::new()
-            .append(true)
-            .open(path)
-            .map_err(|source| EventError::Append {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        Ok(EventLog {
-            path: path.to_path_buf(),
-            file,
-            next_seq: check.events + 1,
-            prev: check.last_hash,
-        })
+        Self::append_to(path, false, check.events + 1, check.last_hash)
     }
 
     /// Append one event: `type` plus the fields of `data` (an object).
