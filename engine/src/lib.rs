@@ -17,6 +17,7 @@ pub mod replay;
 pub mod resume;
 pub mod runner;
 pub mod safety;
+pub mod sandbox;
 pub mod scaffold;
 pub mod scheduler;
 pub mod schemas;
