@@ -112,7 +112,8 @@ pub async fn execute_run(
     on_created: impl FnOnce(&RunHandle),
 ) -> Result<RunResult, OrchestrateError> {
     let store = RunStore::new(&spec.root);
-    let run = Arc::new(store.create()?);
+    // The one redactor of this run: the store applies it to every byte it writes.
+    let run = Arc::new(store.create(crate::redact::Redactor::for_pipeline(&spec.source.file))?);
     on_created(&run);
     let started = Instant::now();
     let nodes = plan_nodes(&spec.source.file, &spec.options.only)?;
@@ -121,10 +122,9 @@ pub async fn execute_run(
         "run-started",
         json!({ "runId": run.id(), "specbridgeVersion": env!("CARGO_PKG_VERSION") }),
     )?;
-    // As loaded, except secrets (a token in `commandArgs`, say): run.json keeps the
-    // sha256 of the original bytes.
-    let redactor = pipeline_redactor(&spec.source.file);
-    run.write_bytes("pipeline.yaml", &redactor.redact_bytes(&spec.source.bytes))?;
+    // As loaded, except secrets (a token in `commandArgs`, say), which the store
+    // redacts: run.json keeps the sha256 of the original bytes.
+    run.write_bytes("pipeline.yaml", &spec.source.bytes)?;
     let mut record = RunRecord {
         schema_version: SCHEMA_VERSION,
         run_id: run.id().to_string(),
@@ -258,17 +258,6 @@ pub fn display_rel(root: &Path, path: &Path) -> String {
     p.strip_prefix(&r)
         .map(|x| x.display().to_string())
         .unwrap_or_else(|_| path.display().to_string())
-}
-
-/// A redactor that also knows the values of every `runner.env` in the pipeline.
-pub(crate) fn pipeline_redactor(file: &PipelineFile) -> crate::redact::Redactor {
-    let mut env = file.runner.env.clone().unwrap_or_default();
-    for stage in &file.stages {
-        if let Some(more) = stage.runner.as_ref().and_then(|r| r.env.as_ref()) {
-            env.extend(more.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-    }
-    crate::redact::Redactor::from_env(&env)
 }
 
 /// Turn `--max-turns` style overrides into the record's map.

@@ -17,6 +17,15 @@ use specbridge_engine::{EvidenceStatus, RunStatus, StageStatus};
 
 const ANT_KEY: &str = "sk-ant-api03-Zx9QwErTyUiOpAsDfGhJkLzXcVbNm0123456789";
 
+/// Announces a file written around the store (as by hand, or by an older
+/// specbridge that did not redact): the way to put a secret where audit must
+/// find it, now that the store redacts everything it writes.
+fn announce(run: &RunHandle, rel: &str) {
+    let sha = specbridge_engine::store::sha256_file(&run.dir().join(rel)).unwrap();
+    run.event("record-written", json!({ "path": rel, "sha256": sha }))
+        .unwrap();
+}
+
 /// A finished three-stage run (generate → execute → check) written the way the
 /// engine writes one, with the handle kept so tests can write more through it.
 struct Fixture {
@@ -28,7 +37,9 @@ impl Fixture {
     /// The run with every stage written, before `run.json` is final.
     fn unfinished() -> Self {
         let repo = tempfile::tempdir().unwrap();
-        let run = RunStore::new(repo.path()).create().unwrap();
+        let run = RunStore::new(repo.path())
+            .create(Default::default())
+            .unwrap();
         run.event("run-started", json!({ "runId": run.id() }))
             .unwrap();
         run.write_bytes("pipeline.yaml", b"version: 1\nname: demo\n")
@@ -111,7 +122,7 @@ impl Fixture {
     fn stream_log(&self, rel: &str, text: &str) {
         std::fs::create_dir_all(self.path(rel).parent().unwrap()).unwrap();
         std::fs::write(self.path(rel), text).unwrap();
-        self.run.announce(rel).unwrap();
+        announce(&self.run, rel);
     }
 
     fn generate_stage(&self) {
@@ -647,7 +658,7 @@ fn a_secret_in_a_raw_log_is_reported_with_its_line() {
     writeln!(f, "{{\"type\":\"assistant\",\"text\":\"key {ANT_KEY}\"}}").unwrap();
     drop(f);
     // Announced again, so the hash holds and only the secret is left to find.
-    fx.run.announce(rel).unwrap();
+    announce(&fx.run, rel);
     let report = fx.audit();
     assert_eq!(codes(&report), [FindingCode::SecretInFile]);
     let f = &report.findings[0];
@@ -966,7 +977,7 @@ fn audit_all_reports_every_run_oldest_first() {
     let fx = Fixture::finished();
     let runs_dir = fx.dir().parent().unwrap().to_path_buf();
     let store = RunStore::new(runs_dir.parent().unwrap().parent().unwrap());
-    let second = store.create().unwrap();
+    let second = store.create(Default::default()).unwrap();
     second
         .event("run-started", json!({ "runId": second.id() }))
         .unwrap();

@@ -28,11 +28,15 @@ fn peak_rss() -> usize {
 #[test]
 fn a_200_mib_log_is_audited_in_bounded_memory() {
     let repo = tempfile::tempdir().unwrap();
-    let run = RunStore::new(repo.path()).create().unwrap();
+    let run = RunStore::new(repo.path())
+        .create(Default::default())
+        .unwrap();
     run.event("run-started", json!({ "runId": run.id() }))
         .unwrap();
     let rel = "stages/spec/attempt-001/raw-stdout.log";
-    run.ensure_dir("stages/spec/attempt-001").unwrap();
+    // Written around the store (as by an older specbridge, or by hand), so that
+    // audit has a secret to find.
+    std::fs::create_dir_all(run.dir().join("stages/spec/attempt-001")).unwrap();
     let mut f = std::io::BufWriter::new(std::fs::File::create(run.dir().join(rel)).unwrap());
     let line = "{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"working on it\"}]}}\n";
     let block = line.repeat(MIB / line.len());
@@ -51,7 +55,9 @@ fn a_200_mib_log_is_audited_in_bounded_memory() {
     f.into_inner().unwrap().sync_all().unwrap();
     drop(long);
     drop(block);
-    run.announce(rel).unwrap();
+    let sha = specbridge_engine::store::sha256_file(&run.dir().join(rel)).unwrap();
+    run.event("record-written", json!({ "path": rel, "sha256": sha }))
+        .unwrap();
 
     let before = peak_rss();
     let report = audit_run(run.dir()).unwrap();

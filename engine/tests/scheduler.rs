@@ -77,7 +77,11 @@ async fn run(
     opts: SchedulerOptions,
 ) -> BTreeMap<String, StageStatus> {
     let repo = tempfile::tempdir().unwrap();
-    let handle = Arc::new(RunStore::new(repo.path()).create().unwrap());
+    let handle = Arc::new(
+        RunStore::new(repo.path())
+            .create(Default::default())
+            .unwrap(),
+    );
     let out = run_plan(nodes, exec, handle, opts, |_, _, _| {})
         .await
         .unwrap();

@@ -28,7 +28,6 @@ use crate::upstream::stage_inputs_in;
 /// An attempt ready to spawn.
 pub struct Prepared {
     pub runner: ResolvedRunner,
-    pub redactor: Redactor,
     pub detected: DetectedRunner,
     pub schema: StageSchema,
     pub prompt: String,
@@ -42,7 +41,6 @@ pub struct Prepared {
 /// What an attempt is asked, computed from the run folder alone.
 pub struct AttemptInputs {
     pub runner: ResolvedRunner,
-    pub redactor: Redactor,
     pub schema: StageSchema,
     pub prompt: String,
     pub input_hash: String,
@@ -60,7 +58,6 @@ pub fn attempt_inputs(
 ) -> Result<AttemptInputs, (StageStatus, String)> {
     let kind = stage.kind.as_str();
     let runner = ctx.runner_for(stage);
-    let redactor = Redactor::from_env(&runner.env);
     let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
         Ok(Some(schema)) => schema,
         Ok(None) => {
@@ -85,7 +82,7 @@ pub fn attempt_inputs(
         &format!("of stage `{}`", stage.id),
         &inputs.context,
     )
-    .map_err(|e| (StageStatus::Failed, redactor.redact_str(&e.to_string())))?;
+    .map_err(|e| (StageStatus::Failed, e.to_string()))?;
     let settings = agent_settings(&runner);
     let hash_inputs = HashInputs {
         stage,
@@ -100,7 +97,6 @@ pub fn attempt_inputs(
         input_hash: input_hash(&hash_inputs),
         input_parts: input_parts(&hash_inputs),
         runner,
-        redactor,
         schema,
         prompt,
     })
@@ -128,10 +124,13 @@ pub fn prepare(
     operation: Operation,
 ) -> Result<Prepared, Box<StageReport>> {
     let started_at = now_rfc3339();
-    let stop = |status, reason| Box::new(stopped(&started_at, status, reason));
+    // Reasons are shown on the terminal too: redacted like every record.
+    let redactor: &Redactor = sr.run.redactor();
+    let stop = |status, reason: String| {
+        Box::new(stopped(&started_at, status, redactor.redact_str(&reason)))
+    };
     let AttemptInputs {
         runner,
-        redactor,
         schema,
         prompt,
         input_hash: hash,
@@ -185,13 +184,12 @@ pub fn prepare(
             }
             _ => StageStatus::Failed,
         };
-        let mut report = stop(status, redactor.redact_str(&e.to_string()));
+        let mut report = stop(status, e.to_string());
         report.input_hash = Some(hash.clone());
         report
     })?;
     Ok(Prepared {
         runner,
-        redactor,
         detected,
         schema,
         prompt,
@@ -218,7 +216,6 @@ pub async fn run_agent(
         prompt: &p.prompt,
         schema: Some(&p.schema.value),
         cwd: &ctx.root,
-        redactor: &p.redactor,
         cancel: ctx.cancel.clone(),
         cli_version: p.detected.version.as_deref(),
         on_progress: progress_for(agent, &sr.node.id),
@@ -289,7 +286,8 @@ pub fn describe(
             a.clone()
         }
     }));
-    let redactor = Redactor::from_env(&runner.env);
+    // Printed, not recorded: the same redactor a run of this pipeline would use.
+    let redactor = Redactor::for_pipeline(&ctx.pipeline);
     vec![format!(
         "{} < rendered-prompt",
         redactor.redact_str(&crate::shell_words(&argv))

@@ -55,31 +55,44 @@ pub fn describe(stage: &StageDef) -> Vec<String> {
 }
 
 /// The spawn of a check command: argv as given, in the repository root, output
-/// streamed into the attempt folder.
+/// streamed into the attempt folder through the run store's redacting logs.
+/// `Ok(None)` when the stage has no argv to run.
 pub fn spawn_spec(
     ctx: &RunContext,
     stage: &StageDef,
     run: &RunHandle,
     attempt_rel: &str,
-) -> Option<SpawnSpec> {
-    let argv = stage.argv.as_ref()?.as_list()?.to_vec();
-    let (program, args) = argv.split_first()?;
+) -> Result<Option<SpawnSpec>, String> {
+    let Some(argv) = stage
+        .argv
+        .as_ref()
+        .and_then(|a| a.as_list())
+        .map(<[String]>::to_vec)
+    else {
+        return Ok(None);
+    };
+    let Some((program, args)) = argv.split_first() else {
+        return Ok(None);
+    };
     let runner = ctx.runner_for(stage);
-    let dir = run.ensure_dir(attempt_rel).ok()?;
-    Some(SpawnSpec {
+    let log = |name: &str| {
+        run.log(&format!("{attempt_rel}/{name}"))
+            .map_err(|e| format!("failed to create {name}: {e}"))
+    };
+    Ok(Some(SpawnSpec {
         program: program.clone(),
         args: args.to_vec(),
         redacted_argv: argv.clone(),
         cwd: ctx.root.clone(),
         env: Vec::new(),
         stdin: None,
-        stdout_path: dir.join("raw-stdout.log"),
-        stderr_path: dir.join("raw-stderr.log"),
+        stdout: Box::new(log("raw-stdout.log")?),
+        stderr: Box::new(log("raw-stderr.log")?),
         max_stdout_bytes: runner.max_stdout_bytes.bytes(),
         max_stderr_bytes: runner.max_stderr_bytes.bytes(),
         timeout: Some(timeout(stage)),
         kill_grace: runner.kill_grace.as_duration(),
-    })
+    }))
 }
 
 /// Run a check stage's command once and report.
@@ -98,11 +111,15 @@ pub async fn run_check(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Sta
 async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> StageReport {
     let run = &sr.run;
     let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);
-    let Some(spec) = spawn_spec(ctx, stage, run, &attempt_rel) else {
-        return StageReport::failed(
-            StageStatus::Failed,
-            format!("stage `{}` has no argv array to run", stage.id),
-        );
+    let spec = match spawn_spec(ctx, stage, run, &attempt_rel) {
+        Ok(Some(spec)) => spec,
+        Ok(None) => {
+            return StageReport::failed(
+                StageStatus::Failed,
+                format!("stage `{}` has no argv array to run", stage.id),
+            )
+        }
+        Err(e) => return StageReport::failed(StageStatus::Failed, e),
     };
     let node_id = sr.node.id.clone();
     let attempt = sr.attempt;
@@ -138,13 +155,8 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
     report
 }
 
+/// `process.json`, its argv redacted by the store (the logs announced themselves).
 fn write_process(run: &RunHandle, attempt_rel: &str, record: &ProcessRecord) -> Result<(), String> {
-    for log in ["raw-stdout.log", "raw-stderr.log"] {
-        let rel = format!("{attempt_rel}/{log}");
-        if run.path(&rel).map(|p| p.exists()).unwrap_or(false) {
-            run.announce(&rel).map_err(|e| e.to_string())?;
-        }
-    }
     run.write_json(&format!("{attempt_rel}/process.json"), record)
         .map_err(|e| e.to_string())?;
     Ok(())

@@ -66,7 +66,7 @@ fn continue_session(
         repo_root: &ctx.root,
         session_id: None,
     })
-    .map_err(|e| p.redactor.redact_str(&e.to_string()))?;
+    .map_err(|e| sr.run.redactor().redact_str(&e.to_string()))?;
     p.prompt = continuation::prompt(&c, &before, &p.prompt);
     let baseline = continuation::baseline(&sr.run, &sr.node.id, &c).unwrap_or(before);
     Ok((p, baseline))
@@ -229,20 +229,13 @@ async fn gather(
         .map_err(|e| format!("failed to write diff.patch: {e}"))?;
 
     let runner_succeeded = outcome.status == StageStatus::Succeeded;
+    // Kept as produced: the store redacts output.json and evidence.json.
     let output = outcome
         .structured_output
         .as_ref()
         .filter(|o| validate_output(&p.schema.value, o).is_ok())
-        .map(|o| {
-            let mut kept = o.clone();
-            p.redactor.redact_json(&mut kept);
-            kept
-        });
-    let claims = outcome.structured_output.as_ref().map(|o| {
-        let mut kept = o.clone();
-        p.redactor.redact_json(&mut kept);
-        Claims::new(kept)
-    });
+        .cloned();
+    let claims = outcome.structured_output.clone().map(Claims::new);
 
     let commands = stage
         .verification

@@ -16,12 +16,11 @@ use specbridge_engine::evidence::{
     GitSnapshot, Violation, DEFAULT_DIFF_MAX_BYTES,
 };
 use specbridge_engine::pipeline::StageDef;
-use specbridge_engine::redact::Redactor;
 use specbridge_engine::runner::claude_code::outcome::validate_output;
 use specbridge_engine::runner::claude_code::Operation;
 use specbridge_engine::scheduler::{StageReport, StageRun};
 use specbridge_engine::store::{
-    now_rfc3339, sha256_hex, write_atomic, FileRef, RunHandle, SCHEMA_VERSION,
+    now_rfc3339, sha256_hex, write_repository_file, FileRef, RunHandle, SCHEMA_VERSION,
 };
 use specbridge_engine::StageStatus;
 
@@ -98,16 +97,7 @@ pub async fn run_generate(
         report.outcome = Some("the invocation succeeded without structured output".into());
         return report;
     };
-    match accept_output(
-        ctx,
-        ledger,
-        stage,
-        &node.id,
-        run,
-        &p.schema.value,
-        output,
-        &p.redactor,
-    ) {
+    match accept_output(ctx, ledger, stage, &node.id, run, &p.schema.value, output) {
         Ok((output_ref, document_ref)) => {
             report.output = Some(output_ref);
             report.document = document_ref;
@@ -173,8 +163,8 @@ fn read_only_evidence(
     Ok(violations)
 }
 
-/// Validates the output once more, keeps it redacted as `output.json`, and writes
-/// the document.
+/// Validates the output once more, keeps it as `output.json` (redacted by the
+/// store), and writes the document — unless the document would hold a secret.
 #[allow(clippy::too_many_arguments)]
 fn accept_output(
     ctx: &RunContext,
@@ -184,8 +174,8 @@ fn accept_output(
     run: &RunHandle,
     schema: &Value,
     output: Value,
-    redactor: &Redactor,
 ) -> Result<(FileRef, Option<FileRef>), (StageStatus, String)> {
+    let redactor = run.redactor();
     // The classifier validated it; this guards the record against any path that
     // would skip that, since downstream stages and resume trust output.json.
     if let Err(errors) = validate_output(schema, &output) {
@@ -200,11 +190,9 @@ fn accept_output(
     // An unsafe or duplicate item id fails this stage, before any instance exists.
     crate::fanout::check_consumers(&ctx.pipeline, node_id, &output)
         .map_err(|e| (StageStatus::Failed, redactor.redact_str(&e)))?;
-    let mut kept = output;
-    redactor.redact_json(&mut kept);
     let rel = format!("{}/output.json", RunHandle::stage_rel(node_id));
     let sha = run
-        .write_json(&rel, &kept)
+        .write_json(&rel, &output)
         .map_err(|e| (StageStatus::Failed, format!("failed to write {rel}: {e}")))?;
     let output_ref = FileRef {
         path: rel,
@@ -214,7 +202,7 @@ fn accept_output(
     let Some(doc) = stage.output.as_ref().and_then(|o| o.document.as_ref()) else {
         return Ok((output_ref, None));
     };
-    let Some(markdown) = kept.get("markdown").and_then(Value::as_str) else {
+    let Some(markdown) = output.get("markdown").and_then(Value::as_str) else {
         return Err((
             StageStatus::MalformedOutput,
             format!("the output has no `markdown` text to write to {doc}"),
@@ -226,10 +214,21 @@ fn accept_output(
             format!("refusing to write document `{doc}`: it is not a path inside the repository"),
         ));
     }
+    // A document lands in the user's repository: it is never altered silently,
+    // and never written with a secret in it.
+    if let Some(found) = redactor.find(markdown.as_bytes()).first() {
+        return Err((
+            StageStatus::Failed,
+            format!(
+                "refusing to write document `{doc}`: line {} holds {}; the output is kept redacted in {}",
+                found.line, found.kind, output_ref.path
+            ),
+        ));
+    }
     // Known before it lands, so that no generate stage running beside this one
     // mistakes it for its agent's write.
     ledger.document(doc, &sha256_hex(markdown.as_bytes()));
-    let sha = write_atomic(&ctx.root.join(doc), markdown.as_bytes())
+    let sha = write_repository_file(&ctx.root.join(doc), markdown.as_bytes())
         .map_err(|e| (StageStatus::Failed, crate::error_chain(&e)))?;
     if let Err(e) = run.event(
         "document-written",
@@ -317,7 +316,7 @@ mod tests {
             "  commandArgs: [\"--settings\", '{\"permissions\":{\"defaultMode\":\"bypassPermissions\"}}']\n",
         ] {
             let (root, ctx, setup, marker) = unvalidated(extra);
-            let run = Arc::new(RunStore::new(root.path()).create().unwrap());
+            let run = Arc::new(RunStore::new(root.path()).create(Default::default()).unwrap());
             let sr = StageRun {
                 node: Node::stage("requirements", StageKind::Generate, Vec::new()),
                 attempt: 1,

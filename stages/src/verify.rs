@@ -42,7 +42,6 @@ pub async fn run_verification(
     attempt_rel: &str,
     kill_grace: Duration,
 ) -> Result<VerificationRecord, String> {
-    let dir = run.ensure_dir(attempt_rel).map_err(|e| e.to_string())?;
     let mut record = VerificationRecord {
         schema_version: 1,
         commands: Vec::new(),
@@ -88,6 +87,11 @@ pub async fn run_verification(
             ));
             continue;
         };
+        // Through the run store's logs: redacted as the command prints.
+        let log = |name: &str| {
+            run.log(&format!("{attempt_rel}/{name}"))
+                .map_err(|e| format!("failed to create {name}: {e}"))
+        };
         let spec = SpawnSpec {
             program: program.clone(),
             args: args.to_vec(),
@@ -95,8 +99,8 @@ pub async fn run_verification(
             cwd: ctx.root.clone(),
             env: Vec::new(),
             stdin: None,
-            stdout_path: dir.join(&stdout_log),
-            stderr_path: dir.join(&stderr_log),
+            stdout: Box::new(log(&stdout_log)?),
+            stderr: Box::new(log(&stderr_log)?),
             max_stdout_bytes: 1 << 20,
             max_stderr_bytes: 1 << 20,
             timeout: Some(
@@ -144,12 +148,6 @@ pub async fn run_verification(
             }
             Err(e) => not_run(argv, stdout_log, stderr_log, e.to_string()),
         };
-        for log in [&entry.stdout_log, &entry.stderr_log] {
-            let rel = format!("{attempt_rel}/{log}");
-            if run.path(&rel).map(|p| p.exists()).unwrap_or(false) {
-                run.announce(&rel).map_err(|e| e.to_string())?;
-            }
-        }
         record.commands.push(entry);
     }
     run.write_json(&format!("{attempt_rel}/verification.json"), &record)

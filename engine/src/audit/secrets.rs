@@ -1,7 +1,8 @@
 //! Values shaped like credentials, found in a file read in bounded chunks.
 //!
-//! The shapes are those the redactor replaces with `<redacted>` (DESIGN §7); the
-//! placeholder itself matches none of them, so a properly redacted file is clean.
+//! The shapes are the redactor's own table (`redact::shapes`, DESIGN §7): a shape
+//! added there is looked for here. The placeholder matches none of them, so a file
+//! the run store wrote is clean.
 
 use std::io::Read;
 use std::sync::LazyLock;
@@ -9,29 +10,18 @@ use std::sync::LazyLock;
 use regex::bytes::Regex;
 use sha2::{Digest, Sha256};
 
-/// Shape names, in the order their alternatives appear in [`PATTERN`]: where two
-/// could start at the same byte (`sk-ant-…` is also `sk-…`), the first wins.
-const SHAPES: &[(&str, &str)] = &[
-    ("anthropic", "an Anthropic API key"),
-    ("openai", "an OpenAI API key"),
-    ("github", "a GitHub token"),
-    ("aws", "an AWS access key id"),
-    ("slack", "a Slack token"),
-    ("bearer", "a bearer token"),
-    ("jwt", "a JSON Web Token"),
-];
+use crate::redact::SHAPES;
 
+/// The redactor's own shapes (one table, `redact::shapes`), each a named group in
+/// table order: where two could start at the same byte (`sk-ant-…` is also
+/// `sk-…`), the first wins.
 static PATTERN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(concat!(
-        r"(?P<anthropic>(?-u:\b)sk-ant-[A-Za-z0-9_-]{16,})",
-        r"|(?P<openai>(?-u:\b)sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})",
-        r"|(?P<github>(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))",
-        r"|(?P<aws>(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:\b))",
-        r"|(?P<slack>(?-u:\b)xox[abposr]-[A-Za-z0-9-]{10,})",
-        r"|(?P<bearer>(?-u:\b)(?i:bearer)[ \t]+[A-Za-z0-9._~+/-]{16,}=*)",
-        r"|(?P<jwt>(?-u:\b)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
-    ))
-    .expect("secret pattern compiles")
+    let parts: Vec<String> = SHAPES
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("(?P<s{i}>{})", s.pattern))
+        .collect();
+    Regex::new(&parts.join("|")).expect("secret pattern compiles")
 });
 
 /// Bytes read at a time.
@@ -96,13 +86,11 @@ pub fn scan_reader(mut reader: impl Read) -> std::io::Result<FileScan> {
                 if whole.start() < from || whole.start() >= limit {
                     continue;
                 }
-                let Some((shape, label)) = SHAPES
-                    .iter()
-                    .copied()
-                    .find(|(name, _)| caps.name(name).is_some())
+                let Some(found) = (0..SHAPES.len()).find(|i| caps.name(&format!("s{i}")).is_some())
                 else {
                     continue;
                 };
+                let (shape, label) = (SHAPES[found].name, SHAPES[found].label);
                 match hits.iter_mut().find(|h| h.shape == shape) {
                     Some(h) => h.count += 1,
                     None => hits.push(SecretHit {

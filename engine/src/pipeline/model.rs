@@ -37,6 +37,15 @@ pub struct PipelineFile {
     /// Default verification commands for execute stages.
     #[serde(default)]
     pub verification: Vec<VerificationCommand>,
+    /// Names of environment variables whose values are secrets whatever their
+    /// names: redacted from every record like `*_TOKEN` values (values under 8
+    /// characters are not looked for).
+    #[serde(default)]
+    pub secrets: Vec<String>,
+    /// Let an agent's change put a secret into the repository: recorded as a
+    /// `secret-in-change` finding instead of failing the stage (exit 1).
+    #[serde(default)]
+    pub allow_secret_in_change: bool,
     /// The stages, in any order; `needs` gives the edges.
     pub stages: Vec<StageDef>,
 }

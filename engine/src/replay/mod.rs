@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::audit::{audit_run, Severity};
 use crate::store::{read_json, StageRecord};
-use crate::supervisor::ProcessRecord;
+use crate::supervisor::{OutputSink, ProcessRecord};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -154,13 +154,13 @@ impl Recording {
 }
 
 impl RecordedAttempt {
-    /// Play the attempt back: its stdout and stderr into the capture files, and its
-    /// recorded changes (if any) onto the working tree at `root`. Returns the
-    /// process record of the playback.
+    /// Play the attempt back: its stdout and stderr into the given sinks (the new
+    /// attempt's logs), and its recorded changes (if any) onto the working tree at
+    /// `root`. Returns the process record of the playback.
     pub fn play(
         &self,
-        stdout_capture: &Path,
-        stderr_capture: &Path,
+        stdout: &mut dyn OutputSink,
+        stderr: &mut dyn OutputSink,
         root: &Path,
     ) -> Result<ProcessRecord, ReplayError> {
         let started = Utc::now();
@@ -168,17 +168,30 @@ impl RecordedAttempt {
             stage: self.stage.clone(),
             message,
         };
-        let copy = |name: &str, to: &Path| -> Result<u64, ReplayError> {
+        let copy = |name: &str, to: &mut dyn OutputSink| -> Result<u64, ReplayError> {
+            use std::io::Read;
             let from = self.dir.join(name);
-            if from.is_file() {
-                std::fs::copy(&from, to).map_err(|e| play_err(format!("{name}: {e}")))
-            } else {
-                std::fs::write(to, b"").map_err(|e| play_err(format!("{name}: {e}")))?;
-                Ok(0)
+            if !from.is_file() {
+                return Ok(0);
+            }
+            let mut file =
+                std::fs::File::open(&from).map_err(|e| play_err(format!("{name}: {e}")))?;
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut total = 0u64;
+            loop {
+                let n = file
+                    .read(&mut buf)
+                    .map_err(|e| play_err(format!("{name}: {e}")))?;
+                if n == 0 {
+                    return Ok(total);
+                }
+                to.write_chunk(&buf[..n])
+                    .map_err(|e| play_err(format!("{name}: {e}")))?;
+                total += n as u64;
             }
         };
-        let stdout_bytes = copy("raw-stdout.log", stdout_capture)?;
-        let stderr_bytes = copy("raw-stderr.log", stderr_capture)?;
+        let stdout_bytes = copy("raw-stdout.log", stdout)?;
+        let stderr_bytes = copy("raw-stderr.log", stderr)?;
         self.apply_changes(root)?;
         let recorded: Option<Value> = std::fs::read(self.dir.join("process.json"))
             .ok()

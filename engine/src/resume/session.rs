@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use crate::audit::{audit_run, AuditError, Finding, FindingCode};
 use crate::orchestrate::{
-    count_statuses, display_rel, expansions, final_nodes, pipeline_redactor, plan_nodes, settle,
-    OrchestrateError, PipelineSource, RunResult,
+    count_statuses, display_rel, expansions, final_nodes, plan_nodes, settle, OrchestrateError,
+    PipelineSource, RunResult,
 };
 use crate::resume::decide::{Decision, Reason};
 use crate::resume::executor::{retire, ResumeExecutor};
@@ -202,7 +202,12 @@ impl OpenedRun {
         // The log first: a torn line is kept aside and the chain goes on from the
         // last whole event.
         let aside = set_aside_torn_tail(&dir.join("events.jsonl"))?;
-        let run = Arc::new(RunStore::open_locked(id.clone(), dir.clone(), lock)?);
+        let run = Arc::new(RunStore::open_locked(
+            id.clone(),
+            dir.clone(),
+            lock,
+            crate::redact::Redactor::for_pipeline(&spec.source.file),
+        )?);
         let number = record.resumes.len() + 1;
         let pipeline_sha = sha256_hex(&spec.source.bytes);
         run.event(
@@ -228,8 +233,7 @@ impl OpenedRun {
         let interrupted = mark_interrupted(&run, &mut stages)?;
 
         if pipeline_sha != record.pipeline.sha256 {
-            let redactor = pipeline_redactor(&spec.source.file);
-            run.write_bytes("pipeline.yaml", &redactor.redact_bytes(&spec.source.bytes))?;
+            run.write_bytes("pipeline.yaml", &spec.source.bytes)?;
         }
         let previous_pipeline = record.pipeline.sha256.clone();
         record.pipeline.sha256 = pipeline_sha.clone();

@@ -1,10 +1,17 @@
 //! Atomic file writes: a temporary file in the same folder, fsync, rename, then an
 //! fsync of the folder so the rename itself survives a crash.
+//!
+//! The raw writer is private to the store: run records are written only through
+//! [`crate::store::RunHandle`], which redacts them first. What specbridge writes
+//! into the user's repository (documents) goes through
+//! [`write_repository_file`], which refuses the run store.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Component, Path};
 
 use sha2::{Digest, Sha256};
+
+use super::private::create_private_dir;
 
 /// Why a record could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -16,8 +23,9 @@ pub struct WriteError {
 }
 
 /// Write `bytes` to `path` so that readers see either the old file or the new one,
-/// never a torn one. Returns the sha256 (hex) of what was written.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<String, WriteError> {
+/// never a torn one. The file is private to the user (0600), and so are the folders
+/// created for it (0700). Returns the sha256 (hex) of what was written.
+pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<String, WriteError> {
     let err = |source| WriteError {
         path: path.display().to_string(),
         source,
@@ -25,31 +33,56 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<String, WriteError> {
     let dir = path
         .parent()
         .ok_or_else(|| err(std::io::Error::other("no parent folder")))?;
-    fs_err::create_dir_all(dir).map_err(err)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(dir)
-        .map_err(err)?;
-    tmp.write_all(bytes).map_err(err)?;
-    tmp.as_file().sync_all().map_err(err)?;
-    tmp.persist(path).map_err(|e| err(e.error))?;
+    create_private_dir(dir).map_err(err)?;
+    persist(path, dir, bytes).map_err(err)
+}
+
+/// Temporary files are created 0600 by `tempfile`.
+fn persist(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Result<String> {
+    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
     Ok(sha256_hex(bytes))
 }
 
-/// Pretty JSON with a trailing newline, written atomically.
-pub fn write_json_atomic<T: serde::Serialize>(
+/// Write a file of the user's repository (a generated document) atomically. Refuses
+/// any path through a `.specbridge` folder: run records are written only by the run
+/// store, redacted. The caller checks the content for secrets first.
+pub fn write_repository_file(path: &Path, bytes: &[u8]) -> Result<String, WriteError> {
+    let err = |source| WriteError {
+        path: path.display().to_string(),
+        source,
+    };
+    if path
+        .components()
+        .any(|c| c == Component::Normal(".specbridge".as_ref()))
+    {
+        return Err(err(std::io::Error::other(
+            "the run store is written only through the run's redacting writer",
+        )));
+    }
+    let dir = path
+        .parent()
+        .ok_or_else(|| err(std::io::Error::other("no parent folder")))?;
+    fs_err::create_dir_all(dir).map_err(err)?;
+    persist(path, dir, bytes).map_err(err)
+}
+
+/// Pretty JSON with a trailing newline.
+pub(super) fn json_bytes<T: serde::Serialize>(
     path: &Path,
     value: &T,
-) -> Result<String, WriteError> {
+) -> Result<Vec<u8>, WriteError> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| WriteError {
         path: path.display().to_string(),
         source: std::io::Error::other(e),
     })?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    Ok(bytes)
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -75,9 +108,10 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
-    fn replaces_content_and_leaves_no_temporary_files() {
+    fn replaces_content_privately_and_leaves_no_temporary_files() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a/b/record.json");
         write_atomic(&p, b"one").unwrap();
@@ -85,10 +119,25 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         assert_eq!(sha, sha256_hex(b"two"));
         assert_eq!(sha256_file(&p).unwrap(), sha);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&p), 0o600);
+        assert_eq!(mode(p.parent().unwrap()), 0o700);
+        assert_eq!(mode(&dir.path().join("a")), 0o700);
         let names: Vec<_> = std::fs::read_dir(p.parent().unwrap())
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("record.json")]);
+    }
+
+    #[test]
+    fn repository_files_never_land_in_the_run_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = dir.path().join("docs/spec.md");
+        write_repository_file(&doc, b"# Spec\n").unwrap();
+        assert_eq!(std::fs::read(&doc).unwrap(), b"# Spec\n");
+        let record = dir.path().join(".specbridge/runs/x/raw-stdout.log");
+        assert!(write_repository_file(&record, b"secret").is_err());
+        assert!(!record.exists());
     }
 }

@@ -38,9 +38,10 @@ pub enum EventError {
     },
 }
 
-/// The writer side of a run's event log.
+/// The writer side of a run's event log. Private to the store: events reach it
+/// only through [`crate::store::RunHandle::event`], which redacts them.
 #[derive(Debug)]
-pub struct EventLog {
+pub(in crate::store) struct EventLog {
     path: PathBuf,
     file: File,
     next_seq: u64,
@@ -55,9 +56,11 @@ impl EventLog {
 
     /// The writer over `path` opened for appending, continuing at `next_seq`.
     fn append_to(path: &Path, new: bool, next_seq: u64, prev: String) -> Result<Self, EventError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let file = OpenOptions::new()
             .create_new(new)
             .append(true)
+            .mode(0o600)
             .open(path)
             .map_err(|source| EventError::Append {
                 path: path.to_path_buf(),
@@ -119,14 +122,6 @@ impl EventLog {
         let seq = self.next_seq;
         self.next_seq += 1;
         Ok(seq)
-    }
-
-    pub fn last_seq(&self) -> u64 {
-        self.next_seq - 1
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

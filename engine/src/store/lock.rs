@@ -29,7 +29,9 @@ impl RunLock {
     /// Take the lock without waiting.
     pub fn acquire(run_dir: &Path, run_id: &str) -> Result<RunLock, LockError> {
         let path = run_dir.join(".lock");
+        use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
+            .mode(0o600)
             .create(true)
             .truncate(false)
             .write(true)

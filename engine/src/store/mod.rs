@@ -1,16 +1,24 @@
 //! The run store: one folder per run under `.specbridge/runs/`, records written
 //! atomically, an append-only hash-chained event log, and an OS lock per run.
+//!
+//! [`RunHandle`] is the only writer of run records: it owns the run's redactor,
+//! and the raw writers (`atomic`, the event log, the log files) are private to
+//! this module.
 
-pub mod atomic;
+mod atomic;
 pub mod events;
 pub mod lock;
+mod log;
+mod private;
 pub mod records;
 mod run;
 mod select;
 
-pub use atomic::{sha256_file, sha256_hex, write_atomic, write_json_atomic, WriteError};
-pub use events::{verify_chain, ChainCheck, EventLog};
+pub use atomic::{sha256_file, sha256_hex, write_repository_file, WriteError};
+pub use events::{verify_chain, ChainCheck};
 pub use lock::{LockError, RunLock};
+pub use log::RunLog;
+pub use private::{add_exclude_line, excludes_run_store, git_exclude_file, EXCLUDE_LINE};
 pub use records::*;
 pub use run::{read_json, RunHandle, RunStore, StoreError};
 pub use select::{is_safe_component, RunSelectError};

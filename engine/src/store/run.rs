@@ -1,13 +1,16 @@
 //! Creating and opening run folders, and writing records into them.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use crate::store::atomic::{sha256_file, write_atomic, write_json_atomic, WriteError};
+use crate::redact::Redactor;
+use crate::store::atomic::{json_bytes, sha256_file, write_atomic, WriteError};
 use crate::store::events::{EventError, EventLog};
 use crate::store::lock::{LockError, RunLock};
+use crate::store::log::RunLog;
+use crate::store::private::{ensure_private_dir, exclude_from_git};
 use crate::store::records::RunRecord;
 use crate::store::select::{self, is_safe_component, RunSelectError};
 
@@ -36,12 +39,14 @@ pub enum StoreError {
 /// `.specbridge/runs/` of one repository.
 #[derive(Debug, Clone)]
 pub struct RunStore {
+    root: PathBuf,
     runs_dir: PathBuf,
 }
 
 impl RunStore {
     pub fn new(repo_root: &Path) -> Self {
         RunStore {
+            root: repo_root.to_path_buf(),
             runs_dir: repo_root.join(".specbridge").join("runs"),
         }
     }
@@ -50,22 +55,32 @@ impl RunStore {
         &self.runs_dir
     }
 
-    /// A new run folder with a fresh UUID v7 id, locked, with an empty event log.
-    pub fn create(&self) -> Result<RunHandle, StoreError> {
+    /// A new run folder with a fresh UUID v7 id, locked, with an empty event log,
+    /// writing everything through `redactor` (built once per run, see
+    /// [`Redactor::for_pipeline`]). The folders are the user's alone (0700), and
+    /// the first run of a repository keeps `.specbridge/` out of git.
+    pub fn create(&self, redactor: Redactor) -> Result<RunHandle, StoreError> {
         let id = uuid::Uuid::now_v7().to_string();
         let dir = self.runs_dir.join(&id);
-        std::fs::create_dir_all(&dir).map_err(|source| StoreError::Create {
-            path: dir.clone(),
-            source,
-        })?;
+        let create = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Create { path, source }
+        };
+        let base = self.root.join(".specbridge");
+        let first = !base.exists();
+        for d in [&base, &self.runs_dir, &dir] {
+            ensure_private_dir(d).map_err(create(d))?;
+        }
+        if first {
+            // Best effort: a repository whose exclude file cannot be written still
+            // runs; its records stay private to the user.
+            if let Err(e) = exclude_from_git(&self.root) {
+                tracing::warn!("failed to add .specbridge/ to .git/info/exclude: {e}");
+            }
+        }
         let lock = RunLock::acquire(&dir, &id)?;
         let events = EventLog::create(&dir.join("events.jsonl"))?;
-        Ok(RunHandle {
-            id,
-            dir,
-            _lock: lock,
-            events: Mutex::new(events),
-        })
+        Ok(RunHandle::new(id, dir, lock, events, redactor))
     }
 
     /// Resolve a selector (id, unique prefix, `latest`) to an id and folder.
@@ -84,27 +99,21 @@ impl RunStore {
     }
 
     /// Open an existing run for writing: lock it and continue its event chain.
-    pub fn open(&self, selector: &str) -> Result<RunHandle, StoreError> {
+    pub fn open(&self, selector: &str, redactor: Redactor) -> Result<RunHandle, StoreError> {
         let (id, dir, lock) = self.lock(selector)?;
-        let events = EventLog::open(&dir.join("events.jsonl"))?;
-        Ok(RunHandle {
-            id,
-            dir,
-            _lock: lock,
-            events: Mutex::new(events),
-        })
+        Self::open_locked(id, dir, lock, redactor)
     }
 
     /// Continue a run whose lock is already held: resume takes the lock first,
     /// audits the run and repairs a torn log before it opens the log for writing.
-    pub fn open_locked(id: String, dir: PathBuf, lock: RunLock) -> Result<RunHandle, StoreError> {
+    pub fn open_locked(
+        id: String,
+        dir: PathBuf,
+        lock: RunLock,
+        redactor: Redactor,
+    ) -> Result<RunHandle, StoreError> {
         let events = EventLog::open(&dir.join("events.jsonl"))?;
-        Ok(RunHandle {
-            id,
-            dir,
-            _lock: lock,
-            events: Mutex::new(events),
-        })
+        Ok(RunHandle::new(id, dir, lock, events, redactor))
     }
 
     /// Every run id, oldest first.
@@ -130,23 +139,57 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Store
     })
 }
 
-/// An open, locked run. Every record written through it is announced in the
-/// event log with its path and sha256, which is what audit checks files against.
+/// An open, locked run, and the only writer of its records.
+///
+/// Every byte written through it — JSON records, byte records, events, streamed
+/// logs — passes the run's [`Redactor`] first; the raw atomic writer and the event
+/// log are private to the store, so no other module can write a record around it
+/// (docs/run-directory.md). Every record is announced in the event log with its
+/// path and sha256, which is what audit checks files against.
 #[derive(Debug)]
 pub struct RunHandle {
     id: String,
     dir: PathBuf,
     _lock: RunLock,
-    events: Mutex<EventLog>,
+    events: Arc<Mutex<EventLog>>,
+    redactor: Arc<Redactor>,
+}
+
+/// Appends one event, redacted: what the run handle and its logs share.
+pub(super) fn append_event(
+    events: &Mutex<EventLog>,
+    redactor: &Redactor,
+    kind: &str,
+    mut data: Value,
+) -> Result<u64, StoreError> {
+    redactor.redact_json(&mut data);
+    let mut log = events.lock().expect("event log lock");
+    Ok(log.append(kind, data)?)
 }
 
 impl RunHandle {
+    fn new(id: String, dir: PathBuf, lock: RunLock, events: EventLog, redactor: Redactor) -> Self {
+        RunHandle {
+            id,
+            dir,
+            _lock: lock,
+            events: Arc::new(Mutex::new(events)),
+            redactor: Arc::new(redactor),
+        }
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The run's redactor, for text that leaves specbridge another way (the
+    /// terminal) or must be checked for secrets (a document, a change).
+    pub fn redactor(&self) -> &Arc<Redactor> {
+        &self.redactor
     }
 
     /// `stages/<stage-id>` (relative).
@@ -160,7 +203,7 @@ impl RunHandle {
     }
 
     /// The absolute path of a relative record path, refusing anything that could
-    /// leave the run folder.
+    /// leave the run folder. For reading: writing goes through the methods below.
     pub fn path(&self, rel: &str) -> Result<PathBuf, StoreError> {
         if rel.is_empty() || rel.split('/').any(|c| !is_safe_component(c)) {
             return Err(StoreError::UnsafePath(rel.to_string()));
@@ -168,35 +211,53 @@ impl RunHandle {
         Ok(self.dir.join(rel))
     }
 
-    /// Append an event.
+    /// Append an event, its strings redacted.
     pub fn event(&self, kind: &str, data: Value) -> Result<u64, StoreError> {
-        let mut log = self.events.lock().expect("event log lock");
-        Ok(log.append(kind, data)?)
+        append_event(&self.events, &self.redactor, kind, data)
     }
 
-    /// Write a JSON record atomically and announce it.
+    /// Write a JSON record atomically, its strings (and keys) redacted, and
+    /// announce it. Returns the sha256 of the bytes written.
     pub fn write_json<T: serde::Serialize>(
         &self,
         rel: &str,
         value: &T,
     ) -> Result<String, StoreError> {
         let path = self.path(rel)?;
-        let sha = write_json_atomic(&path, value)?;
-        self.event("record-written", json!({ "path": rel, "sha256": sha }))?;
-        Ok(sha)
+        let mut value = serde_json::to_value(value).map_err(|e| WriteError {
+            path: path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        self.redactor.redact_json(&mut value);
+        self.put(rel, &path, &json_bytes(&path, &value)?)
     }
 
-    /// Write bytes atomically and announce them.
+    /// Write bytes atomically, redacted, and announce them.
     pub fn write_bytes(&self, rel: &str, bytes: &[u8]) -> Result<String, StoreError> {
         let path = self.path(rel)?;
-        let sha = write_atomic(&path, bytes)?;
+        self.put(rel, &path, &self.redactor.redact_bytes(bytes))
+    }
+
+    fn put(&self, rel: &str, path: &Path, redacted: &[u8]) -> Result<String, StoreError> {
+        let sha = write_atomic(path, redacted)?;
         self.event("record-written", json!({ "path": rel, "sha256": sha }))?;
         Ok(sha)
     }
 
-    /// Announce a file that was written in place (a streamed log), after it is
-    /// complete.
-    pub fn announce(&self, rel: &str) -> Result<String, StoreError> {
+    /// A record written as a stream (a process's output, JSON lines), redacted as
+    /// it is written and announced by [`RunLog::complete`].
+    pub fn log(&self, rel: &str) -> Result<RunLog, StoreError> {
+        let path = self.path(rel)?;
+        RunLog::create(
+            rel.to_string(),
+            path,
+            self.redactor.clone(),
+            self.events.clone(),
+        )
+    }
+
+    /// Announce a streamed file as it was left by a process that died (resume).
+    pub(crate) fn announce(&self, rel: &str) -> Result<String, StoreError> {
         let path = self.path(rel)?;
         let sha = sha256_file(&path).map_err(|e| StoreError::Read {
             path: path.clone(),
@@ -204,16 +265,6 @@ impl RunHandle {
         })?;
         self.event("record-written", json!({ "path": rel, "sha256": sha }))?;
         Ok(sha)
-    }
-
-    /// Create a folder inside the run (for streamed logs).
-    pub fn ensure_dir(&self, rel: &str) -> Result<PathBuf, StoreError> {
-        let p = self.path(rel)?;
-        std::fs::create_dir_all(&p).map_err(|source| StoreError::Create {
-            path: p.clone(),
-            source,
-        })?;
-        Ok(p)
     }
 }
 
@@ -226,7 +277,7 @@ mod tests {
     fn records_are_announced_and_the_run_is_locked() {
         let repo = tempfile::tempdir().unwrap();
         let store = RunStore::new(repo.path());
-        let run = store.create().unwrap();
+        let run = store.create(Redactor::default()).unwrap();
         run.write_json("stages/a/stage.json", &json!({"x": 1}))
             .unwrap();
         run.write_bytes("pipeline.yaml", b"version: 1\n").unwrap();
@@ -234,7 +285,7 @@ mod tests {
         assert!(run.path("stages/../x").is_err());
         assert!(run.path("/abs").is_err());
 
-        let err = store.open(run.id()).unwrap_err();
+        let err = store.open(run.id(), Redactor::default()).unwrap_err();
         assert!(err.to_string().contains("is in use"), "{err}");
 
         let check = verify_chain(&run.dir().join("events.jsonl")).unwrap();
@@ -242,7 +293,7 @@ mod tests {
         assert_eq!(check.events, 2);
         let id = run.id().to_string();
         drop(run);
-        let reopened = store.open("latest").unwrap();
+        let reopened = store.open("latest", Redactor::default()).unwrap();
         assert_eq!(reopened.id(), id);
     }
 }

@@ -1,18 +1,17 @@
-//! Streaming one output stream of the child into its file, up to a byte cap,
+//! Streaming one output stream of the child into its sink, up to a byte cap,
 //! while handing stdout lines to an observer. Memory use is a read buffer and at
-//! most one line, whatever the child prints.
+//! most one line (plus what the sink holds back), whatever the child prints.
 
 use std::io;
-use std::path::PathBuf;
 
-use tokio::fs::File;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::record::OutputStream;
+use super::sink::OutputSink;
 
 /// The longest line handed to an observer; the rest of a longer line is dropped
-/// (it stays in the file), so one huge line cannot exhaust memory.
+/// (it still goes to the sink), so one huge line cannot exhaust memory.
 pub const MAX_OBSERVED_LINE_BYTES: usize = 1024 * 1024;
 
 const READ_BUFFER_BYTES: usize = 64 * 1024;
@@ -46,8 +45,7 @@ pub(crate) enum CaptureEvent {
 /// that left the group).
 pub(crate) struct Capture<'o> {
     stream: OutputStream,
-    path: PathBuf,
-    file: File,
+    sink: Box<dyn OutputSink>,
     cap: u64,
     pub kept: u64,
     pub truncated: bool,
@@ -56,30 +54,29 @@ pub(crate) struct Capture<'o> {
 }
 
 impl<'o> Capture<'o> {
-    pub async fn create(
+    pub fn new(
         stream: OutputStream,
-        path: PathBuf,
+        sink: Box<dyn OutputSink>,
         cap: u64,
         observer: Option<&'o mut dyn StdoutObserver>,
-    ) -> io::Result<Self> {
-        let file = File::create(&path).await?;
-        Ok(Self {
+    ) -> Self {
+        Self {
             stream,
-            path,
-            file,
+            sink,
             cap,
             kept: 0,
             truncated: false,
             error: None,
             lines: observer.map(LineSplitter::new),
-        })
+        }
     }
 
-    pub fn path(&self) -> &PathBuf {
-        &self.path
+    pub fn describe(&self) -> String {
+        self.sink.describe()
     }
 
-    /// Copies `pipe` into the file until end of stream, the cap, or an error.
+    /// Copies `pipe` into the sink until end of stream, the cap, or an error.
+    /// The sink writes synchronously: a chunk at a time into a local file.
     /// Past the cap the pipe is dropped unread: the process is being stopped anyway.
     pub async fn pump(
         &mut self,
@@ -97,7 +94,7 @@ impl<'o> Capture<'o> {
             let room = self.cap.saturating_sub(self.kept);
             let take = read.min(usize::try_from(room).unwrap_or(usize::MAX));
             let kept = &buffer[..take];
-            if let Err(error) = self.file.write_all(kept).await {
+            if let Err(error) = self.sink.write_chunk(kept) {
                 return self.fail(error, &events);
             }
             self.kept += take as u64;
@@ -124,18 +121,10 @@ impl<'o> Capture<'o> {
         let _ = events.send(CaptureEvent::Failed(self.stream));
     }
 
-    /// Flushes the file to disk; the first error of the capture wins.
-    pub async fn finish(&mut self) {
-        let flushed = async {
-            self.file.flush().await?;
-            match self.file.sync_data().await {
-                // Not a regular file (a device such as /dev/null): nothing to sync.
-                Err(error) if error.raw_os_error() == Some(libc::EINVAL) => Ok(()),
-                synced => synced,
-            }
-        }
-        .await;
-        if let Err(error) = flushed {
+    /// Completes the sink (held bytes written, file synced and recorded); the
+    /// first error of the capture wins.
+    pub fn finish(&mut self) {
+        if let Err(error) = self.sink.finish() {
             self.error.get_or_insert(error);
         }
     }

@@ -1,5 +1,4 @@
 use std::io;
-use std::path::PathBuf;
 
 /// Why the supervisor could not run a process or could not keep its output.
 #[derive(Debug, thiserror::Error)]
@@ -16,16 +15,10 @@ pub enum SupervisorError {
         #[source]
         source: io::Error,
     },
-    #[error("failed to create output file {}", path.display())]
-    CreateOutput {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
     /// Writing or reading a stream failed; the process group was stopped.
-    #[error("failed to capture output into {}", path.display())]
+    #[error("failed to capture output into {into}")]
     Capture {
-        path: PathBuf,
+        into: String,
         #[source]
         source: io::Error,
     },

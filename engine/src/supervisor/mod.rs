@@ -4,8 +4,8 @@
 //! Each child gets its own process group. A timeout, a cancel, an output limit or a
 //! hang after the agent's result sends SIGTERM to the whole group and SIGKILL after
 //! the kill grace; once the leader has exited, any member of the group still alive
-//! is ended too. stdout and stderr stream to files up to a byte cap, so memory stays
-//! flat whatever the child prints. What happened is returned as a [`ProcessRecord`],
+//! is ended too. stdout and stderr stream into sinks (the run store's redacting logs)
+//! up to a byte cap, so memory stays flat whatever the child prints. What happened is returned as a [`ProcessRecord`],
 //! the content of `process.json`.
 
 mod cancel;
@@ -16,6 +16,7 @@ mod group;
 mod record;
 mod resolve;
 mod run;
+mod sink;
 mod spec;
 
 pub use cancel::{CancelLevel, CancelToken};
@@ -26,4 +27,5 @@ pub use group::{group_alive, kill_group_if_alive};
 pub use record::{process_record_schema, OutputStream, ProcessRecord, PROCESS_SCHEMA_VERSION};
 pub use resolve::resolve_program;
 pub use run::run;
+pub use sink::{Discard, OutputSink};
 pub use spec::SpawnSpec;

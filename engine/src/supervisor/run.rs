@@ -38,14 +38,35 @@ pub async fn run(
     observer: Option<&mut dyn StdoutObserver>,
     on_spawn: impl FnOnce(u32, i32),
 ) -> Result<ProcessRecord, SupervisorError> {
-    let executable = resolve_program(&spec.program, &spec.cwd, &spec.env)?;
+    // Whatever happens, the sinks are completed: an empty log is recorded like
+    // any other, never left behind unannounced.
+    let executable = match resolve_program(&spec.program, &spec.cwd, &spec.env) {
+        Ok(executable) => executable,
+        Err(e) => {
+            complete_unused(&mut spec);
+            return Err(e);
+        }
+    };
     if cancel.is_cancelled() {
+        complete_unused(&mut spec);
         return Err(SupervisorError::CancelledBeforeSpawn {
             program: spec.program,
         });
     }
-    let mut stdout = create_capture(OutputStream::Stdout, &spec, observer).await?;
-    let mut stderr = create_capture(OutputStream::Stderr, &spec, None).await?;
+    let stdout_sink = std::mem::replace(&mut spec.stdout, Box::new(super::sink::Discard));
+    let stderr_sink = std::mem::replace(&mut spec.stderr, Box::new(super::sink::Discard));
+    let mut stdout = Capture::new(
+        OutputStream::Stdout,
+        stdout_sink,
+        spec.max_stdout_bytes,
+        observer,
+    );
+    let mut stderr = Capture::new(
+        OutputStream::Stderr,
+        stderr_sink,
+        spec.max_stderr_bytes,
+        None,
+    );
 
     let mut command = Command::new(&executable);
     command
@@ -64,10 +85,17 @@ pub async fn run(
 
     let started_at = now_millis();
     let started = Instant::now();
-    let mut child = command.spawn().map_err(|source| SupervisorError::Spawn {
-        program: spec.program.clone(),
-        source,
-    })?;
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(source) => {
+            stdout.finish();
+            stderr.finish();
+            return Err(SupervisorError::Spawn {
+                program: spec.program.clone(),
+                source,
+            });
+        }
+    };
     let pid = child
         .id()
         .expect("a child that was not waited for has a pid");
@@ -119,8 +147,8 @@ pub async fn run(
     if let Some(writer) = stdin_writer {
         writer.abort();
     }
-    stdout.finish().await;
-    stderr.finish().await;
+    stdout.finish();
+    stderr.finish();
     // Past an error of its own the supervise loop may not have ended the group;
     // leaving the guard armed kills it on return.
     let ended = ended?;
@@ -128,7 +156,7 @@ pub async fn run(
     for capture in [&mut stdout, &mut stderr] {
         if let Some(source) = capture.error.take() {
             return Err(SupervisorError::Capture {
-                path: capture.path().clone(),
+                into: capture.describe(),
                 source,
             });
         }
@@ -157,21 +185,13 @@ pub async fn run(
     })
 }
 
-async fn create_capture<'o>(
-    stream: OutputStream,
-    spec: &SpawnSpec,
-    observer: Option<&'o mut dyn StdoutObserver>,
-) -> Result<Capture<'o>, SupervisorError> {
-    let (path, cap) = match stream {
-        OutputStream::Stdout => (&spec.stdout_path, spec.max_stdout_bytes),
-        OutputStream::Stderr => (&spec.stderr_path, spec.max_stderr_bytes),
-    };
-    Capture::create(stream, path.clone(), cap, observer)
-        .await
-        .map_err(|source| SupervisorError::CreateOutput {
-            path: path.clone(),
-            source,
-        })
+/// Completes the sinks of a process that was never started.
+fn complete_unused(spec: &mut SpawnSpec) {
+    for sink in [&mut spec.stdout, &mut spec.stderr] {
+        if let Err(e) = sink.finish() {
+            tracing::warn!("failed to complete {}: {e}", sink.describe());
+        }
+    }
 }
 
 /// Why the supervisor stopped the process, as recorded.

@@ -3,14 +3,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// One child process to run. The caller redacts `redacted_argv`; `env` is never
-/// recorded.
-#[derive(Debug, Clone)]
+use super::sink::OutputSink;
+
+/// One child process to run. `env` is never recorded.
 pub struct SpawnSpec {
     /// A program name looked up in `PATH` (never through a shell), or a path.
     pub program: String,
     pub args: Vec<String>,
-    /// What `process.json` records as the argv, program first.
+    /// What `process.json` records as the argv, program first; the run store
+    /// redacts it when it writes `process.json`.
     pub redacted_argv: Vec<String>,
     pub cwd: PathBuf,
     /// Added to the inherited environment; a `PATH` here is also used to find
@@ -18,8 +19,10 @@ pub struct SpawnSpec {
     pub env: Vec<(String, String)>,
     /// Written to the child's stdin, which is then closed; `None` gives `/dev/null`.
     pub stdin: Option<Vec<u8>>,
-    pub stdout_path: PathBuf,
-    pub stderr_path: PathBuf,
+    /// Where stdout and stderr go: for a run, logs of the run store
+    /// (`RunHandle::log`), redacted as they are written.
+    pub stdout: Box<dyn OutputSink>,
+    pub stderr: Box<dyn OutputSink>,
     /// Bytes kept of each stream; more stops the process.
     pub max_stdout_bytes: u64,
     pub max_stderr_bytes: u64,
@@ -28,4 +31,17 @@ pub struct SpawnSpec {
     /// How long a process group gets between SIGTERM and SIGKILL, and how long a
     /// process may linger after its result has been seen.
     pub kill_grace: Duration,
+}
+
+impl std::fmt::Debug for SpawnSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpawnSpec")
+            .field("program", &self.program)
+            .field("redacted_argv", &self.redacted_argv)
+            .field("cwd", &self.cwd)
+            .field("stdout", &self.stdout.describe())
+            .field("stderr", &self.stderr.describe())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }

@@ -1,10 +1,39 @@
 //! Helpers shared by the supervisor test binaries.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use specbridge_engine::supervisor::{ObserverControl, SpawnSpec, StdoutObserver};
+use specbridge_engine::supervisor::{ObserverControl, OutputSink, SpawnSpec, StdoutObserver};
+
+/// A plain file, for the supervisor's own tests (runs write through the store's
+/// redacting logs instead).
+pub struct FileSink {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl FileSink {
+    pub fn create(path: PathBuf) -> Box<Self> {
+        let file = std::fs::File::create(&path).unwrap();
+        Box::new(FileSink { path, file })
+    }
+}
+
+impl OutputSink for FileSink {
+    fn write_chunk(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.file.write_all(bytes)
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+}
 
 /// A `sh -c SCRIPT` child writing into `dir`, with limits that never get in the way.
 pub fn sh(dir: &Path, script: &str) -> SpawnSpec {
@@ -15,8 +44,8 @@ pub fn sh(dir: &Path, script: &str) -> SpawnSpec {
         cwd: dir.to_path_buf(),
         env: Vec::new(),
         stdin: None,
-        stdout_path: dir.join("raw-stdout.log"),
-        stderr_path: dir.join("raw-stderr.log"),
+        stdout: FileSink::create(dir.join("raw-stdout.log")),
+        stderr: FileSink::create(dir.join("raw-stderr.log")),
         max_stdout_bytes: 1024 * 1024,
         max_stderr_bytes: 1024 * 1024,
         // Only there so that a broken supervisor fails the test instead of hanging it.

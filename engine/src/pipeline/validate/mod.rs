@@ -162,6 +162,23 @@ impl Checker<'_> {
                 );
             }
         }
+        for (i, name) in f.secrets.iter().enumerate() {
+            let valid = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                let path = child_index("secrets", i);
+                let at = self.at_value(&path);
+                self.error(
+                    "invalid-value",
+                    &path,
+                    at,
+                    format!("`{name}` is not an environment variable name; `secrets` lists names whose values are redacted, never the values themselves"),
+                );
+            }
+        }
         self.runner(&f.runner, "runner", None);
         self.verification(&f.verification, "verification");
     }

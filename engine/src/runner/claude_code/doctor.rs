@@ -6,7 +6,6 @@
 //! request, or an interactive UI that hangs). The output of `auth status` names
 //! local folders and account details, so only a one-word summary leaves this module.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -265,7 +264,7 @@ async fn run_probe(
         Err(e) => format!("{shown} {e}"),
     };
     report.status = DoctorStatus::Error;
-    report.error = Some(Redactor::from_env(&BTreeMap::new()).redact_str(&failure));
+    report.error = Some(Redactor::from_process_env().redact_str(&failure));
     None
 }
 

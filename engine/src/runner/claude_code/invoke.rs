@@ -1,19 +1,19 @@
 //! One Claude Code invocation, from an assembled request to the records of its
 //! attempt folder (DESIGN §5 Invocation, §6):
 //!
-//! - `prompt.md` (redacted), `request.json`, `output-schema.json` before the spawn;
+//! - `prompt.md`, `request.json`, `output-schema.json` before the spawn;
 //! - the last safety assertion on the argv (DESIGN §7, third layer): a forbidden
 //!   flag or mode here spawns nothing and ends `safety-violation`;
 //! - the process under the supervisor, its stdout read line by line as stream-json
 //!   for live progress and the result event;
-//! - `process.json`, `raw-stdout.log` and `raw-stderr.log` (redacted), and
-//!   `result.json` after it.
+//! - `process.json`, `raw-stdout.log` and `raw-stderr.log`, and `result.json`.
 //!
-//! stdout and stderr stream into capture files first; the result is parsed from the
-//! unredacted capture, which is then copied redacted into the final log and deleted,
-//! so that no secret the agent printed outlives the invocation.
+//! Every record goes through the run store, which redacts it. stdout and stderr
+//! stream into the store's logs, redacted as they are written; the stream-json is
+//! parsed from the lines the supervisor hands over in memory, never from a file,
+//! so no unredacted byte the agent printed is ever on disk.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -24,11 +24,10 @@ use super::record::ResultRecord;
 use super::request::{RequestContext, RequestRecord};
 use super::stream::{LineKind, Progress, StreamState};
 use crate::pipeline::ResolvedRunner;
-use crate::redact::Redactor;
 use crate::replay::RecordedAttempt;
 use crate::safety::assert_argv_safe;
 use crate::status::StageStatus;
-use crate::store::{now_rfc3339, sha256_hex, RunHandle};
+use crate::store::{now_rfc3339, sha256_hex, RunHandle, RunLog};
 use crate::supervisor::{
     self, CancelToken, ObserverControl, ProcessRecord, SpawnSpec, StdoutObserver, SupervisorError,
 };
@@ -37,10 +36,9 @@ use crate::supervisor::{
 /// call, the result). Runs on the supervisor's task: keep it quick.
 pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
 
-/// Names of the streams' capture files, inside the attempt folder. They hold
-/// unredacted output and are deleted once the redacted logs are written.
-pub const STDOUT_CAPTURE: &str = ".capture-stdout";
-pub const STDERR_CAPTURE: &str = ".capture-stderr";
+/// Most stdout kept in memory for a result envelope printed over several lines
+/// (`--output-format json`); stream-json never needs it.
+const FALLBACK_STDOUT_BYTES: usize = 16 << 20;
 
 /// Everything one invocation needs.
 #[derive(Clone)]
@@ -59,7 +57,6 @@ pub struct InvokeSpec<'a> {
     pub schema: Option<&'a Value>,
     /// The repository root: the working directory.
     pub cwd: &'a Path,
-    pub redactor: &'a Redactor,
     pub cancel: CancelToken,
     /// The detected CLI version, for `request.json`.
     pub cli_version: Option<&'a str>,
@@ -70,8 +67,8 @@ pub struct InvokeSpec<'a> {
 }
 
 /// How one invocation ended. Texts that came from the agent (the failure reason) are
-/// redacted; the structured output is as produced, for the caller to validate and
-/// redact before keeping it.
+/// redacted; the structured output is as produced, for the caller to validate (the
+/// run store redacts it when it is kept).
 #[derive(Debug, Clone)]
 pub struct InvocationOutcome {
     pub status: StageStatus,
@@ -121,11 +118,39 @@ impl InvocationOutcome {
 struct StreamObserver {
     state: StreamState,
     on_progress: Option<ProgressCallback>,
+    /// stdout while no line was a stream-json event: a result envelope printed
+    /// over several lines is parsed from it at the end. `None` once not needed.
+    fallback: Option<Vec<u8>>,
+}
+
+impl StreamObserver {
+    fn new(on_progress: Option<ProgressCallback>) -> Self {
+        StreamObserver {
+            state: StreamState::new(),
+            on_progress,
+            fallback: Some(Vec::new()),
+        }
+    }
+
+    fn keep_for_fallback(&mut self, kind: LineKind, line: &[u8]) {
+        if !matches!(kind, LineKind::Blank | LineKind::NotJson | LineKind::Result) {
+            self.fallback = None;
+        }
+        if let Some(kept) = &mut self.fallback {
+            if kept.len() + line.len() < FALLBACK_STDOUT_BYTES {
+                kept.extend_from_slice(line);
+                kept.push(b'\n');
+            } else {
+                self.fallback = None;
+            }
+        }
+    }
 }
 
 impl StdoutObserver for StreamObserver {
     fn on_line(&mut self, line: &[u8]) -> ObserverControl {
         let kind = self.state.feed_line(line);
+        self.keep_for_fallback(kind, line);
         if matches!(
             kind,
             LineKind::Init | LineKind::Assistant | LineKind::ApiRetry | LineKind::Result
@@ -146,7 +171,7 @@ impl StdoutObserver for StreamObserver {
 /// agent or store: every failure becomes the outcome's status and reason.
 pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     let attempt_rel = RunHandle::attempt_rel(spec.stage_id, spec.attempt);
-    let redactor = spec.redactor;
+    let redactor = spec.run.redactor().clone();
     let store_failed = |what: &str, e: &dyn std::fmt::Display| {
         InvocationOutcome::not_spawned(
             attempt_rel.clone(),
@@ -154,23 +179,17 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             format!("failed to write {what}: {e}"),
         )
     };
-    let dir = match spec.run.ensure_dir(&attempt_rel) {
-        Ok(dir) => dir,
-        Err(e) => return store_failed("the attempt folder", &e),
-    };
     let rel = |name: &str| format!("{attempt_rel}/{name}");
 
-    if let Err(e) = spec.run.write_bytes(
-        &rel("prompt.md"),
-        redactor.redact_str(spec.prompt).as_bytes(),
-    ) {
+    if let Err(e) = spec
+        .run
+        .write_bytes(&rel("prompt.md"), spec.prompt.as_bytes())
+    {
         return store_failed("prompt.md", &e);
     }
     let mut schema_sha256 = None;
     if let Some(schema) = spec.schema {
-        let mut recorded = schema.clone();
-        redactor.redact_json(&mut recorded);
-        match spec.run.write_json(&rel("output-schema.json"), &recorded) {
+        match spec.run.write_json(&rel("output-schema.json"), schema) {
             Ok(sha) => schema_sha256 = Some(sha),
             Err(e) => return store_failed("output-schema.json", &e),
         }
@@ -189,9 +208,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             cwd: &cwd,
         },
     );
-    let mut request_json = serde_json::to_value(&request).expect("records serialise");
-    redactor.redact_json(&mut request_json);
-    if let Err(e) = spec.run.write_json(&rel("request.json"), &request_json) {
+    if let Err(e) = spec.run.write_json(&rel("request.json"), &request) {
         return store_failed("request.json", &e);
     }
 
@@ -208,33 +225,24 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         return outcome;
     }
 
-    let stdout_capture = dir.join(STDOUT_CAPTURE);
-    let stderr_capture = dir.join(STDERR_CAPTURE);
+    let logs = spec
+        .run
+        .log(&rel("raw-stdout.log"))
+        .and_then(|out| Ok((out, spec.run.log(&rel("raw-stderr.log"))?)));
+    let (stdout_log, stderr_log) = match logs {
+        Ok(logs) => logs,
+        Err(e) => return store_failed("the agent's logs", &e),
+    };
     if let Some(recorded) = spec.replay {
-        return match play_back(
-            &spec,
-            recorded,
-            &attempt_rel,
-            &stdout_capture,
-            &stderr_capture,
-        ) {
+        return match play_back(&spec, recorded, &attempt_rel, stdout_log, stderr_log) {
             Ok((record, state)) => {
-                let mut outcome = finish(
-                    &spec,
-                    attempt_rel,
-                    record,
-                    state,
-                    &stdout_capture,
-                    &stderr_capture,
-                );
+                let mut outcome = finish(&spec, attempt_rel, record, state, None);
                 // The recorded cost was spent when it was recorded, not now.
                 outcome.cost_usd = 0.0;
                 outcome.replayed = true;
                 outcome
             }
             Err(reason) => {
-                let _ = std::fs::remove_file(&stdout_capture);
-                let _ = std::fs::remove_file(&stderr_capture);
                 let outcome = InvocationOutcome::not_spawned(
                     attempt_rel.clone(),
                     StageStatus::Failed,
@@ -249,7 +257,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     let spawn = SpawnSpec {
         program: spec.request.program.clone(),
         args: spec.request.argv.clone(),
-        redacted_argv: full_argv.iter().map(|a| redactor.redact_str(a)).collect(),
+        redacted_argv: full_argv,
         cwd: spec.cwd.to_path_buf(),
         env: runner
             .env
@@ -257,17 +265,14 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         stdin: Some(spec.prompt.as_bytes().to_vec()),
-        stdout_path: stdout_capture.clone(),
-        stderr_path: stderr_capture.clone(),
+        stdout: Box::new(stdout_log),
+        stderr: Box::new(stderr_log),
         max_stdout_bytes: runner.max_stdout_bytes.bytes(),
         max_stderr_bytes: runner.max_stderr_bytes.bytes(),
         timeout: Some(runner.timeout.as_duration()),
         kill_grace: runner.kill_grace.as_duration(),
     };
-    let mut observer = StreamObserver {
-        state: StreamState::new(),
-        on_progress: spec.on_progress.clone(),
-    };
+    let mut observer = StreamObserver::new(spec.on_progress.clone());
     let run = spec.run;
     let (stage_id, attempt) = (spec.stage_id.to_string(), spec.attempt);
     let result = supervisor::run(
@@ -300,14 +305,6 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
                 ),
                 other => (StageStatus::Failed, crate::error_chain(other)),
             };
-            // A capture error comes after the spawn: keep what was captured.
-            let _ = keep_logs(
-                run,
-                &attempt_rel,
-                &stdout_capture,
-                &stderr_capture,
-                redactor,
-            );
             let outcome = InvocationOutcome::not_spawned(
                 attempt_rel.clone(),
                 status,
@@ -318,14 +315,8 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         }
     };
 
-    finish(
-        &spec,
-        attempt_rel,
-        record,
-        observer.state,
-        &stdout_capture,
-        &stderr_capture,
-    )
+    let fallback = observer.fallback.take();
+    finish(&spec, attempt_rel, record, observer.state, fallback)
 }
 
 /// Everything after the process (or its playback) ended: the logs kept redacted,
@@ -335,19 +326,17 @@ fn finish(
     attempt_rel: String,
     record: ProcessRecord,
     mut state: StreamState,
-    stdout_capture: &Path,
-    stderr_capture: &Path,
+    fallback: Option<Vec<u8>>,
 ) -> InvocationOutcome {
     let run = spec.run;
-    let redactor = spec.redactor;
+    let redactor = run.redactor();
     let rel = |name: &str| format!("{attempt_rel}/{name}");
     if !state.result_seen() && !record.stdout_truncated {
         // `--output-format json` may pretty-print its envelope over several lines.
-        if let Ok(stdout) = std::fs::read(stdout_capture) {
+        if let Some(stdout) = fallback {
             state.finish(&stdout);
         }
     }
-    let logs = keep_logs(run, &attempt_rel, stdout_capture, stderr_capture, redactor);
 
     let classification = classify(ClassifyInput {
         exit_code: record.exit_code,
@@ -371,10 +360,6 @@ fn finish(
         .failure_reason
         .as_deref()
         .map(|r| redactor.redact_str(r));
-    if let Err(e) = logs {
-        status = StageStatus::Failed;
-        failure_reason = Some(format!("failed to keep the agent's output: {e}"));
-    }
     if let Err(e) = run.write_json(&rel("process.json"), &record) {
         status = StageStatus::Failed;
         failure_reason = Some(format!("failed to write process.json: {e}"));
@@ -383,9 +368,7 @@ fn finish(
     let mut result_record = ResultRecord::new(&classification, state.result(), offered_tools);
     result_record.outcome = status;
     result_record.failure_reason = failure_reason.clone();
-    let mut result_json = serde_json::to_value(&result_record).expect("records serialise");
-    redactor.redact_json(&mut result_json);
-    if let Err(e) = run.write_json(&rel("result.json"), &result_json) {
+    if let Err(e) = run.write_json(&rel("result.json"), &result_record) {
         status = StageStatus::Failed;
         failure_reason = Some(format!("failed to write result.json: {e}"));
     }
@@ -415,13 +398,14 @@ fn finish(
 }
 
 /// Plays a recorded attempt back in place of the agent: `replay.json` says where it
-/// came from; the recorded stdout is read as the stream would have been.
+/// came from; the recorded stdout goes into this attempt's log and is read as the
+/// stream would have been.
 fn play_back(
     spec: &InvokeSpec<'_>,
     recorded: &RecordedAttempt,
     attempt_rel: &str,
-    stdout_capture: &Path,
-    stderr_capture: &Path,
+    mut stdout_log: RunLog,
+    mut stderr_log: RunLog,
 ) -> Result<(ProcessRecord, StreamState), String> {
     let source = json!({
         "schemaVersion": 1,
@@ -432,21 +416,32 @@ fn play_back(
         "recordedInputHash": recorded.record.input_hash,
         "recordedStatus": recorded.record.status,
     });
-    spec.run
+    let played = spec
+        .run
         .write_json(&format!("{attempt_rel}/replay.json"), &source)
-        .map_err(|e| format!("failed to write replay.json: {e}"))?;
-    let record = recorded
-        .play(stdout_capture, stderr_capture, spec.cwd)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("failed to write replay.json: {e}"))
+        .and_then(|_| {
+            recorded
+                .play(&mut stdout_log, &mut stderr_log, spec.cwd)
+                .map_err(|e| e.to_string())
+        });
+    for log in [&mut stdout_log, &mut stderr_log] {
+        log.complete()
+            .map_err(|e| format!("failed to keep the played-back output: {e}"))?;
+    }
+    let record = played?;
     let mut state = StreamState::new();
-    let file = std::fs::File::open(stdout_capture)
-        .map_err(|e| format!("failed to read the played-back output: {e}"))?;
-    use std::io::BufRead;
-    for line in std::io::BufReader::new(file).split(b'\n') {
-        let line = line.map_err(|e| format!("failed to read the played-back output: {e}"))?;
-        state.feed_line(&line);
-        if let Some(report) = &spec.on_progress {
-            report(&state.progress());
+    let stdout = recorded.dir.join("raw-stdout.log");
+    if stdout.is_file() {
+        let file = std::fs::File::open(&stdout)
+            .map_err(|e| format!("failed to read the played-back output: {e}"))?;
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(file).split(b'\n') {
+            let line = line.map_err(|e| format!("failed to read the played-back output: {e}"))?;
+            state.feed_line(&line);
+            if let Some(report) = &spec.on_progress {
+                report(&state.progress());
+            }
         }
     }
     Ok((record, state))
@@ -468,59 +463,12 @@ fn write_unspawned_result(spec: &InvokeSpec<'_>, attempt_rel: &str, outcome: &In
         api_error_status: None,
     };
     let record = ResultRecord::new(&classification, None, None);
-    let mut value = serde_json::to_value(&record).expect("records serialise");
-    spec.redactor.redact_json(&mut value);
     if let Err(e) = spec
         .run
-        .write_json(&format!("{attempt_rel}/result.json"), &value)
+        .write_json(&format!("{attempt_rel}/result.json"), &record)
     {
         tracing::warn!("failed to write result.json of {attempt_rel}: {e}");
     }
-}
-
-/// Copies each capture redacted into its final log (atomically: a temporary file,
-/// then a rename), announces it, and deletes the capture. Captures are deleted even
-/// when copying fails, so unredacted output never stays in the run folder.
-fn keep_logs(
-    run: &RunHandle,
-    attempt_rel: &str,
-    stdout_capture: &Path,
-    stderr_capture: &Path,
-    redactor: &Redactor,
-) -> Result<(), String> {
-    let mut first_error = None;
-    for (capture, name) in [
-        (stdout_capture, "raw-stdout.log"),
-        (stderr_capture, "raw-stderr.log"),
-    ] {
-        if !capture.exists() {
-            continue;
-        }
-        let rel = format!("{attempt_rel}/{name}");
-        let kept = run
-            .path(&rel)
-            .map_err(|e| e.to_string())
-            .and_then(|dst| redact_into(redactor, capture, &dst))
-            .and_then(|()| run.announce(&rel).map(|_| ()).map_err(|e| e.to_string()));
-        if let Err(e) = std::fs::remove_file(capture) {
-            tracing::warn!("failed to delete {}: {e}", capture.display());
-        }
-        if let Err(e) = kept {
-            first_error.get_or_insert(e);
-        }
-    }
-    first_error.map_or(Ok(()), Err)
-}
-
-fn redact_into(redactor: &Redactor, src: &Path, dst: &Path) -> Result<(), String> {
-    let tmp: PathBuf = dst.with_file_name(format!(
-        ".tmp-{}",
-        dst.file_name().and_then(|n| n.to_str()).unwrap_or("log")
-    ));
-    redactor
-        .redact_file(src, &tmp)
-        .map_err(|e| crate::error_chain(&e))?;
-    std::fs::rename(&tmp, dst).map_err(|e| format!("failed to rename {}: {e}", tmp.display()))
 }
 
 #[cfg(test)]

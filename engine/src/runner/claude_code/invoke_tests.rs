@@ -1,9 +1,11 @@
 use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use serde_json::json;
 
 use super::*;
+use crate::redact::Redactor;
 use crate::runner::claude_code::argv::{
     assemble, InvocationInput, Operation, OutputFormat, ToolPolicy,
 };
@@ -20,7 +22,9 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     let repo = tempfile::tempdir().unwrap();
-    let run = RunStore::new(repo.path()).create().unwrap();
+    // The run's redactor knows the runner's environment, as for a real run.
+    let redactor = Redactor::from_pairs([("SPECBRIDGE_TEST_API_KEY", SECRET_ENV)]);
+    let run = RunStore::new(repo.path()).create(redactor).unwrap();
     Fixture { repo, run }
 }
 
@@ -52,7 +56,6 @@ fn spec<'a>(
     request: &'a InvocationRequest,
     runner: &'a ResolvedRunner,
     schema: Option<&'a Value>,
-    redactor: &'a Redactor,
     prompt: &'a str,
 ) -> InvokeSpec<'a> {
     InvokeSpec {
@@ -64,7 +67,6 @@ fn spec<'a>(
         prompt,
         schema,
         cwd: fx.repo.path(),
-        redactor,
         cancel: CancelToken::new(),
         cli_version: Some("2.1.332"),
         on_progress: None,
@@ -95,7 +97,6 @@ async fn a_forbidden_argument_is_refused_just_before_spawn() {
     let marker = fx.repo.path().join("spawned");
     let program = script(&fx, "agent", &format!("touch '{}'\n", marker.display()));
     let runner = runner(&program);
-    let redactor = Redactor::default();
     // Hand-built, as if validation and assembly had both been bypassed.
     for argv in [
         vec!["--print", "--dangerously-skip-permissions"],
@@ -123,7 +124,7 @@ async fn a_forbidden_argument_is_refused_just_before_spawn() {
             json_schema_inline: false,
             degraded: false,
         };
-        let outcome = invoke(spec(&fx, &request, &runner, None, &redactor, "hi")).await;
+        let outcome = invoke(spec(&fx, &request, &runner, None, "hi")).await;
         assert_eq!(outcome.status, StageStatus::SafetyViolation, "{argv:?}");
         assert!(!outcome.spawned());
         assert!(outcome.failure_reason.unwrap().contains("refusing to run"));
@@ -178,17 +179,16 @@ fn assembled(runner: &ResolvedRunner, root: &Path, schema: &Value) -> Invocation
 }
 
 #[tokio::test]
-async fn records_are_written_redacted_and_captures_are_deleted() {
+async fn records_are_written_redacted_and_nothing_raw_is_left() {
     let fx = fixture();
     let program = chatty_agent(&fx);
     let runner = runner(&program);
     let schema = schema();
     let request = assembled(&runner, fx.repo.path(), &schema);
-    let redactor = Redactor::from_env(&runner.env);
     let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
     let sink = seen.clone();
     let prompt = format!("Write the requirements. Token: {SECRET_SHAPED}\n");
-    let mut invocation = spec(&fx, &request, &runner, Some(&schema), &redactor, &prompt);
+    let mut invocation = spec(&fx, &request, &runner, Some(&schema), &prompt);
     invocation.on_progress = Some(Arc::new(move |p: &Progress| {
         sink.lock().unwrap().push(p.clone())
     }));
@@ -279,15 +279,15 @@ async fn a_missing_executable_is_runner_unavailable() {
     let runner = runner(&fx.repo.path().join("no-such-claude").display().to_string());
     let schema = schema();
     let request = assembled(&runner, fx.repo.path(), &schema);
-    let redactor = Redactor::default();
-    let outcome = invoke(spec(&fx, &request, &runner, Some(&schema), &redactor, "hi")).await;
+    let outcome = invoke(spec(&fx, &request, &runner, Some(&schema), "hi")).await;
     assert_eq!(
         outcome.status,
         StageStatus::RunnerUnavailable,
         "{outcome:?}"
     );
     assert!(!outcome.spawned());
+    // The logs exist, empty, and are announced like any record.
     let attempt = fx.run.dir().join("stages/requirements/attempt-001");
-    assert!(!attempt.join(STDOUT_CAPTURE).exists());
-    assert!(!attempt.join(STDERR_CAPTURE).exists());
+    assert_eq!(std::fs::read(attempt.join("raw-stdout.log")).unwrap(), b"");
+    assert!(read(&fx, "events.jsonl").contains("attempt-001/raw-stdout.log"));
 }

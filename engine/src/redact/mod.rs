@@ -1,0 +1,301 @@
+//! Replacing secrets by `<redacted>` in everything specbridge records (DESIGN §7).
+//!
+//! Two kinds of secret are found: values shaped like known credentials (the table in
+//! [`shapes`], shared with audit), and known values: those of environment variables
+//! whose names say they hold one (KEY, TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL,
+//! AUTH), from specbridge's whole environment and every `runner.env` of the
+//! pipeline, and those the pipeline names in `secrets:`.
+//!
+//! The run store owns the one redactor of a run and applies it to every byte it
+//! writes (docs/run-directory.md); nothing else writes run records.
+
+pub mod shapes;
+mod stream;
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use regex::bytes::Regex;
+
+pub use shapes::{Shape, SHAPES};
+pub use stream::RedactingWriter;
+
+pub const REDACTED: &str = "<redacted>";
+
+/// Name fragments of environment variables whose values are secrets.
+pub const SECRET_NAME_PARTS: &[&str] = &[
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "AUTH",
+];
+
+/// Shorter values are never used as needles: `KEYBOARD=us` or `TOKEN_TTL=3600`
+/// would otherwise blank out ordinary words and numbers everywhere. A secret that
+/// short is not protected by redaction (docs/pipeline-format.md says so).
+pub const MIN_SECRET_LEN: usize = 8;
+
+static SHAPE_RES: LazyLock<Vec<(Regex, &'static Shape)>> = LazyLock::new(|| {
+    SHAPES
+        .iter()
+        .map(|s| (Regex::new(s.pattern).expect("valid shape"), s))
+        .collect()
+});
+
+/// Everything a cut of a stream must not fall inside: each shape that stays on
+/// one line, and the private-key block's header and footer (the block itself is
+/// followed by the stream writer's state).
+static BOUNDARY_RE: LazyLock<Regex> = LazyLock::new(|| {
+    let mut parts: Vec<String> = SHAPES
+        .iter()
+        .filter(|s| s.name != "private-key")
+        .map(|s| format!("(?:{})", s.pattern))
+        .collect();
+    parts.push(format!("(?:{})", shapes::PEM_BEGIN));
+    parts.push(format!("(?:{})", shapes::PEM_END));
+    Regex::new(&parts.join("|")).expect("valid shapes")
+});
+
+/// A known secret value and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Literal {
+    value: String,
+    /// The environment variable it was read from.
+    name: String,
+}
+
+/// One kind of secret found in a text, where it first appears.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// `a GitHub token`, or `the value of $MY_SECRET` — never the secret.
+    pub kind: String,
+    /// 1-based line of the first occurrence.
+    pub line: u64,
+}
+
+/// Built once per run and owned by the run store; cheap to share by reference.
+#[derive(Debug, Clone)]
+pub struct Redactor {
+    /// Known secret values, longest first so that a value containing another is
+    /// replaced whole.
+    literals: Vec<Literal>,
+    literal_re: Option<Regex>,
+}
+
+impl Default for Redactor {
+    /// Shapes only, no known values.
+    fn default() -> Self {
+        Redactor::from_pairs(std::iter::empty::<(String, String)>())
+    }
+}
+
+/// Whether an environment variable's name says it holds a secret. `AUTH` counts
+/// except as part of `AUTHOR` (`GIT_AUTHOR_NAME`); `AUTHORIZATION` counts.
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_NAME_PARTS.iter().any(|part| {
+        upper.match_indices(part).any(|(at, _)| {
+            if *part != "AUTH" {
+                return true;
+            }
+            let rest = &upper[at + part.len()..];
+            !rest.starts_with("OR") || rest.starts_with("ORIZ")
+        })
+    })
+}
+
+impl Redactor {
+    /// The redactor of a run of `file`: specbridge's whole environment, the `env`
+    /// of the pipeline's runner and of every stage's runner, and the variables the
+    /// pipeline declares in `secrets:` (whatever their names).
+    pub fn for_pipeline(file: &crate::pipeline::PipelineFile) -> Self {
+        let mut runner_env: BTreeMap<String, String> = file.runner.env.clone().unwrap_or_default();
+        for stage in &file.stages {
+            if let Some(more) = stage.runner.as_ref().and_then(|r| r.env.as_ref()) {
+                runner_env.extend(more.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+        let process: Vec<(String, String)> = process_env().collect();
+        let mut r = Redactor::from_pairs(process.iter().cloned().chain(runner_env.clone()));
+        for name in &file.secrets {
+            let values = process
+                .iter()
+                .filter(|(k, _)| k == name)
+                .map(|(_, v)| v)
+                .chain(runner_env.get(name));
+            for value in values {
+                r.add_secret(name, value.clone());
+            }
+        }
+        r
+    }
+
+    /// From specbridge's own environment only (for output outside a run).
+    pub fn from_process_env() -> Self {
+        Redactor::from_pairs(process_env())
+    }
+
+    /// From explicit name/value pairs (the environment of a test, say).
+    pub fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut r = Redactor {
+            literals: Vec::new(),
+            literal_re: None,
+        };
+        let found: Vec<(String, String)> = pairs
+            .into_iter()
+            .filter(|(k, _)| is_secret_name(k.as_ref()))
+            .map(|(k, v)| (k.as_ref().to_string(), v.as_ref().to_string()))
+            .collect();
+        r.add_all(found);
+        r
+    }
+
+    /// Adds a value known to be secret, read from the variable `name`.
+    pub fn add_secret(&mut self, name: &str, value: impl Into<String>) {
+        self.add_all(vec![(name.to_string(), value.into())]);
+    }
+
+    fn add_all(&mut self, pairs: Vec<(String, String)>) {
+        for (name, value) in pairs {
+            // A value over several lines (a key in a variable) is also looked for a
+            // line at a time: a log is redacted as it streams, a line at a time.
+            let lines: Vec<String> = if value.contains('\n') {
+                value.lines().map(str::to_string).collect()
+            } else {
+                Vec::new()
+            };
+            for v in std::iter::once(value).chain(lines) {
+                if v.trim().chars().count() >= MIN_SECRET_LEN {
+                    self.literals.push(Literal {
+                        value: v,
+                        name: name.clone(),
+                    });
+                }
+            }
+        }
+        self.literals.sort_by(|a, b| {
+            b.value
+                .len()
+                .cmp(&a.value.len())
+                .then_with(|| a.value.cmp(&b.value))
+        });
+        self.literals.dedup_by(|a, b| a.value == b.value);
+        let pattern = self
+            .literals
+            .iter()
+            .map(|l| regex::escape(&l.value))
+            .collect::<Vec<_>>()
+            .join("|");
+        self.literal_re =
+            (!self.literals.is_empty()).then(|| Regex::new(&pattern).expect("escaped literals"));
+    }
+
+    /// The longest known value, in bytes (what a stream must keep back).
+    pub fn longest_literal(&self) -> usize {
+        self.literals.first().map_or(0, |l| l.value.len())
+    }
+
+    pub fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = match &self.literal_re {
+            Some(re) => re.replace_all(bytes, REDACTED.as_bytes()).into_owned(),
+            None => bytes.to_vec(),
+        };
+        for (re, shape) in SHAPE_RES.iter() {
+            if re.is_match(&out) {
+                let with: &[u8] = if shape.keeps_prefix {
+                    b"${1}<redacted>"
+                } else {
+                    REDACTED.as_bytes()
+                };
+                out = re.replace_all(&out, with).into_owned();
+            }
+        }
+        out
+    }
+
+    pub fn redact_str(&self, text: &str) -> String {
+        match String::from_utf8(self.redact_bytes(text.as_bytes())) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        }
+    }
+
+    /// Every string in the document, object keys included.
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => {
+                let r = self.redact_str(s);
+                if r != *s {
+                    *s = r;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
+            Value::Object(map) => {
+                let old = std::mem::take(map);
+                for (k, mut v) in old {
+                    self.redact_json(&mut v);
+                    map.insert(self.redact_str(&k), v);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Each kind of secret in `bytes` with the line it first appears on, in order
+    /// of appearance. Names what was found, never the value.
+    pub fn find(&self, bytes: &[u8]) -> Vec<Found> {
+        let mut hits: Vec<(usize, String)> = Vec::new();
+        if let Some(re) = &self.literal_re {
+            for m in re.find_iter(bytes) {
+                let name = self
+                    .literals
+                    .iter()
+                    .find(|l| l.value.as_bytes() == m.as_bytes())
+                    .map_or("a secret", |l| l.name.as_str());
+                hits.push((m.start(), format!("the value of ${name}")));
+            }
+        }
+        for (re, shape) in SHAPE_RES.iter() {
+            if let Some(m) = re.find(bytes) {
+                hits.push((m.start(), shape.label.to_string()));
+            }
+        }
+        hits.sort();
+        let mut found: Vec<Found> = Vec::new();
+        for (at, kind) in hits {
+            if found.iter().all(|f| f.kind != kind) {
+                let line = 1 + bytes[..at].iter().filter(|b| **b == b'\n').count() as u64;
+                found.push(Found { kind, line });
+            }
+        }
+        found
+    }
+
+    /// Byte ranges of `bytes` that a cut must not fall inside (see
+    /// [`RedactingWriter`]).
+    pub(crate) fn boundary_spans(&self, bytes: &[u8]) -> Vec<(usize, usize)> {
+        let mut spans: Vec<(usize, usize)> = BOUNDARY_RE
+            .find_iter(bytes)
+            .map(|m| (m.start(), m.end()))
+            .collect();
+        if let Some(re) = &self.literal_re {
+            spans.extend(re.find_iter(bytes).map(|m| (m.start(), m.end())));
+        }
+        spans
+    }
+}
+
+fn process_env() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,162 @@
+//! Streamed records (the logs of a running process, JSON lines): redacted as they
+//! are written, announced with their sha256 once complete.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::events::EventLog;
+use super::run::{append_event, StoreError};
+use crate::redact::{RedactingWriter, Redactor};
+use crate::supervisor::OutputSink;
+
+/// A file of the run written as a stream. Every byte goes through the run's
+/// redactor; a secret cut in two by a chunk boundary is still caught (see
+/// [`RedactingWriter`]). Memory stays bounded whatever is written.
+pub struct RunLog {
+    rel: String,
+    path: PathBuf,
+    writer: Option<RedactingWriter<Hashing>>,
+    redactor: Arc<Redactor>,
+    events: Arc<Mutex<EventLog>>,
+    sha256: Option<String>,
+}
+
+/// Hashes and counts what reaches the file.
+struct Hashing {
+    file: BufWriter<File>,
+    hasher: Sha256,
+}
+
+impl Write for Hashing {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl std::fmt::Debug for RunLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunLog").field("rel", &self.rel).finish()
+    }
+}
+
+impl RunLog {
+    pub(super) fn create(
+        rel: String,
+        path: PathBuf,
+        redactor: Arc<Redactor>,
+        events: Arc<Mutex<EventLog>>,
+    ) -> Result<Self, StoreError> {
+        let create = |source| StoreError::Create {
+            path: path.clone(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            super::private::create_private_dir(dir).map_err(create)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(create)?;
+        let hashing = Hashing {
+            file: BufWriter::with_capacity(64 * 1024, file),
+            hasher: Sha256::new(),
+        };
+        Ok(RunLog {
+            rel,
+            path,
+            writer: Some(RedactingWriter::new(redactor.clone(), hashing)),
+            redactor,
+            events,
+            sha256: None,
+        })
+    }
+
+    /// The path relative to the run folder.
+    pub fn rel(&self) -> &str {
+        &self.rel
+    }
+
+    fn writer(&mut self) -> std::io::Result<&mut RedactingWriter<Hashing>> {
+        self.writer
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("the log is already complete"))
+    }
+
+    /// Bytes in any order of chunks.
+    pub fn write_chunk(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.writer()?.write_chunk(bytes)
+    }
+
+    /// One JSON value as a line. Its strings are redacted before it is encoded,
+    /// so a secret that JSON escapes (a quote in a password) is still found.
+    pub fn write_json_line(&mut self, value: &Value) -> std::io::Result<()> {
+        let mut value = value.clone();
+        self.redactor.redact_json(&mut value);
+        let mut line = serde_json::to_vec(&value).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.write_chunk(&line)
+    }
+
+    /// Writes what is held, syncs the file and announces it with its sha256.
+    /// A second call returns the same sha256.
+    pub fn complete(&mut self) -> Result<String, StoreError> {
+        if let Some(sha) = &self.sha256 {
+            return Ok(sha.clone());
+        }
+        let io = |e: std::io::Error| StoreError::Read {
+            path: self.path.clone(),
+            message: format!("failed to complete the log: {e}"),
+        };
+        let writer = self
+            .writer
+            .take()
+            .ok_or_else(|| io(std::io::Error::other("no writer")))?;
+        let hashing = writer.finish().map_err(io)?;
+        let Hashing { file, hasher } = hashing;
+        let file = file.into_inner().map_err(|e| io(e.into_error()))?;
+        match file.sync_data() {
+            Err(e) if e.raw_os_error() != Some(libc::EINVAL) => return Err(io(e)),
+            _ => {}
+        }
+        let sha = hex::encode(hasher.finalize());
+        append_event(
+            &self.events,
+            &self.redactor,
+            "record-written",
+            json!({ "path": self.rel, "sha256": sha }),
+        )?;
+        self.sha256 = Some(sha.clone());
+        Ok(sha)
+    }
+}
+
+impl OutputSink for RunLog {
+    fn write_chunk(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        RunLog::write_chunk(self, bytes)
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.complete()
+            .map(|_| ())
+            .map_err(|e| std::io::Error::other(crate::error_chain(&e)))
+    }
+
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+}
