@@ -121,6 +121,11 @@ impl EventLog {
         Ok(seq)
     }
 
+    /// The sha256 of the last line appended (the next event's `prev`).
+    pub fn head(&self) -> &str {
+        &self.prev
+    }
+
     pub fn last_seq(&self) -> u64 {
         self.next_seq - 1
     }

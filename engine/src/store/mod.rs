@@ -2,18 +2,22 @@
 //! atomically, an append-only hash-chained event log, and an OS lock per run.
 
 pub mod atomic;
+pub mod confined;
 pub mod events;
 pub mod lock;
 pub mod records;
 mod run;
 mod select;
+mod tamper;
 
 pub use atomic::{sha256_file, sha256_hex, write_atomic, write_json_atomic, WriteError};
 pub use events::{verify_chain, ChainCheck, EventLog};
 pub use lock::{LockError, RunLock};
 pub use records::*;
 pub use run::{read_json, RunHandle, RunStore, StoreError};
-pub use select::{is_safe_component, RunSelectError};
+pub use select::{is_safe_component, RunSelectError, MAX_ID_BYTES, MAX_NAME_BYTES};
+pub use confined::{write_confined, ConfinedWriteError};
+pub use tamper::RecordChange;
 
 /// Now, as RFC 3339 UTC with milliseconds (the format of every time in a run).
 pub use crate::time::now_rfc3339;

@@ -10,6 +10,7 @@ use crate::store::events::{EventError, EventLog};
 use crate::store::lock::{LockError, RunLock};
 use crate::store::records::RunRecord;
 use crate::store::select::{self, is_safe_component, RunSelectError};
+use crate::store::tamper::RecordChange;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -181,16 +182,20 @@ impl RunHandle {
         value: &T,
     ) -> Result<String, StoreError> {
         let path = self.path(rel)?;
+        // The log stays held from the write to its announcement, so that a check
+        // of the records never sees a file between the two.
+        let mut log = self.events.lock().expect("event log lock");
         let sha = write_json_atomic(&path, value)?;
-        self.event("record-written", json!({ "path": rel, "sha256": sha }))?;
+        log.append("record-written", json!({ "path": rel, "sha256": sha }))?;
         Ok(sha)
     }
 
     /// Write bytes atomically and announce them.
     pub fn write_bytes(&self, rel: &str, bytes: &[u8]) -> Result<String, StoreError> {
         let path = self.path(rel)?;
+        let mut log = self.events.lock().expect("event log lock");
         let sha = write_atomic(&path, bytes)?;
-        self.event("record-written", json!({ "path": rel, "sha256": sha }))?;
+        log.append("record-written", json!({ "path": rel, "sha256": sha }))?;
         Ok(sha)
     }
 
@@ -204,6 +209,13 @@ impl RunHandle {
         })?;
         self.event("record-written", json!({ "path": rel, "sha256": sha }))?;
         Ok(sha)
+    }
+
+    /// Every record of the run that is no longer what was announced, and the event
+    /// log if it is not exactly what this process appended.
+    pub fn changed_records(&self) -> Vec<RecordChange> {
+        let log = self.events.lock().expect("event log lock");
+        crate::store::tamper::changed_records(&self.dir, &log)
     }
 
     /// Create a folder inside the run (for streamed logs).
