@@ -5,6 +5,7 @@
 //! its results into output and exit codes.
 
 pub mod audit;
+pub mod bash_rule;
 pub mod builtin_schemas;
 pub mod dag;
 pub mod diagnostic;

@@ -29,6 +29,12 @@ pub fn all() -> Vec<(&'static str, Value)> {
                 .expect("schema is JSON"),
         ),
         (
+            "tool-call.schema.json",
+            gen(schema_for!(
+                crate::runner::claude_code::observe::ToolCallRecord
+            )),
+        ),
+        (
             "doctor.schema.json",
             crate::runner::claude_code::doctor::report_schema(),
         ),

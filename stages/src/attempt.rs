@@ -58,6 +58,20 @@ pub fn attempt_inputs(
 ) -> Result<AttemptInputs, (StageStatus, String)> {
     let kind = stage.kind.as_str();
     let runner = ctx.runner_for(stage);
+    if let Some(file) = stage
+        .output
+        .as_ref()
+        .map(|o| o.schema.as_str())
+        .filter(|s| !s.starts_with(specbridge_engine::builtin_schemas::PREFIX))
+    {
+        let path = ctx.pipeline_dir.join(file);
+        if let Err(why) = specbridge_engine::pipeline::inside::check_inside(&ctx.root, &path) {
+            return Err((
+                StageStatus::SafetyViolation,
+                format!("refusing the schema file of stage `{}`: it {why}", stage.id),
+            ));
+        }
+    }
     let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
         Ok(Some(schema)) => schema,
         Ok(None) => {
@@ -77,6 +91,16 @@ pub fn attempt_inputs(
         ));
     };
     let source = PromptSource::from_value(prompt_value, &ctx.pipeline_dir);
+    // Validated before the run; asked again because an earlier stage may have
+    // replaced the file with a symlink since.
+    if let PromptSource::File(path) = &source {
+        if let Err(why) = specbridge_engine::pipeline::inside::check_inside(&ctx.root, path) {
+            return Err((
+                StageStatus::SafetyViolation,
+                format!("refusing the prompt file of stage `{}`: it {why}", stage.id),
+            ));
+        }
+    }
     let prompt = render(
         &source,
         &format!("of stage `{}`", stage.id),
@@ -207,7 +231,13 @@ pub async fn run_agent(
     p: &Prepared,
     sr: &StageRun,
 ) -> InvocationOutcome {
+    let protected: Vec<String> = crate::evidence::protected_paths(ctx, &sr.run)
+        .rules()
+        .iter()
+        .map(|r| r.path.clone())
+        .collect();
     invoke(InvokeSpec {
+        protected: &protected,
         run: &sr.run,
         stage_id: &sr.node.id,
         attempt: sr.attempt,

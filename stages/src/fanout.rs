@@ -11,7 +11,7 @@ use serde_json::Value;
 use specbridge_engine::dag::StageGraph;
 use specbridge_engine::pipeline::{PipelineFile, StageDef};
 use specbridge_engine::scheduler::Node;
-use specbridge_engine::store::{is_safe_component, RunHandle};
+use specbridge_engine::store::{is_safe_component, RunHandle, MAX_ID_BYTES};
 
 /// One item as the instances see it.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,7 +24,14 @@ pub struct Item {
 /// The items at `pointer` of `output`, checked: an array of objects, each with a
 /// path-safe, unique string `id` and `dependsOn` naming only siblings, without
 /// cycles.
-pub fn items(output: &Value, pointer: &str, stage: &str) -> Result<Vec<Item>, String> {
+/// `consumer` is the `forEach` stage, whose instance ids (`<consumer>.<item>`) must
+/// fit in a folder name.
+pub fn items(
+    output: &Value,
+    pointer: &str,
+    stage: &str,
+    consumer: &str,
+) -> Result<Vec<Item>, String> {
     let arr = output
         .pointer(pointer)
         .ok_or_else(|| format!("`{pointer}` is not in the output of `{stage}`"))?
@@ -37,6 +44,15 @@ pub fn items(output: &Value, pointer: &str, stage: &str) -> Result<Vec<Item>, St
             .get("id")
             .and_then(Value::as_str)
             .ok_or_else(|| format!("item {i} of `{stage}{pointer}` has no string `id`"))?;
+        let instance = instance_id(consumer, id);
+        if instance.len() > MAX_ID_BYTES {
+            return Err(format!(
+                "item {i} of `{stage}{pointer}` has an id of {} bytes: its instance id `{}…` would be {} bytes, more than the {MAX_ID_BYTES} a stage folder may take",
+                id.len(),
+                &instance[..40.min(instance.len())],
+                instance.len()
+            ));
+        }
         if !is_safe_component(id) || id.contains("..") {
             return Err(format!(
                 "item {i} of `{stage}{pointer}` has the unsafe id `{id}`: ids must be [A-Za-z0-9._-], not start with a dot, and not contain `..`"
@@ -110,7 +126,7 @@ pub fn consumers<'a>(file: &'a PipelineFile, source: &str) -> Vec<&'a StageDef> 
 pub fn check_consumers(file: &PipelineFile, source: &str, output: &Value) -> Result<(), String> {
     for c in consumers(file, source) {
         let fe = c.for_each.as_ref().expect("a consumer has forEach");
-        items(output, &fe.items, source).map_err(|e| format!("fan-out of `{}`: {e}", c.id))?;
+        items(output, &fe.items, source, &c.id).map_err(|e| format!("fan-out of `{}`: {e}", c.id))?;
     }
     Ok(())
 }
@@ -136,7 +152,7 @@ pub fn expand(stage: &StageDef, placeholder: &Node, run: &RunHandle) -> Result<V
         .as_ref()
         .ok_or_else(|| format!("stage `{}` has no forEach", stage.id))?;
     let output = read_output(run, &fe.stage)?;
-    let items = items(&output, &fe.items, &fe.stage)?;
+    let items = items(&output, &fe.items, &fe.stage, &stage.id)?;
     Ok(items
         .iter()
         .map(|it| {
@@ -170,7 +186,7 @@ pub fn item_of(file: &PipelineFile, run: &RunHandle, node: &Node) -> Result<Opti
         .as_ref()
         .ok_or_else(|| format!("stage `{stage_id}` has no forEach"))?;
     let output = read_output(run, &fe.stage)?;
-    let by_id: BTreeMap<String, Value> = items(&output, &fe.items, &fe.stage)?
+    let by_id: BTreeMap<String, Value> = items(&output, &fe.items, &fe.stage, stage_id)?
         .into_iter()
         .map(|i| (i.id, i.value))
         .collect();
@@ -188,7 +204,7 @@ mod tests {
     use serde_json::json;
 
     fn ids(out: &Value) -> Result<Vec<(String, Vec<String>)>, String> {
-        Ok(items(out, "/tasks", "tasks")?
+        Ok(items(out, "/tasks", "tasks", "implement")?
             .into_iter()
             .map(|i| (i.id, i.depends_on))
             .collect())
@@ -232,6 +248,14 @@ mod tests {
                 "cycle",
             ),
             (json!({"tasks": [{"title": "no id"}]}), "has no string `id`"),
+            (
+                json!({"tasks": [{"id": "a".repeat(300)}]}),
+                "has an id of 300 bytes",
+            ),
+            (
+                json!({"tasks": [{"id": "a".repeat(191)}]}),
+                "would be 201 bytes, more than the 200",
+            ),
             (json!({"tasks": {}}), "is not an array"),
             (json!({}), "is not in the output"),
         ];

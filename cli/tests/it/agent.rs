@@ -65,14 +65,9 @@ fn run_scenario(ctx: &TestContext, status: &str, exit: i32) -> Value {
     assert_matches_schema(&attempt.join("result.json"), "result.schema.json");
     assert_matches_schema(&attempt.join("request.json"), "request.schema.json");
     let result = read_json(&attempt.join("result.json"));
-    // result.json is the runner's outcome; a safety violation is found afterwards,
-    // by the evidence.
-    let runner_outcome = if status == "safety-violation" {
-        "succeeded"
-    } else {
-        status
-    };
-    assert_eq!(result["outcome"], runner_outcome);
+    // The scenarios that break the read-only policy do it by tool calls, which the
+    // stream shows: result.json already says so, before the evidence does.
+    assert_eq!(result["outcome"], status);
     let runs = ctx.fake_agent_runs();
     assert_eq!(runs.len(), 1, "one agent invocation");
     assert!(

@@ -142,8 +142,9 @@ fn a_failing_verification_command_leaves_it_implemented_unverified() {
 fn an_agent_commit_moves_head_and_is_a_safety_violation() {
     let ctx = execute_ctx("git-commit", Some("feature.txt=done"));
     let head = ctx.git(&["rev-parse", "HEAD"]);
-    // The commit leaves the tree clean: what counts is the moved HEAD.
-    let ev = run_expect(&ctx, &["run"], 6, "safety-violation", "no-change");
+    // The commit leaves the tree clean: what counts is the moved HEAD, and the
+    // unlisted Bash command in the stream, which fails the attempt.
+    let ev = run_expect(&ctx, &["run"], 6, "safety-violation", "failed");
     assert_ne!(ev["headBefore"], ev["headAfter"]);
     assert_eq!(ev["headBefore"], head.trim());
     assert!(

@@ -1,6 +1,7 @@
 //! The pipeline file: model, loading with source locations, validation, defaults.
 
 mod forbidden;
+pub mod inside;
 pub mod load;
 pub mod locate;
 pub mod model;

@@ -224,6 +224,7 @@ impl RecordedAttempt {
             stderr_truncated: false,
             limit_exceeded: None,
             orphans_killed: false,
+            stopped_by_observer: false,
         })
     }
 

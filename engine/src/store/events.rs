@@ -123,6 +123,19 @@ impl EventLog {
         self.next_seq += 1;
         Ok(seq)
     }
+
+    /// The sha256 of the last line appended (the next event's `prev`).
+    pub fn head(&self) -> &str {
+        &self.prev
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 /// One problem found in a chain.

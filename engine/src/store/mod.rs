@@ -6,6 +6,7 @@
 //! this module.
 
 mod atomic;
+pub mod confined;
 pub mod events;
 pub mod lock;
 mod log;
@@ -13,6 +14,7 @@ mod private;
 pub mod records;
 mod run;
 mod select;
+mod tamper;
 
 pub use atomic::{sha256_file, sha256_hex, write_repository_file, WriteError};
 pub use events::{verify_chain, ChainCheck};
@@ -21,7 +23,9 @@ pub use log::RunLog;
 pub use private::{add_exclude_line, excludes_run_store, git_exclude_file, EXCLUDE_LINE};
 pub use records::*;
 pub use run::{read_json, RunHandle, RunStore, StoreError};
-pub use select::{is_safe_component, RunSelectError};
+pub use select::{is_safe_component, RunSelectError, MAX_ID_BYTES, MAX_NAME_BYTES};
+pub use confined::{write_confined, ConfinedWriteError};
+pub use tamper::RecordChange;
 
 /// Now, as RFC 3339 UTC with milliseconds (the format of every time in a run).
 pub use crate::time::now_rfc3339;

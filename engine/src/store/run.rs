@@ -13,6 +13,7 @@ use crate::store::log::RunLog;
 use crate::store::private::{ensure_private_dir, exclude_from_git};
 use crate::store::records::RunRecord;
 use crate::store::select::{self, is_safe_component, RunSelectError};
+use crate::store::tamper::RecordChange;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -239,8 +240,13 @@ impl RunHandle {
     }
 
     fn put(&self, rel: &str, path: &Path, redacted: &[u8]) -> Result<String, StoreError> {
+        // The log stays held from the write to its announcement, so that a check
+        // of the records never sees a file between the two.
+        let mut log = self.events.lock().expect("event log lock");
         let sha = write_atomic(path, redacted)?;
-        self.event("record-written", json!({ "path": rel, "sha256": sha }))?;
+        let mut data = json!({ "path": rel, "sha256": sha });
+        self.redactor.redact_json(&mut data);
+        log.append("record-written", data)?;
         Ok(sha)
     }
 
@@ -265,6 +271,23 @@ impl RunHandle {
         })?;
         self.event("record-written", json!({ "path": rel, "sha256": sha }))?;
         Ok(sha)
+    }
+
+    /// Every record of the run that is no longer what was announced, and the event
+    /// log if it is not exactly what this process appended.
+    pub fn changed_records(&self) -> Vec<RecordChange> {
+        let log = self.events.lock().expect("event log lock");
+        crate::store::tamper::changed_records(&self.dir, &log)
+    }
+
+    /// Create a folder inside the run (for streamed logs).
+    pub fn ensure_dir(&self, rel: &str) -> Result<PathBuf, StoreError> {
+        let p = self.path(rel)?;
+        std::fs::create_dir_all(&p).map_err(|source| StoreError::Create {
+            path: p.clone(),
+            source,
+        })?;
+        Ok(p)
     }
 }
 

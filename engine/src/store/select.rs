@@ -25,10 +25,20 @@ pub enum RunSelectError {
     },
 }
 
+/// The longest stage id or fan-out instance id (`<stage>.<item>`), in bytes. Each
+/// becomes a folder name under `stages/`; file systems allow 255 bytes, and the
+/// rest is room for what may be put around one (`.tmp-`, `.torn-N`, a branch or
+/// worktree prefix).
+pub const MAX_ID_BYTES: usize = 200;
+
+/// The longest name a file system allows for one path component.
+pub const MAX_NAME_BYTES: usize = 255;
+
 /// A path component that cannot escape its folder: `[A-Za-z0-9._-]`, not empty,
-/// not starting with a dot (so never `.` or `..`).
+/// not starting with a dot (so never `.` or `..`), and short enough to be a name.
 pub fn is_safe_component(s: &str) -> bool {
     !s.is_empty()
+        && s.len() <= MAX_NAME_BYTES
         && !s.starts_with('.')
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))

@@ -22,6 +22,9 @@ pub enum ObserverControl {
     Continue,
     /// The final result has arrived: the process now has the kill grace to exit.
     ResultSeen,
+    /// Stop the process group at once (SIGKILL, no grace): what it printed shows
+    /// that it must not go on.
+    Stop,
 }
 
 /// Watches stdout line by line as it arrives, e.g. for stream-json events.
@@ -37,6 +40,7 @@ pub trait StdoutObserver: Send {
 pub(crate) enum CaptureEvent {
     LimitExceeded(OutputStream),
     ResultSeen,
+    Stop,
     Failed(OutputStream),
 }
 
@@ -102,6 +106,9 @@ impl<'o> Capture<'o> {
                 if lines.feed(kept) {
                     let _ = events.send(CaptureEvent::ResultSeen);
                 }
+                if lines.take_stop() {
+                    let _ = events.send(CaptureEvent::Stop);
+                }
             }
             if take < read {
                 self.truncated = true;
@@ -112,6 +119,9 @@ impl<'o> Capture<'o> {
         if let Some(lines) = &mut self.lines {
             if lines.finish() {
                 let _ = events.send(CaptureEvent::ResultSeen);
+            }
+            if lines.take_stop() {
+                let _ = events.send(CaptureEvent::Stop);
             }
         }
     }
@@ -136,6 +146,8 @@ struct LineSplitter<'o> {
     observer: &'o mut dyn StdoutObserver,
     line: Vec<u8>,
     result_seen: bool,
+    /// The observer asked for a stop that was not yet passed on.
+    stop_pending: bool,
 }
 
 impl<'o> LineSplitter<'o> {
@@ -144,6 +156,7 @@ impl<'o> LineSplitter<'o> {
             observer,
             line: Vec::new(),
             result_seen: false,
+            stop_pending: false,
         }
     }
 
@@ -164,6 +177,11 @@ impl<'o> LineSplitter<'o> {
         !self.line.is_empty() && self.emit()
     }
 
+    /// True once after the observer asked for a stop.
+    fn take_stop(&mut self) -> bool {
+        std::mem::take(&mut self.stop_pending)
+    }
+
     fn push(&mut self, bytes: &[u8]) {
         let room = MAX_OBSERVED_LINE_BYTES - self.line.len();
         self.line.extend_from_slice(&bytes[..bytes.len().min(room)]);
@@ -171,6 +189,7 @@ impl<'o> LineSplitter<'o> {
 
     fn emit(&mut self) -> bool {
         let control = self.observer.on_line(&self.line);
+        self.stop_pending |= control == ObserverControl::Stop;
         self.line.clear();
         // Give back what one huge line took, so it is not held for the whole run.
         self.line.shrink_to(READ_BUFFER_BYTES);

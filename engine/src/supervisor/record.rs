@@ -55,6 +55,10 @@ pub struct ProcessRecord {
     pub limit_exceeded: Option<OutputStream>,
     /// Members of the process group outlived the leader and were ended.
     pub orphans_killed: bool,
+    /// What the process printed made the caller stop it at once (SIGKILL to the
+    /// group), e.g. an agent offered tools it was not asked to have.
+    #[serde(default)]
+    pub stopped_by_observer: bool,
 }
 
 /// A standard output stream of the child.

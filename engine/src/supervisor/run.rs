@@ -182,6 +182,7 @@ pub async fn run(
         stderr_truncated: stderr.truncated,
         limit_exceeded: ended.stops.limit_exceeded,
         orphans_killed: ended.orphans_killed,
+        stopped_by_observer: ended.stops.stopped_by_observer,
     })
 }
 
@@ -201,6 +202,7 @@ struct Stops {
     cancelled: bool,
     hung_after_result: bool,
     limit_exceeded: Option<OutputStream>,
+    stopped_by_observer: bool,
 }
 
 struct Ended {
@@ -272,6 +274,14 @@ async fn supervise(
                     terminate(&mut kill_at, killed);
                 }
                 Some(CaptureEvent::Failed(_)) => terminate(&mut kill_at, killed),
+                Some(CaptureEvent::Stop) => {
+                    // No grace: every moment the agent keeps running it can act.
+                    stops.stopped_by_observer = true;
+                    if !killed {
+                        signal_group(pgid, Signal::SIGKILL);
+                        killed = true;
+                    }
+                }
                 Some(CaptureEvent::ResultSeen) => {
                     hang_at.get_or_insert(Instant::now() + grace);
                 }

@@ -17,7 +17,8 @@
 //! - `FAKE_CLAUDE_LOG`: a file that gets one JSON line per invocation
 //!   ([`invocation_log::LoggedInvocation`]).
 //! - `FAKE_CLAUDE_WRITE`, `FAKE_CLAUDE_PROTECTED`, `FAKE_CLAUDE_GRANDCHILD_PIDFILE`,
-//!   `FAKE_CLAUDE_HANG_SECS`: parameters of single scenarios.
+//!   `FAKE_CLAUDE_HANG_SECS`, `FAKE_CLAUDE_EXTRA_TOOL`, `FAKE_CLAUDE_COMMAND`:
+//!   parameters of single scenarios.
 //! - `FAKE_CLAUDE_LOGGED_OUT=1`: `auth status` reports not logged in (as it does under
 //!   the `not-logged-in` scenario).
 
@@ -281,10 +282,12 @@ fn print_mode(
         .value("--model")
         .map(str::to_owned)
         .unwrap_or_else(|| capture.default_model());
-    let permission_mode = invocation
-        .value("--permission-mode")
-        .unwrap_or("default")
-        .to_owned();
+    // The real CLI reports `manual` (2.1.200+) as `default`.
+    let permission_mode = match invocation.value("--permission-mode") {
+        None | Some("manual") => "default",
+        Some(mode) => mode,
+    }
+    .to_owned();
     let session = Session::new(
         capture,
         session_id,

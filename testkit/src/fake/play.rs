@@ -46,7 +46,17 @@ impl Play {
                 );
             }
         }
-        let init = self.session.init_event();
+        let mut init = self.session.init_event();
+        match self.step.scenario {
+            Scenario::InitExtraTool => {
+                let extra = (self.env)("FAKE_CLAUDE_EXTRA_TOOL").unwrap_or_else(|| "Bash".into());
+                if let Some(tools) = init.get_mut("tools").and_then(Value::as_array_mut) {
+                    tools.push(json!(extra));
+                }
+            }
+            Scenario::InitModeDiffers => init["permissionMode"] = json!("acceptEdits"),
+            _ => {}
+        }
         self.output.event(&init);
         match self.step.scenario {
             Scenario::Success => self.succeed(2),
@@ -135,6 +145,39 @@ impl Play {
                 let event = self.session.assistant_text("Thinking very hard.");
                 self.output.event(&event);
                 hang(&*self.env)
+            }
+            Scenario::InitExtraTool | Scenario::InitModeDiffers => {
+                // A model round trip: long enough for a watcher of the init event to
+                // stop the agent before its first tool call.
+                std::thread::sleep(Duration::from_secs(1));
+                let (path, content) = self.write_target();
+                if let Err(code) = self.write_file(&path, &content) {
+                    return code;
+                }
+                self.succeed(3)
+            }
+            Scenario::RunCommand => {
+                let command = (self.env)("FAKE_CLAUDE_COMMAND")
+                    .unwrap_or_else(|| "touch bash-ran.txt".into());
+                let (event, id) = self
+                    .session
+                    .assistant_tool_use("Bash", json!({"command": command}));
+                self.output.event(&event);
+                let ran = Command::new("sh")
+                    .args(["-c", &command])
+                    .current_dir(&self.cwd)
+                    .stdin(Stdio::null())
+                    .output();
+                let (text, failed) = match ran {
+                    Ok(out) => (
+                        String::from_utf8_lossy(&out.stdout).into_owned(),
+                        !out.status.success(),
+                    ),
+                    Err(e) => (e.to_string(), true),
+                };
+                let event = self.session.user_tool_result(&id, &text, failed);
+                self.output.event(&event);
+                self.succeed(3)
             }
             Scenario::Grandchild => {
                 let child = Command::new("sleep")

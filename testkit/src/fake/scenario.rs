@@ -43,10 +43,19 @@ pub enum Scenario {
     IgnoreSigterm,
     /// Leaves a `sleep 300` running in its process group, then succeeds.
     Grandchild,
+    /// The init event offers one tool more than asked (`FAKE_CLAUDE_EXTRA_TOOL`,
+    /// default `Bash`); a second later the agent writes a file (as `write-file`).
+    InitExtraTool,
+    /// The init event reports `acceptEdits` whatever was asked; a second later the
+    /// agent writes a file (as `write-file`).
+    InitModeDiffers,
+    /// Runs a shell command through the Bash tool (`FAKE_CLAUDE_COMMAND`, default
+    /// `touch bash-ran.txt`), then succeeds.
+    RunCommand,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 19] = [
+    pub const ALL: [Scenario; 22] = [
         Scenario::Success,
         Scenario::TextOnly,
         Scenario::SchemaRetriesExhausted,
@@ -66,6 +75,9 @@ impl Scenario {
         Scenario::TouchProtected,
         Scenario::IgnoreSigterm,
         Scenario::Grandchild,
+        Scenario::InitExtraTool,
+        Scenario::InitModeDiffers,
+        Scenario::RunCommand,
     ];
 
     pub fn name(self) -> &'static str {
@@ -89,6 +101,9 @@ impl Scenario {
             Scenario::TouchProtected => "touch-protected",
             Scenario::IgnoreSigterm => "ignore-sigterm",
             Scenario::Grandchild => "grandchild",
+            Scenario::InitExtraTool => "init-extra-tool",
+            Scenario::InitModeDiffers => "init-mode-differs",
+            Scenario::RunCommand => "run-command",
         }
     }
 }

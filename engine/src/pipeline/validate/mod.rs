@@ -85,6 +85,8 @@ struct Checker<'a> {
     out: Vec<Diagnostic>,
 }
 
+use crate::store::MAX_ID_BYTES;
+
 fn valid_id(id: &str) -> bool {
     let mut chars = id.chars();
     chars
@@ -209,6 +211,19 @@ impl Checker<'_> {
                     at,
                     format!("stage id `{}` is not allowed: ids use lowercase letters, digits, `-` and `_`, and start with a letter or digit", s.id),
                 );
+            } else if s.id.len() > MAX_ID_BYTES {
+                let at = self.at_value(&id_path);
+                self.error(
+                    "id-too-long",
+                    &id_path,
+                    at,
+                    format!(
+                        "stage id `{}…` is {} bytes long; ids may be at most {MAX_ID_BYTES} bytes",
+                        &s.id[..24],
+                        s.id.len()
+                    ),
+                )
+                .help = Some("each stage id names a folder of the run; keep it short".into());
             }
             match first.get(s.id.as_str()) {
                 Some(&j) => {

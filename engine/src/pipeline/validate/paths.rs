@@ -19,6 +19,17 @@ impl Checker<'_> {
         if prompt.contains('\n') {
             return; // inline template text
         }
+        if let Err(why) = crate::pipeline::inside::check_inside(self.root, &self.p.dir().join(prompt)) {
+            let at = self.at_value(&p);
+            self.error(
+                "prompt-outside-repo",
+                &p,
+                at,
+                format!("prompt file `{prompt}` of stage `{}` {why}", s.id),
+            )
+            .help = Some("prompts are sent to the model: keep them inside the repository".into());
+            return;
+        }
         if !self.p.dir().join(prompt).is_file() {
             let at = self.at_value(&p);
             self.error(
@@ -79,6 +90,16 @@ impl Checker<'_> {
     pub(super) fn schema_file(&mut self, schema: &str, path: &str) {
         let file = self.p.dir().join(schema);
         let at = self.at_value(path);
+        if let Err(why) = crate::pipeline::inside::check_inside(self.root, &file) {
+            self.error(
+                "schema-outside-repo",
+                path,
+                at,
+                format!("schema file `{schema}` {why}"),
+            )
+            .help = Some("keep schema files inside the repository".into());
+            return;
+        }
         let text = match std::fs::read_to_string(&file) {
             Ok(t) => t,
             Err(_) => {

@@ -19,6 +19,9 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::argv::InvocationRequest;
+use super::observe::{
+    check_calls, check_init, describe_violation, CallContext, InitExpectation, InitMismatch,
+};
 use super::outcome::{classify, Classification, ClassifyInput, SchemaDelivery};
 use super::record::ResultRecord;
 use super::request::{RequestContext, RequestRecord};
@@ -57,6 +60,9 @@ pub struct InvokeSpec<'a> {
     pub schema: Option<&'a Value>,
     /// The repository root: the working directory.
     pub cwd: &'a Path,
+    /// Paths relative to the root that no file tool may change (checked on every
+    /// tool call in the stream, beside the policy's own deny rules).
+    pub protected: &'a [String],
     pub cancel: CancelToken,
     /// The detected CLI version, for `request.json`.
     pub cli_version: Option<&'a str>,
@@ -114,21 +120,26 @@ impl InvocationOutcome {
     }
 }
 
-/// Feeds stdout lines to the stream parser and reports progress.
-struct StreamObserver {
+/// Feeds stdout lines to the stream parser, reports progress, and stops the agent
+/// the moment its `init` event shows another policy than the one asked for.
+struct StreamObserver<'a> {
     state: StreamState,
     on_progress: Option<ProgressCallback>,
     /// stdout while no line was a stream-json event: a result envelope printed
     /// over several lines is parsed from it at the end. `None` once not needed.
     fallback: Option<Vec<u8>>,
+    expected: InitExpectation<'a>,
+    mismatch: Option<InitMismatch>,
 }
 
-impl StreamObserver {
-    fn new(on_progress: Option<ProgressCallback>) -> Self {
+impl<'a> StreamObserver<'a> {
+    fn new(on_progress: Option<ProgressCallback>, expected: InitExpectation<'a>) -> Self {
         StreamObserver {
             state: StreamState::new(),
             on_progress,
             fallback: Some(Vec::new()),
+            expected,
+            mismatch: None,
         }
     }
 
@@ -147,10 +158,18 @@ impl StreamObserver {
     }
 }
 
-impl StdoutObserver for StreamObserver {
+impl StdoutObserver for StreamObserver<'_> {
     fn on_line(&mut self, line: &[u8]) -> ObserverControl {
         let kind = self.state.feed_line(line);
         self.keep_for_fallback(kind, line);
+        if kind == LineKind::Init && self.mismatch.is_none() {
+            if let Some(init) = self.state.init() {
+                self.mismatch = check_init(init, &self.expected);
+            }
+            if self.mismatch.is_some() {
+                return ObserverControl::Stop;
+            }
+        }
         if matches!(
             kind,
             LineKind::Init | LineKind::Assistant | LineKind::ApiRetry | LineKind::Result
@@ -272,7 +291,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         timeout: Some(runner.timeout.as_duration()),
         kill_grace: runner.kill_grace.as_duration(),
     };
-    let mut observer = StreamObserver::new(spec.on_progress.clone());
+    let mut observer = StreamObserver::new(spec.on_progress.clone(), init_expectation(&spec));
     let run = spec.run;
     let (stage_id, attempt) = (spec.stage_id.to_string(), spec.attempt);
     let result = supervisor::run(
@@ -338,6 +357,7 @@ fn finish(
         }
     }
 
+    let observed = observe(spec, &attempt_rel, &state);
     let classification = classify(ClassifyInput {
         exit_code: record.exit_code,
         envelope: state.result(),
@@ -360,6 +380,17 @@ fn finish(
         .failure_reason
         .as_deref()
         .map(|r| redactor.redact_str(r));
+    match observed {
+        Ok(None) => {}
+        Ok(Some(violation)) => {
+            status = StageStatus::SafetyViolation;
+            failure_reason = Some(redactor.redact_str(&violation));
+        }
+        Err(e) => {
+            status = StageStatus::Failed;
+            failure_reason = Some(e);
+        }
+    }
     if let Err(e) = run.write_json(&rel("process.json"), &record) {
         status = StageStatus::Failed;
         failure_reason = Some(format!("failed to write process.json: {e}"));
@@ -395,6 +426,71 @@ fn finish(
         process: Some(record),
         replayed: false,
     }
+}
+
+fn init_expectation<'a>(spec: &InvokeSpec<'a>) -> InitExpectation<'a> {
+    InitExpectation {
+        policy: &spec.request.tool_policy,
+        tools_restricted: spec.request.argv.iter().any(|a| a == "--tools"),
+        schema: spec.request.json_schema_inline,
+    }
+}
+
+/// What the stream and the run folder show after the attempt (DESIGN §7,
+/// "Observed, not assumed"): `tool-calls.jsonl` is written, and the first safety
+/// violation is returned — an `init` event that differs from the request, a tool
+/// call the policy refuses that ran, or a record of the run that changed.
+fn observe(
+    spec: &InvokeSpec<'_>,
+    attempt_rel: &str,
+    state: &StreamState,
+) -> Result<Option<String>, String> {
+    let calls = check_calls(
+        state.tool_calls(),
+        &CallContext {
+            policy: &spec.request.tool_policy,
+            root: spec.cwd,
+            protected: spec.protected,
+        },
+    );
+    let mut lines = Vec::new();
+    for call in &calls {
+        let mut value = serde_json::to_value(call).expect("records serialise");
+        spec.run.redactor().redact_json(&mut value);
+        lines.extend(serde_json::to_vec(&value).expect("records serialise"));
+        lines.push(b'\n');
+    }
+    // Written before the records are re-hashed, so that it is checked with them.
+    let written = spec
+        .run
+        .write_bytes(&format!("{attempt_rel}/tool-calls.jsonl"), &lines)
+        .map_err(|e| format!("failed to write tool-calls.jsonl: {e}"));
+    let mut violations: Vec<String> = Vec::new();
+    if let Some(mismatch) = state.init().and_then(|i| check_init(i, &init_expectation(spec))) {
+        violations.push(mismatch.to_string());
+    }
+    violations.extend(
+        calls
+            .iter()
+            .filter(|c| c.violation)
+            .map(describe_violation),
+    );
+    violations.extend(
+        spec.run
+            .changed_records()
+            .iter()
+            .map(|c| format!("{c}: the agent touched its own run's records")),
+    );
+    written?;
+    Ok(match violations.len() {
+        0 => None,
+        1 => violations.pop(),
+        n => Some(format!(
+            "{} (and {} more safety violation(s), see tool-calls.jsonl and result.json)",
+            violations[0],
+            n - 1
+        )),
+    })
 }
 
 /// Plays a recorded attempt back in place of the agent: `replay.json` says where it

@@ -67,6 +67,7 @@ fn spec<'a>(
         prompt,
         schema,
         cwd: fx.repo.path(),
+        protected: &[],
         cancel: CancelToken::new(),
         cli_version: Some("2.1.332"),
         on_progress: None,
@@ -218,7 +219,8 @@ async fn records_are_written_redacted_and_nothing_raw_is_left() {
             "raw-stderr.log",
             "raw-stdout.log",
             "request.json",
-            "result.json"
+            "result.json",
+            "tool-calls.jsonl"
         ]
     );
     for file in files_under(fx.run.dir()) {
@@ -261,6 +263,7 @@ async fn records_are_written_redacted_and_nothing_raw_is_left() {
         "result.json",
         "request.json",
         "prompt.md",
+        "tool-calls.jsonl",
     ] {
         assert!(
             events.contains(&format!("stages/requirements/attempt-001/{name}")),

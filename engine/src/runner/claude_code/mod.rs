@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod envelope;
 pub mod help;
 pub mod invoke;
+pub mod observe;
 pub mod outcome;
 pub mod probe;
 pub mod record;

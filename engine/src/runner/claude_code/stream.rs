@@ -62,7 +62,34 @@ pub struct StreamState {
     assistant_error: Option<String>,
     result: Option<ResultEnvelope>,
     unparsed_lines: u64,
+    calls: Vec<ObservedCall>,
 }
+
+/// One tool call seen in the stream, with its result once that arrived.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObservedCall {
+    pub id: Option<String>,
+    pub tool: String,
+    /// The input with long texts cut (the arguments that name paths and commands
+    /// are kept whole).
+    pub input: Value,
+    pub result: Option<CallResult>,
+}
+
+/// What the tool result said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    pub is_error: bool,
+    /// The result text when it is an error (cut to [`MAX_ERROR_TEXT`]).
+    pub error_text: Option<String>,
+}
+
+/// The longest error text kept per call.
+pub const MAX_ERROR_TEXT: usize = 500;
+/// The longest text kept of an input field that names no path and no command.
+const MAX_INPUT_TEXT: usize = 200;
+/// Input fields kept whole: what the policy check reads.
+const CHECKED_FIELDS: &[&str] = &["file_path", "notebook_path", "path", "pattern", "command"];
 
 impl StreamState {
     pub fn new() -> StreamState {
@@ -95,7 +122,10 @@ impl StreamState {
                 self.assistant(&event);
                 LineKind::Assistant
             }
-            (Some("user"), _) => LineKind::User,
+            (Some("user"), _) => {
+                self.user(&event);
+                LineKind::User
+            }
             (Some("result"), _) => {
                 self.result = ResultEnvelope::from_value(&event);
                 LineKind::Result
@@ -122,11 +152,63 @@ impl StreamState {
         if let Some(tool) = tools.next_back() {
             self.last_tool = Some(tool.to_owned());
         }
+        let uses = message
+            .and_then(|m| m.get("content"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool_use"));
+        for block in uses {
+            self.calls.push(ObservedCall {
+                id: block.get("id").and_then(Value::as_str).map(str::to_owned),
+                tool: block
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                input: summarise_input(block.get("input").unwrap_or(&Value::Null)),
+                result: None,
+            });
+        }
         // Failed requests end in a synthetic assistant message carrying the reason
         // (`authentication_failed` when not logged in).
         if let Some(error) = event.get("error").and_then(Value::as_str) {
             self.assistant_error = Some(error.to_owned());
         }
+    }
+
+    /// Tool results arrive on user events, naming the call they answer.
+    fn user(&mut self, event: &Value) {
+        let results = event
+            .get("message")
+            .and_then(|m| m.get("content"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool_result"));
+        for block in results {
+            let Some(id) = block.get("tool_use_id").and_then(Value::as_str) else {
+                continue;
+            };
+            let is_error = block.get("is_error").and_then(Value::as_bool) == Some(true);
+            let error_text = is_error.then(|| cut(&result_text(block.get("content")), MAX_ERROR_TEXT));
+            if let Some(call) = self
+                .calls
+                .iter_mut()
+                .rev()
+                .find(|c| c.id.as_deref() == Some(id))
+            {
+                call.result = Some(CallResult {
+                    is_error,
+                    error_text,
+                });
+            }
+        }
+    }
+
+    /// Every tool call seen so far, in stream order.
+    pub fn tool_calls(&self) -> &[ObservedCall] {
+        &self.calls
     }
 
     /// Called once stdout has ended: when no result line was recognised (a
@@ -204,6 +286,67 @@ fn init_info(event: &Value) -> InitInfo {
         claude_code_version: string("claude_code_version"),
         cwd: string("cwd"),
     }
+}
+
+fn summarise_input(input: &Value) -> Value {
+    match input {
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        Value::String(text) if !CHECKED_FIELDS.contains(&k.as_str()) => {
+                            Value::String(cut(text, MAX_INPUT_TEXT))
+                        }
+                        Value::String(_) => v.clone(),
+                        other => cut_value(other),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        other => cut_value(other),
+    }
+}
+
+/// Nested values (MultiEdit's `edits`) are kept as a short JSON text.
+fn cut_value(value: &Value) -> Value {
+    match value {
+        Value::Array(_) | Value::Object(_) => {
+            let text = value.to_string();
+            if text.len() <= MAX_INPUT_TEXT {
+                value.clone()
+            } else {
+                Value::String(cut(&text, MAX_INPUT_TEXT))
+            }
+        }
+        other => other.clone(),
+    }
+}
+
+fn result_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+/// At most `max` bytes, cut at a character boundary, marked when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
 }
 
 fn trim_ascii(bytes: &[u8]) -> &[u8] {

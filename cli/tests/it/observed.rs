@@ -1,0 +1,160 @@
+//! What specbridge observes of the agent against the fake CLI (DESIGN §7, "Observed,
+//! not assumed"): an `init` event that differs from the request stops the agent at
+//! once; tool calls the policy refuses that ran anyway are safety violations found in
+//! the stream; every call is recorded in `tool-calls.jsonl`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{assert_matches_schema, read_json, TestContext};
+
+const RUNNER: &str = "  timeout: 30s
+  killGrace: 300ms
+";
+
+const EXECUTE_STAGE: &str = "  - id: implement
+    kind: execute
+    prompt: prompts/implement.md
+    verification:
+      - { name: always, argv: [\"true\"] }
+";
+
+fn execute_ctx(scenario: &str, runner_keys: &str) -> TestContext {
+    let ctx = TestContext::with_fake_claude(scenario);
+    ctx.write("prompts/implement.md", "Implement the feature.\n");
+    ctx.write_agent_pipeline(&format!("{RUNNER}{runner_keys}"), EXECUTE_STAGE);
+    ctx
+}
+
+fn attempt_dir(ctx: &TestContext) -> PathBuf {
+    ctx.only_run_dir().join("stages/implement/attempt-001")
+}
+
+fn tool_calls(ctx: &TestContext) -> Vec<Value> {
+    let path = attempt_dir(ctx).join("tool-calls.jsonl");
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+fn stage(ctx: &TestContext) -> Value {
+    read_json(&ctx.only_run_dir().join("stages/implement/stage.json"))
+}
+
+/// The agent's init event differs; it must be stopped before its later tool call.
+fn assert_stopped_at_init(scenario: &str, expected_in_reason: &str) {
+    let mut ctx = execute_ctx(scenario, "");
+    ctx.set_env("FAKE_CLAUDE_WRITE", "late-write.txt=too late");
+    let started = Instant::now();
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    assert!(
+        !ctx.path("late-write.txt").exists(),
+        "the agent got to its tool call after the init event"
+    );
+    // The fake waits a second before the call; nothing waited for a result.
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let stage = stage(&ctx);
+    assert_eq!(stage["status"], "safety-violation", "{stage:#}");
+    let reason = stage["outcome"].as_str().unwrap_or_default();
+    assert!(reason.contains(expected_in_reason), "{reason}");
+    assert!(reason.contains("init event"), "{reason}");
+    let process = read_json(&attempt_dir(&ctx).join("process.json"));
+    assert_eq!(process["stoppedByObserver"], true, "{process:#}");
+    assert_eq!(process["signal"], "SIGKILL", "{process:#}");
+    let result = read_json(&attempt_dir(&ctx).join("result.json"));
+    assert_eq!(result["outcome"], "safety-violation");
+    assert!(result["failureReason"]
+        .as_str()
+        .unwrap()
+        .contains(expected_in_reason));
+}
+
+#[test]
+fn an_init_event_offering_another_tool_stops_the_agent_at_once() {
+    assert_stopped_at_init("init-extra-tool", "offered tools that were not asked for: Bash");
+}
+
+#[test]
+fn an_init_event_reporting_another_permission_mode_stops_the_agent_at_once() {
+    assert_stopped_at_init("init-mode-differs", "permission mode `acceptEdits`");
+}
+
+#[test]
+fn a_write_outside_the_repository_in_the_stream_is_a_safety_violation() {
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("escaped.txt");
+    let mut ctx = execute_ctx("write-file", "");
+    ctx.set_env("FAKE_CLAUDE_WRITE", &format!("{}=escaped", target.display()));
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    let stage = stage(&ctx);
+    assert_eq!(stage["status"], "safety-violation", "{stage:#}");
+    let reason = stage["outcome"].as_str().unwrap();
+    assert!(reason.contains("Write"), "{reason}");
+    assert!(reason.contains("outside the repository"), "{reason}");
+
+    let calls = tool_calls(&ctx);
+    let write = calls
+        .iter()
+        .find(|c| c["tool"] == "Write")
+        .expect("the Write call is recorded");
+    assert_eq!(write["policy"], "refused", "{write:#}");
+    assert_eq!(write["outcome"], "succeeded");
+    assert_eq!(write["violation"], true);
+    assert_eq!(write["input"]["file_path"], target.display().to_string());
+    assert!(write["reason"].as_str().unwrap().contains("outside"));
+    let read = calls.iter().find(|c| c["tool"] == "Read").expect("Read");
+    assert_eq!(read["policy"], "allowed", "{read:#}");
+    assert_eq!(read["violation"], false);
+    for (i, call) in calls.iter().enumerate() {
+        let line = ctx.aux_path(&format!("tool-call-{i}.json"));
+        std::fs::write(&line, call.to_string()).unwrap();
+        assert_matches_schema(&line, "tool-call.schema.json");
+    }
+}
+
+#[test]
+fn a_bash_command_without_a_matching_rule_is_a_safety_violation() {
+    let mut ctx = execute_ctx(
+        "run-command",
+        "  tools: [Read, Edit, Write, Bash]\n  allowedBashRules: [\"Bash(git status *)\"]\n",
+    );
+    ctx.set_env("FAKE_CLAUDE_COMMAND", "git status && touch bash-ran.txt");
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    let stage = stage(&ctx);
+    assert_eq!(stage["status"], "safety-violation", "{stage:#}");
+    let reason = stage["outcome"].as_str().unwrap();
+    assert!(
+        reason.contains("Bash `git status && touch bash-ran.txt`"),
+        "{reason}"
+    );
+    let calls = tool_calls(&ctx);
+    let bash = calls.iter().find(|c| c["tool"] == "Bash").expect("Bash");
+    assert_eq!(bash["policy"], "refused");
+    assert_eq!(bash["violation"], true);
+}
+
+#[test]
+fn a_bash_command_matching_its_rule_is_allowed_and_recorded() {
+    let mut ctx = execute_ctx(
+        "run-command",
+        "  tools: [Read, Edit, Write, Bash]\n  allowedBashRules: [\"Bash(touch:*)\"]\n",
+    );
+    ctx.set_env("FAKE_CLAUDE_COMMAND", "touch bash-ran.txt");
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let calls = tool_calls(&ctx);
+    let bash = calls.iter().find(|c| c["tool"] == "Bash").expect("Bash");
+    assert_eq!(bash["policy"], "allowed", "{bash:#}");
+    assert_eq!(bash["outcome"], "succeeded");
+    assert_eq!(bash["violation"], false);
+    assert_eq!(bash["input"]["command"], "touch bash-ran.txt");
+    assert_eq!(bash["seq"], 1);
+    assert!(calls.iter().any(|c| c["tool"] == "StructuredOutput"));
+}

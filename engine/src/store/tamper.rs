@@ -1,0 +1,90 @@
+//! The run's own records, checked after every agent attempt (DESIGN §7): every
+//! announced file must still have the sha256 it was announced with, and the event
+//! log must be exactly what this process appended. An agent that touched them is a
+//! safety violation at once, not a later audit finding.
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::store::atomic::sha256_file;
+use crate::store::events::{verify_chain, EventLog};
+
+/// One record that is no longer what specbridge wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordChange {
+    /// Relative to the run folder.
+    pub path: String,
+    pub what: String,
+}
+
+impl std::fmt::Display for RecordChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the run record `{}` {}", self.path, self.what)
+    }
+}
+
+/// Compares the folder with the log. The caller holds the log, so no record is
+/// being written meanwhile.
+pub(crate) fn changed_records(dir: &Path, log: &EventLog) -> Vec<RecordChange> {
+    let events = log.path();
+    let mut changes = Vec::new();
+    match verify_chain(events) {
+        Ok(check)
+            if check.is_intact()
+                && check.events == log.last_seq()
+                && check.last_hash == log.head() => {}
+        Ok(check) => changes.push(RecordChange {
+            path: "events.jsonl".into(),
+            what: match check.problems.first() {
+                Some(p) => format!("was edited (line {}: {})", p.line, p.message),
+                None => format!(
+                    "was edited: it holds {} events where {} were written",
+                    check.events,
+                    log.last_seq()
+                ),
+            },
+        }),
+        Err(e) => changes.push(RecordChange {
+            path: "events.jsonl".into(),
+            what: format!("cannot be read: {e}"),
+        }),
+    }
+    for (rel, sha) in announced(events) {
+        let what = match sha256_file(&dir.join(&rel)) {
+            Ok(now) if now == sha => continue,
+            Ok(_) => "changed after specbridge wrote it".to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                "was deleted after specbridge wrote it".to_string()
+            }
+            Err(e) => format!("cannot be read: {e}"),
+        };
+        changes.push(RecordChange { path: rel, what });
+    }
+    changes
+}
+
+/// The last announced sha256 of every record.
+fn announced(events: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Ok(file) = std::fs::File::open(events) else {
+        return out;
+    };
+    for line in std::io::BufReader::new(file).split(b'\n').map_while(Result::ok) {
+        let Ok(event) = serde_json::from_slice::<Value>(&line) else {
+            continue;
+        };
+        if event.get("type").and_then(Value::as_str) != Some("record-written") {
+            continue;
+        }
+        if let (Some(path), Some(sha)) = (
+            event.get("path").and_then(Value::as_str),
+            event.get("sha256").and_then(Value::as_str),
+        ) {
+            out.insert(path.to_owned(), sha.to_owned());
+        }
+    }
+    out
+}
