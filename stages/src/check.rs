@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::json;
 use specbridge_engine::pipeline::resolve::DEFAULT_CHECK_TIMEOUT_MS;
 use specbridge_engine::pipeline::StageDef;
+use specbridge_engine::sandbox::AppliedSandbox;
 use specbridge_engine::scheduler::{Node, StageReport, StageRun};
 use specbridge_engine::store::{InputParts, RunHandle};
 use specbridge_engine::supervisor::{self, ProcessRecord, SpawnSpec, SupervisorError};
@@ -54,22 +55,30 @@ pub fn describe(stage: &StageDef) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The spawn of a check command: argv as given, in the repository root, output
-/// streamed into the attempt folder.
+/// The spawn of a check command: argv as given, in the repository root, confined
+/// as the stage's `sandbox` says ([`crate::confine`]), output streamed into the
+/// attempt folder; with the sandbox to record.
 pub fn spawn_spec(
     ctx: &RunContext,
     stage: &StageDef,
     run: &RunHandle,
     attempt_rel: &str,
-) -> Option<SpawnSpec> {
-    let argv = stage.argv.as_ref()?.as_list()?.to_vec();
-    let (program, args) = argv.split_first()?;
+) -> Result<(SpawnSpec, AppliedSandbox), String> {
+    let argv = stage
+        .argv
+        .as_ref()
+        .and_then(|a| a.as_list())
+        .map(<[String]>::to_vec)
+        .unwrap_or_default();
+    let wrapped = crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv)?;
     let runner = ctx.runner_for(stage);
-    let dir = run.ensure_dir(attempt_rel).ok()?;
-    Some(SpawnSpec {
-        program: program.clone(),
-        args: args.to_vec(),
-        redacted_argv: argv.clone(),
+    let dir = run
+        .ensure_dir(attempt_rel)
+        .map_err(|e| crate::error_chain(&e))?;
+    let spec = SpawnSpec {
+        program: wrapped.program,
+        args: wrapped.args,
+        redacted_argv: argv,
         cwd: ctx.root.clone(),
         env: Vec::new(),
         stdin: None,
@@ -79,7 +88,8 @@ pub fn spawn_spec(
         max_stderr_bytes: runner.max_stderr_bytes.bytes(),
         timeout: Some(timeout(stage)),
         kill_grace: runner.kill_grace.as_duration(),
-    })
+    };
+    Ok((spec, wrapped.applied))
 }
 
 /// Run a check stage's command once and report.
@@ -98,11 +108,9 @@ pub async fn run_check(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Sta
 async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> StageReport {
     let run = &sr.run;
     let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);
-    let Some(spec) = spawn_spec(ctx, stage, run, &attempt_rel) else {
-        return StageReport::failed(
-            StageStatus::Failed,
-            format!("stage `{}` has no argv array to run", stage.id),
-        );
+    let (spec, applied) = match spawn_spec(ctx, stage, run, &attempt_rel) {
+        Ok(x) => x,
+        Err(e) => return StageReport::failed(StageStatus::Failed, format!("stage `{}`: {e}", stage.id)),
     };
     let node_id = sr.node.id.clone();
     let attempt = sr.attempt;
@@ -114,7 +122,8 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
     })
     .await;
     let mut report = match result {
-        Ok(record) => {
+        Ok(mut record) => {
+            record.sandbox = Some(applied);
             let report = classify(&record);
             if let Err(e) = write_process(run, &attempt_rel, &record) {
                 return StageReport::failed(StageStatus::Failed, e);

@@ -77,20 +77,21 @@ pub async fn run_verification(
                 failure: Some(why),
                 stdout_log,
                 stderr_log,
+                sandbox: None,
             }
         };
-        let Some((program, args)) = argv.split_first() else {
-            record.commands.push(not_run(
-                argv,
-                stdout_log,
-                stderr_log,
-                "no argv array to run".into(),
-            ));
-            continue;
+        let wrapped = match crate::confine::wrap(ctx, cmd.sandbox.as_ref(), &argv) {
+            Ok(w) => w,
+            Err(why) => {
+                record
+                    .commands
+                    .push(not_run(argv, stdout_log, stderr_log, why));
+                continue;
+            }
         };
         let spec = SpawnSpec {
-            program: program.clone(),
-            args: args.to_vec(),
+            program: wrapped.program,
+            args: wrapped.args,
             redacted_argv: argv.clone(),
             cwd: ctx.root.clone(),
             env: Vec::new(),
@@ -140,6 +141,7 @@ pub async fn run_verification(
                     failure,
                     stdout_log,
                     stderr_log,
+                    sandbox: Some(wrapped.applied),
                 }
             }
             Err(e) => not_run(argv, stdout_log, stderr_log, e.to_string()),

@@ -222,8 +222,9 @@ pub struct VerificationCommand {
 
 /// The confinement of a command specbridge runs itself (a check stage, a
 /// verification command): the code it runs may be the agent's. Not written means
-/// confined with no opt-ins. Left out of serialisation when not written, so that
-/// input hashes of pipelines without it stay as they were.
+/// confined with no opt-ins.
+// Left out of serialisation when not written, so that the input hashes of
+// pipelines without it (and their recordings) stay as they were.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum CommandSandbox {

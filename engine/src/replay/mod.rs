@@ -211,6 +211,7 @@ impl RecordedAttempt {
             stderr_truncated: false,
             limit_exceeded: None,
             orphans_killed: false,
+            sandbox: None,
         })
     }
 

@@ -55,6 +55,10 @@ pub struct ProcessRecord {
     pub limit_exceeded: Option<OutputStream>,
     /// Members of the process group outlived the leader and were ended.
     pub orphans_killed: bool,
+    /// The sandbox a check command ran in (then `executable` is bubblewrap and
+    /// `redactedArgv` the command as written); absent for agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::AppliedSandbox>,
 }
 
 /// A standard output stream of the child.

@@ -154,6 +154,7 @@ pub async fn run(
         stderr_truncated: stderr.truncated,
         limit_exceeded: ended.stops.limit_exceeded,
         orphans_killed: ended.orphans_killed,
+        sandbox: None,
     })
 }
 
