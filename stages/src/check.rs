@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::json;
 use specbridge_engine::pipeline::resolve::DEFAULT_CHECK_TIMEOUT_MS;
 use specbridge_engine::pipeline::StageDef;
+use specbridge_engine::sandbox::AppliedSandbox;
 use specbridge_engine::scheduler::{Node, StageReport, StageRun};
 use specbridge_engine::store::{InputParts, RunHandle};
 use specbridge_engine::supervisor::{self, ProcessRecord, SpawnSpec, SupervisorError};
@@ -54,15 +55,16 @@ pub fn describe(stage: &StageDef) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The spawn of a check command: argv as given, in the repository root, output
-/// streamed into the attempt folder through the run store's redacting logs.
-/// `Ok(None)` when the stage has no argv to run.
+/// The spawn of a check command: argv as given, in the repository root, confined
+/// as the stage's `sandbox` says ([`crate::confine`]), output streamed into the
+/// attempt folder through the run store's redacting logs; with the sandbox to
+/// record. `Ok(None)` when the stage has no argv to run.
 pub fn spawn_spec(
     ctx: &RunContext,
     stage: &StageDef,
     run: &RunHandle,
     attempt_rel: &str,
-) -> Result<Option<SpawnSpec>, String> {
+) -> Result<Option<(SpawnSpec, AppliedSandbox)>, String> {
     let Some(argv) = stage
         .argv
         .as_ref()
@@ -71,18 +73,19 @@ pub fn spawn_spec(
     else {
         return Ok(None);
     };
-    let Some((program, args)) = argv.split_first() else {
+    if argv.is_empty() {
         return Ok(None);
-    };
+    }
+    let wrapped = crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv)?;
     let runner = ctx.runner_for(stage);
     let log = |name: &str| {
         run.log(&format!("{attempt_rel}/{name}"))
             .map_err(|e| format!("failed to create {name}: {e}"))
     };
-    Ok(Some(SpawnSpec {
-        program: program.clone(),
-        args: args.to_vec(),
-        redacted_argv: argv.clone(),
+    let spec = SpawnSpec {
+        program: wrapped.program,
+        args: wrapped.args,
+        redacted_argv: argv,
         cwd: ctx.root.clone(),
         env: Vec::new(),
         stdin: None,
@@ -92,7 +95,8 @@ pub fn spawn_spec(
         max_stderr_bytes: runner.max_stderr_bytes.bytes(),
         timeout: Some(timeout(stage)),
         kill_grace: runner.kill_grace.as_duration(),
-    }))
+    };
+    Ok(Some((spec, wrapped.applied)))
 }
 
 /// Run a check stage's command once and report.
@@ -111,15 +115,17 @@ pub async fn run_check(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Sta
 async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> StageReport {
     let run = &sr.run;
     let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);
-    let spec = match spawn_spec(ctx, stage, run, &attempt_rel) {
-        Ok(Some(spec)) => spec,
+    let (spec, applied) = match spawn_spec(ctx, stage, run, &attempt_rel) {
+        Ok(Some(x)) => x,
         Ok(None) => {
             return StageReport::failed(
                 StageStatus::Failed,
                 format!("stage `{}` has no argv array to run", stage.id),
             )
         }
-        Err(e) => return StageReport::failed(StageStatus::Failed, e),
+        Err(e) => {
+            return StageReport::failed(StageStatus::Failed, format!("stage `{}`: {e}", stage.id))
+        }
     };
     let node_id = sr.node.id.clone();
     let attempt = sr.attempt;
@@ -131,7 +137,8 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
     })
     .await;
     let mut report = match result {
-        Ok(record) => {
+        Ok(mut record) => {
+            record.sandbox = Some(applied);
             let report = classify(&record);
             if let Err(e) = write_process(run, &attempt_rel, &record) {
                 return StageReport::failed(StageStatus::Failed, e);

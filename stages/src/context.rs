@@ -18,6 +18,9 @@ pub struct RunContext {
     pub overrides: RunOverrides,
     pub cancel: CancelToken,
     pub allow_dirty: bool,
+    /// The bubblewrap that confines check stages and verification commands, found
+    /// before the run ([`crate::confine::preflight`]); `None` when none is confined.
+    pub bubblewrap: Option<PathBuf>,
 }
 
 impl RunContext {
@@ -40,6 +43,7 @@ impl RunContext {
             overrides,
             cancel,
             allow_dirty,
+            bubblewrap: None,
         }
     }
 

@@ -289,6 +289,7 @@ mod tests {
             overrides: RunOverrides::default(),
             cancel: CancelToken::new(),
             allow_dirty: false,
+            bubblewrap: None,
         };
         let mut setup = AgentSetup::default();
         setup.runners.insert(

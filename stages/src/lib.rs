@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod attempt;
 pub mod check;
+pub mod confine;
 pub mod context;
 pub mod continuation;
 pub mod evidence;

@@ -76,16 +76,17 @@ pub async fn run_verification(
                 failure: Some(why),
                 stdout_log,
                 stderr_log,
+                sandbox: None,
             }
         };
-        let Some((program, args)) = argv.split_first() else {
-            record.commands.push(not_run(
-                argv,
-                stdout_log,
-                stderr_log,
-                "no argv array to run".into(),
-            ));
-            continue;
+        let wrapped = match crate::confine::wrap(ctx, cmd.sandbox.as_ref(), &argv) {
+            Ok(w) => w,
+            Err(why) => {
+                record
+                    .commands
+                    .push(not_run(argv, stdout_log, stderr_log, why));
+                continue;
+            }
         };
         // Through the run store's logs: redacted as the command prints.
         let log = |name: &str| {
@@ -93,8 +94,8 @@ pub async fn run_verification(
                 .map_err(|e| format!("failed to create {name}: {e}"))
         };
         let spec = SpawnSpec {
-            program: program.clone(),
-            args: args.to_vec(),
+            program: wrapped.program,
+            args: wrapped.args,
             redacted_argv: argv.clone(),
             cwd: ctx.root.clone(),
             env: Vec::new(),
@@ -144,6 +145,7 @@ pub async fn run_verification(
                     failure,
                     stdout_log,
                     stderr_log,
+                    sandbox: Some(wrapped.applied),
                 }
             }
             Err(e) => not_run(argv, stdout_log, stderr_log, e.to_string()),

@@ -95,13 +95,17 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
         return Ok(exit::OK);
     }
 
+    let sandbox = run_cmd::command_sandbox(&source.file, &nodes, false)?;
+    let mut ctx = ctx;
+    ctx.bubblewrap = sandbox.bubblewrap;
     let commands = detect::runner_commands(&ctx, &nodes);
     let Detection {
         mut agent,
         runner,
-        warnings,
+        mut warnings,
         ..
     } = detect::detect(&ws.root, &commands, false, printer)?;
+    warnings.extend(sandbox.warnings);
     for w in &warnings {
         printer.err(format!("{}: {w}", printer.warning_label()));
     }

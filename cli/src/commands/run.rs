@@ -7,12 +7,13 @@ use serde_json::json;
 use specbridge_engine::dag::StageGraph;
 use specbridge_engine::orchestrate::{self, overrides_map, RunSpec};
 use specbridge_engine::pipeline::resolve::DEFAULT_CONCURRENCY;
-use specbridge_engine::pipeline::{DurationSpec, RunOverrides, StageKind};
+use specbridge_engine::pipeline::{DurationSpec, PipelineFile, RunOverrides, StageKind};
+use specbridge_engine::sandbox::SandboxSupport;
 use specbridge_engine::scheduler::{Node, StageExecutor, StageReport};
 use specbridge_engine::store::{RunOptions, RunnerInfo};
 use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
 use specbridge_engine::{exit, StageStatus};
-use specbridge_stages::{AgentSetup, PipelineExecutor, ProgressSink, RunContext};
+use specbridge_stages::{confine, AgentSetup, PipelineExecutor, ProgressSink, RunContext};
 
 use crate::args::{OverrideArgs, RunArgs};
 use crate::commands::detect::{self, Detection};
@@ -94,14 +95,16 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
         specbridge_stages::evidence::require_clean_start(&ws.root, args.allow_dirty)
             .map_err(CliError::Config)?;
     }
+    let sandbox = command_sandbox(&source.file, &nodes, args.dry_run)?;
     let cancel = CancelToken::new();
-    let ctx = RunContext::new(
+    let mut ctx = RunContext::new(
         &ws.root,
         &source,
         ov.clone(),
         cancel.clone(),
         args.allow_dirty,
     );
+    ctx.bubblewrap = sandbox.bubblewrap;
     // Recordings are audited before anything else happens.
     let replay = replay::setup(&ctx, &args.replay, replay_dir)?;
     // Agent stages need the runner: detected once, before anything is created —
@@ -130,6 +133,7 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
         }
     }
     agent.replay = replay;
+    warnings.extend(sandbox.warnings);
     let json_out = args.overrides.json;
     for w in &warnings {
         printer.err(format!("{}: {w}", printer.warning_label()));
@@ -181,6 +185,29 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
     let result = result.map_err(|e| CliError::Config(e.to_string()))?;
     print_summary(printer, &result, json_out);
     Ok(result.exit_code)
+}
+
+/// The sandbox of the commands specbridge runs itself, settled before anything is
+/// created: a confined command without a working bubblewrap refuses the run
+/// (exit 2). A dry run only warns; it spawns nothing, not even the probe.
+pub(crate) fn command_sandbox(
+    file: &PipelineFile,
+    nodes: &[Node],
+    dry_run: bool,
+) -> CliResult<confine::SandboxPreflight> {
+    let commands = confine::planned_commands(file, nodes);
+    if dry_run {
+        return Ok(confine::preflight(&commands, || Ok("bwrap".into()))
+            .map(|p| confine::SandboxPreflight {
+                bubblewrap: None,
+                ..p
+            })
+            .unwrap_or_default());
+    }
+    confine::preflight(&commands, || {
+        SandboxSupport::detect().bubblewrap_for_commands()
+    })
+    .map_err(CliError::Config)
 }
 
 /// Live progress of a run: stage lines, and agent detail through the executor.

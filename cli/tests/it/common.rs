@@ -324,6 +324,30 @@ pub fn process_alive(pid: u32) -> bool {
 }
 
 /// Validates a JSON file against a schema in `schemas/`.
+/// Live (not zombie) processes on this machine with `arg` as one of their
+/// arguments: how a test finds a command that ran in a PID namespace.
+pub fn live_processes_with_arg(arg: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(e.path().join("stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true);
+        if !zombie && cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 pub fn assert_matches_schema(file: &Path, schema_name: &str) {
     let schema_path = workspace_root().join("schemas").join(schema_name);
     let schema: serde_json::Value =

@@ -11,4 +11,5 @@ mod real_cli;
 mod replay;
 mod resume;
 mod run_checks;
+mod sandbox;
 mod validate;

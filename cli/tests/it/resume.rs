@@ -2,6 +2,7 @@
 //! folder, and recover from a crash of specbridge itself.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -42,27 +43,36 @@ fn assert_audit_clean(ctx: &TestContext) {
     assert_eq!(out.code, 0, "{}", out.snapshot());
 }
 
-const AGENT_THEN_GATE: &str = "  - id: requirements
+/// A generate stage, then two checks that append to `$GATE_LOG` in `log_dir`:
+/// outside the repository, so that the commands leave the tree clean, and so
+/// opened to them explicitly (checks are confined to the repository).
+fn agent_then_gate(log_dir: &Path) -> String {
+    format!(
+        "  - id: requirements
     kind: generate
     prompt: prompts/requirements.md
-    output: { schema: builtin:document, document: docs/requirements.md }
+    output: {{ schema: builtin:document, document: docs/requirements.md }}
   - id: gate
     kind: check
     needs: [requirements]
     argv: [sh, -c, \"echo gate >> $GATE_LOG; test -f fixed\"]
+    sandbox: {{ writable: [\"{d}\"] }}
   - id: after
     kind: check
     needs: [gate]
     argv: [sh, -c, \"echo after >> $GATE_LOG\"]
-";
+    sandbox: {{ writable: [\"{d}\"] }}
+",
+        d = log_dir.display()
+    )
+}
 
 #[test]
 fn a_fixed_check_reruns_alone_with_its_dependents_and_spends_nothing_again() {
     let mut ctx = TestContext::with_fake_claude("success");
     ctx.write("prompts/requirements.md", "Write the requirements.\n");
-    ctx.write_agent_pipeline("", AGENT_THEN_GATE);
-    // Outside the repository, so that the commands leave the tree clean.
     let gate_log = ctx.aux_path("gate.log");
+    ctx.write_agent_pipeline("", &agent_then_gate(gate_log.parent().unwrap()));
     ctx.set_env("GATE_LOG", &gate_log.display().to_string());
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 4, "{}", out.snapshot());
@@ -324,7 +334,10 @@ fn sigkill_during_a_stage_leaves_an_orphan_that_resume_ends_before_rerunning() {
         ctx.root().file_name().unwrap().to_string_lossy()
     ));
     let pipeline = format!(
-        "version: 1\nname: crash\nstages:\n  - {{ id: first, kind: check, argv: [echo, first] }}\n  - {{ id: slow, kind: check, needs: [first], argv: [sh, -c, \"if [ -f {m} ]; then exit 0; fi; echo $$ > {m}; exec sleep 120\"] }}\n",
+        // Unconfined on purpose: the test needs the command's real pid and a marker
+        // outside the repository, and it is about orphans that only an unconfined
+        // command can leave (a confined one dies with bubblewrap).
+        "version: 1\nname: crash\nstages:\n  - {{ id: first, kind: check, argv: [echo, first] }}\n  - {{ id: slow, kind: check, needs: [first], sandbox: off, argv: [sh, -c, \"if [ -f {m} ]; then exit 0; fi; echo $$ > {m}; exec sleep 120\"] }}\n",
         m = marker.display()
     );
     ctx.write("specbridge.yaml", &pipeline);

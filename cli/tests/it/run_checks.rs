@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use specbridge_engine::store::verify_chain;
 
-use crate::common::{graph_statuses, read_json, workspace_root, TestContext};
+use crate::common::{
+    graph_statuses, live_processes_with_arg, read_json, workspace_root, TestContext,
+};
 
 /// A diamond (a → b, c → d), a failing branch (c fails, so d is skipped) and an
 /// independent stage (e) that must still run.
@@ -349,7 +351,7 @@ name: cancel-me
 concurrency: 1
 runner: { killGrace: 500ms }
 stages:
-  - { id: long, kind: check, argv: [sh, -c, "echo $$ > pid; exec sleep 30"] }
+  - { id: long, kind: check, argv: [sh, -c, "echo started > pid; exec sleep 30.4217"] }
   - { id: after, kind: check, needs: [long], argv: [echo, never] }
 "#,
     );
@@ -365,11 +367,6 @@ stages:
         assert!(Instant::now() < deadline, "the check never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let sleeper: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     // SAFETY: sending a signal to a child we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
@@ -389,12 +386,12 @@ stages:
         read_json(&run.join("stages/long/attempt-001/process.json"))["cancelled"],
         true
     );
-    // SAFETY: probing a pid with signal 0 sends nothing.
-    let alive = unsafe { libc::kill(sleeper, 0) } == 0
-        && !std::fs::read_to_string(format!("/proc/{sleeper}/stat"))
-            .map(|s| s.contains(") Z "))
-            .unwrap_or(true);
-    assert!(!alive, "the cancelled command must not outlive the run");
+    // Found by its argv: inside the sandbox's PID namespace `$$` is not a host pid.
+    assert_eq!(
+        live_processes_with_arg("30.4217"),
+        Vec::<u32>::new(),
+        "the cancelled command must not outlive the run"
+    );
     assert!(verify_chain(&run.join("events.jsonl")).unwrap().is_intact());
 }
 

@@ -34,6 +34,9 @@ pub struct CommandResult {
     /// Log files, relative to the attempt folder.
     pub stdout_log: String,
     pub stderr_log: String,
+    /// The sandbox it ran in; absent when it never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::AppliedSandbox>,
 }
 
 impl VerificationRecord {

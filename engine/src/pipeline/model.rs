@@ -185,6 +185,10 @@ pub struct StageDef {
     /// execute: verification commands replacing the pipeline's defaults.
     #[serde(default)]
     pub verification: Option<Vec<VerificationCommand>>,
+    /// check: how the command is confined (default: bubblewrap, repository
+    /// writable, no network).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<CommandSandbox>,
 }
 
 /// The output contract of an agent stage.
@@ -219,6 +223,44 @@ pub struct VerificationCommand {
     /// A required command must pass for `verified` (default true).
     #[serde(default)]
     pub required: Option<bool>,
+    /// How the command is confined (default: bubblewrap, repository writable, no
+    /// network).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<CommandSandbox>,
+}
+
+/// The confinement of a command specbridge runs itself (a check stage, a
+/// verification command): the code it runs may be the agent's. Not written means
+/// confined with no opt-ins.
+// Left out of serialisation when not written, so that the input hashes of
+// pipelines without it (and their recordings) stay as they were.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum CommandSandbox {
+    /// `off`: run with the user's full rights, warned on every run.
+    Off(SandboxOff),
+    /// Confined, with what a real build needs opened up.
+    Confined(CommandSandboxOptions),
+}
+
+/// The only word that turns a command's sandbox off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxOff {
+    Off,
+}
+
+/// Opt-ins of a confined command.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CommandSandboxOptions {
+    /// Extra writable paths outside the repository: absolute, or `~/…` for the
+    /// user's home (a build cache, say). Created as folders when missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
+    /// Keep the network (default false: no network, not even loopback of the host).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
 }
 
 /// A command line. Only the array form is valid; the string form is accepted by the

@@ -225,6 +225,7 @@ impl RecordedAttempt {
             limit_exceeded: None,
             orphans_killed: false,
             stopped_by_observer: false,
+            sandbox: None,
         })
     }
 

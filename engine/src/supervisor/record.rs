@@ -59,6 +59,10 @@ pub struct ProcessRecord {
     /// group), e.g. an agent offered tools it was not asked to have.
     #[serde(default)]
     pub stopped_by_observer: bool,
+    /// The sandbox a check command ran in (then `executable` is bubblewrap and
+    /// `redactedArgv` the command as written); absent for agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::AppliedSandbox>,
 }
 
 /// A standard output stream of the child.

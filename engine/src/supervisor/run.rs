@@ -183,6 +183,7 @@ pub async fn run(
         limit_exceeded: ended.stops.limit_exceeded,
         orphans_killed: ended.orphans_killed,
         stopped_by_observer: ended.stops.stopped_by_observer,
+        sandbox: None,
     })
 }
 

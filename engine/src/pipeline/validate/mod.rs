@@ -9,7 +9,9 @@ use crate::diagnostic::{Diagnostic, Location, Severity};
 use crate::pipeline::forbidden;
 use crate::pipeline::load::{self, LoadedPipeline};
 use crate::pipeline::locate::{child_index, child_key};
-use crate::pipeline::model::{Argv, RunnerSettings, StageDef, StageKind, VerificationCommand};
+use crate::pipeline::model::{
+    Argv, CommandSandbox, RunnerSettings, StageDef, StageKind, VerificationCommand,
+};
 use crate::pipeline::suggest::did_you_mean;
 use crate::safety;
 
@@ -265,6 +267,9 @@ impl Checker<'_> {
             if let Some(t) = s.timeout {
                 self.nonzero_duration(t.as_millis(), &child_key(&path, "timeout"));
             }
+            if let (Some(sb), StageKind::Check) = (&s.sandbox, s.kind) {
+                self.command_sandbox(sb, &child_key(&path, "sandbox"));
+            }
         }
         self.cycles(&graph);
         self.shared_documents();
@@ -311,18 +316,19 @@ impl Checker<'_> {
     /// Keys that belong to other kinds, and keys a kind requires.
     fn kind_fields(&mut self, s: &StageDef, path: &str) {
         let kind = s.kind.as_str();
-        let present: [(&str, bool); 6] = [
+        let present: [(&str, bool); 7] = [
             ("prompt", s.prompt.is_some()),
             ("output", s.output.is_some()),
             ("forEach", s.for_each.is_some()),
             ("runner", s.runner.is_some()),
             ("argv", s.argv.is_some()),
             ("verification", s.verification.is_some()),
+            ("sandbox", s.sandbox.is_some()),
         ];
         let allowed: &[&str] = match s.kind {
             StageKind::Generate => &["prompt", "output", "forEach", "runner"],
             StageKind::Execute => &["prompt", "output", "forEach", "runner", "verification"],
-            StageKind::Check => &["argv"],
+            StageKind::Check => &["argv", "sandbox"],
         };
         for (key, is_set) in present {
             if is_set && !allowed.contains(&key) {
@@ -331,6 +337,7 @@ impl Checker<'_> {
                 let msg = format!("`{key}` is not used by {kind} stages (stage `{}`)", s.id);
                 let help = match (s.kind, key) {
                     (StageKind::Check, _) => "check stages run `argv` and nothing else".to_string(),
+                    (_, "sandbox") => "`sandbox` confines check stages and verification commands; an agent's own sandbox is `runner.sandbox`".to_string(),
                     (StageKind::Generate, "verification") => {
                         "verification runs after execute stages only".to_string()
                     }

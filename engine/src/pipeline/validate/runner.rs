@@ -46,6 +46,9 @@ impl Checker<'_> {
             if let Some(t) = v.timeout {
                 self.nonzero_duration(t.as_millis(), &child_key(&path, "timeout"));
             }
+            if let Some(sb) = &v.sandbox {
+                self.command_sandbox(sb, &child_key(&path, "sandbox"));
+            }
             if !names.insert(v.name.as_str()) {
                 let p = child_key(&path, "name");
                 let at = self.at_value(&p);
@@ -54,6 +57,25 @@ impl Checker<'_> {
                     &p,
                     at,
                     format!("two verification commands are named `{}`", v.name),
+                );
+            }
+        }
+    }
+
+    /// `writable` entries of a command's sandbox, by the rule the run applies.
+    pub(super) fn command_sandbox(&mut self, sb: &CommandSandbox, path: &str) {
+        let CommandSandbox::Confined(options) = sb else {
+            return;
+        };
+        for (i, entry) in options.writable.iter().enumerate() {
+            if let Some(problem) = crate::sandbox::writable_form_problem(entry) {
+                let p = child_index(&child_key(path, "writable"), i);
+                let at = self.at_value(&p);
+                self.error(
+                    "invalid-sandbox",
+                    &p,
+                    at,
+                    format!("`{p}` is `{entry}`: {problem}"),
                 );
             }
         }

@@ -10,6 +10,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod bwrap;
+
+pub use bwrap::{
+    expand_writable, home_dir, writable_form_problem, AppliedSandbox, Confinement, SandboxError,
+    SandboxMode, READ_ONLY_IN_REPOSITORY,
+};
+
 /// The Debian package names, for install hints.
 pub const INSTALL_HINT: &str =
     "install bubblewrap and socat (Debian/Ubuntu: `apt-get install bubblewrap socat`)";
@@ -42,6 +49,16 @@ impl SandboxSupport {
     /// bubblewrap is present and confines a command.
     pub fn bubblewrap_works(&self) -> bool {
         self.bubblewrap.is_some() && self.failure.is_none()
+    }
+
+    /// The bubblewrap to confine specbridge's own commands with, or why there is
+    /// none.
+    pub fn bubblewrap_for_commands(&self) -> Result<PathBuf, String> {
+        match (&self.bubblewrap, self.problem(false)) {
+            (Some(b), None) => Ok(b.clone()),
+            (_, Some(problem)) => Err(problem),
+            (None, None) => Err(format!("bubblewrap (`bwrap`) is not on PATH; {INSTALL_HINT}")),
+        }
     }
 
     /// Everything the Claude Code CLI's sandbox needs on Linux.

@@ -1,0 +1,342 @@
+//! Commands specbridge runs itself (check stages, verification commands) run in
+//! bubblewrap (DESIGN §7): each test tries to break out the way an agent's test
+//! or build script would — a file outside the repository, a connection to a
+//! listener on this machine, `.git` — against the fake CLI on real repositories.
+
+use std::io::ErrorKind;
+use std::net::TcpListener;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::{assert_matches_schema, live_processes_with_arg, read_json, TestContext};
+
+/// Tries a write outside the repository and a connection to `port`; says which
+/// worked; exits 3 when both were blocked, 0 when either got through.
+fn hostile_script(outside: &Path, port: u16) -> String {
+    format!(
+        "w=blocked; n=blocked
+if echo pwned > {out} 2>/dev/null; then w=open; fi
+if (echo hello > /dev/tcp/127.0.0.1/{port}) 2>/dev/null; then n=open; fi
+echo \"write=$w network=$n\"
+[ \"$w$n\" = blockedblocked ] && exit 3
+exit 0",
+        out = outside.join("escaped.txt").display()
+    )
+}
+
+/// A repository where the fake agent writes `hostile.sh` in an execute stage and
+/// a check after it runs the script; a folder outside the repository (not under
+/// `/tmp`, whose private copy would hide a write anyway) and a listener on
+/// 127.0.0.1 to see what got out.
+struct Hostile {
+    ctx: TestContext,
+    outside: tempfile::TempDir,
+    listener: TcpListener,
+}
+
+impl Hostile {
+    /// `gate_sandbox`: YAML lines for the check stage (indented four spaces).
+    fn new(gate_sandbox: impl Fn(&Path) -> String) -> Hostile {
+        let outside = tempfile::Builder::new()
+            .prefix("outside-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut ctx = TestContext::with_fake_claude("write-file");
+        ctx.set_env(
+            "FAKE_CLAUDE_WRITE",
+            &format!("hostile.sh={}", hostile_script(outside.path(), port)),
+        );
+        ctx.write("prompts/implement.md", "Write the tests.\n");
+        let stages = format!(
+            "  - id: implement
+    kind: execute
+    prompt: prompts/implement.md
+    verification:
+      - {{ name: written, argv: [test, -f, hostile.sh] }}
+  - id: gate
+    kind: check
+    needs: [implement]
+    argv: [bash, hostile.sh]
+{}",
+            gate_sandbox(outside.path())
+        );
+        ctx.write_agent_pipeline("  timeout: 30s\n", &stages);
+        Hostile {
+            ctx,
+            outside,
+            listener,
+        }
+    }
+
+    fn escaped(&self) -> bool {
+        self.outside.path().join("escaped.txt").exists()
+    }
+
+    fn connected(&self) -> bool {
+        match self.listener.accept() {
+            Ok(_) => true,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => false,
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+
+    fn gate(&self) -> PathBuf {
+        self.ctx.only_run_dir().join("stages/gate")
+    }
+
+    fn gate_said(&self) -> String {
+        std::fs::read_to_string(self.gate().join("attempt-001/raw-stdout.log")).unwrap()
+    }
+
+    fn gate_sandbox(&self) -> Value {
+        let process = self.gate().join("attempt-001/process.json");
+        assert_matches_schema(&process, "process.schema.json");
+        let p = read_json(&process);
+        assert_eq!(
+            p["redactedArgv"],
+            serde_json::json!(["bash", "hostile.sh"]),
+            "the record keeps the command as written: {p:#}"
+        );
+        p["sandbox"].clone()
+    }
+}
+
+fn canonical(p: &Path) -> String {
+    std::fs::canonicalize(p).unwrap().display().to_string()
+}
+
+#[test]
+fn a_check_after_an_execute_stage_cannot_write_outside_or_reach_the_network() {
+    let h = Hostile::new(|_| String::new());
+    let out = h.ctx.run(&["run"]);
+    assert_eq!(out.code, 4, "{}", out.snapshot());
+    let stage = read_json(&h.gate().join("stage.json"));
+    assert_eq!(stage["status"], "failed", "{stage:#}");
+    assert_eq!(stage["outcome"], "exit code 3", "{stage:#}");
+    assert_eq!(h.gate_said(), "write=blocked network=blocked\n");
+    assert!(!h.escaped(), "a file outside the repository was written");
+    assert!(!h.connected(), "the listener saw a connection");
+
+    let sandbox = h.gate_sandbox();
+    assert_eq!(sandbox["mode"], "bubblewrap", "{sandbox:#}");
+    assert_eq!(sandbox["network"], false);
+    assert_eq!(
+        sandbox["writable"],
+        serde_json::json!([canonical(h.ctx.root())])
+    );
+    let bwrap = sandbox["bubblewrap"].as_str().unwrap();
+    assert!(bwrap.ends_with("/bwrap"), "{sandbox:#}");
+    assert_eq!(sandbox["wrapperArgv"][0], bwrap);
+    assert_eq!(sandbox["wrapperArgv"].as_array().unwrap().last().unwrap(), "--");
+    // The verification command of the execute stage ran confined too.
+    let verification = read_json(
+        &h.ctx
+            .only_run_dir()
+            .join("stages/implement/attempt-001/verification.json"),
+    );
+    assert_eq!(verification["commands"][0]["passed"], true, "{verification:#}");
+    assert_eq!(verification["commands"][0]["sandbox"]["mode"], "bubblewrap");
+    let run = read_json(&h.ctx.only_run_dir().join("run.json"));
+    assert!(
+        !run["warnings"].to_string().contains("sandbox"),
+        "{run:#}"
+    );
+}
+
+#[test]
+fn sandbox_off_runs_with_full_rights_and_is_warned_on_every_run() {
+    let h = Hostile::new(|_| "    sandbox: off\n".into());
+    let out = h.ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(h.gate_said(), "write=open network=open\n");
+    assert!(h.escaped() && h.connected(), "unconfined, both get through");
+    let warning = "check stage `gate` (`bash hostile.sh`) runs without a sandbox";
+    assert!(out.stderr.contains(warning), "{}", out.snapshot());
+    let run = read_json(&h.ctx.only_run_dir().join("run.json"));
+    assert!(run["warnings"].to_string().contains(warning), "{run:#}");
+    assert_eq!(h.gate_sandbox()["mode"], "off");
+}
+
+#[test]
+fn a_writable_opt_in_opens_that_folder_and_nothing_else() {
+    let h = Hostile::new(|outside| {
+        format!("    sandbox: {{ writable: [\"{}\"] }}\n", outside.display())
+    });
+    let out = h.ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(h.gate_said(), "write=open network=blocked\n");
+    assert!(h.escaped());
+    assert!(!h.connected());
+    let sandbox = h.gate_sandbox();
+    assert_eq!(
+        sandbox["writable"],
+        serde_json::json!([canonical(h.ctx.root()), canonical(h.outside.path())])
+    );
+    assert_eq!(sandbox["network"], false);
+}
+
+#[test]
+fn a_network_opt_in_opens_the_network_and_nothing_else() {
+    let h = Hostile::new(|_| "    sandbox: { network: true }\n".into());
+    let out = h.ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(h.gate_said(), "write=blocked network=open\n");
+    assert!(!h.escaped());
+    assert!(h.connected());
+    assert_eq!(h.gate_sandbox()["network"], true);
+}
+
+#[test]
+fn git_and_the_run_records_stay_read_only_inside_the_repository() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        r#"
+version: 1
+name: inside
+stages:
+  - id: poke
+    kind: check
+    argv: [sh, -c, "echo ok > inrepo.txt; echo '[core]' >> .git/config && exit 10; ls .specbridge/runs/*/run.json >/dev/null && touch .specbridge/forged && exit 11; touch /tmp/private; exit 0"]
+"#,
+    );
+    let config = ctx.read(".git/config");
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(ctx.read("inrepo.txt"), "ok\n", "the repository is writable");
+    assert_eq!(ctx.read(".git/config"), config);
+    assert!(!ctx.path(".specbridge/forged").exists());
+    let sandbox = read_json(&ctx.only_run_dir().join("stages/poke/attempt-001/process.json"))
+        ["sandbox"]
+        .clone();
+    let root = canonical(ctx.root());
+    assert_eq!(
+        sandbox["readOnly"],
+        serde_json::json!([format!("{root}/.git"), format!("{root}/.specbridge")])
+    );
+}
+
+/// A folder with only the given programs (symlinks): a PATH without `bwrap`.
+fn path_with(programs: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for p in programs {
+        let real = specbridge_engine::sandbox::find_on_path(p).unwrap();
+        symlink(real, dir.path().join(p)).unwrap();
+    }
+    dir
+}
+
+const WITHOUT_BWRAP: &str = r#"
+version: 1
+name: no-bwrap
+concurrency: 1
+stages:
+  - { id: first, kind: check, argv: [touch, spawned], sandbox: off }
+  - { id: tests, kind: check, needs: [first], argv: [echo, hi]SANDBOX }
+"#;
+
+#[test]
+fn without_bubblewrap_a_confined_command_refuses_the_run_before_anything_runs() {
+    let mut ctx = TestContext::new();
+    ctx.write("specbridge.yaml", &WITHOUT_BWRAP.replace("SANDBOX", ""));
+    let bin = path_with(&["touch", "echo"]);
+    ctx.set_env("PATH", &bin.path().display().to_string());
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 2, "{}", out.snapshot());
+    assert!(
+        out.stderr
+            .contains("check stage `tests` (`echo hi`) runs confined in bubblewrap, but bubblewrap (`bwrap`) is not on PATH; install bubblewrap and socat (Debian/Ubuntu: `apt-get install bubblewrap socat`)"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(out.stderr.contains("sandbox: off"), "{}", out.snapshot());
+    assert!(!ctx.path("spawned").exists(), "a stage was spawned");
+    assert!(!ctx.path(".specbridge").exists(), "a run was created");
+
+    // Turned off explicitly, the same machine runs it (with the warning).
+    ctx.write("specbridge.yaml", &WITHOUT_BWRAP.replace("SANDBOX", ", sandbox: off"));
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(ctx.path("spawned").exists());
+    assert!(out.stderr.contains("check stage `tests` (`echo hi`) runs without a sandbox"));
+}
+
+#[test]
+fn a_timed_out_confined_command_leaves_no_process_behind() {
+    let ctx = TestContext::new();
+    // One sleeper leaves the process group (`setsid`), which the group kill alone
+    // would miss; the PID namespace ends it with the sandbox.
+    ctx.write(
+        "specbridge.yaml",
+        r#"
+version: 1
+name: slow
+runner: { killGrace: 300ms }
+stages:
+  - id: slow
+    kind: check
+    timeout: 2s
+    argv: [sh, -c, "setsid sleep 3000.137 & until grep -qs 3000.137 /proc/[0-9]*/cmdline; do sleep 0.05; done; echo started > started; exec sleep 3000.138"]
+"#,
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 5, "{}", out.snapshot());
+    assert!(ctx.path("started").exists(), "both sleepers were running");
+    let stage = read_json(&ctx.only_run_dir().join("stages/slow/stage.json"));
+    assert_eq!(stage["status"], "timed_out", "{stage:#}");
+    for arg in ["3000.137", "3000.138"] {
+        assert_eq!(
+            live_processes_with_arg(arg),
+            Vec::<u32>::new(),
+            "`sleep {arg}` outlived the run"
+        );
+    }
+}
+
+#[test]
+fn validate_reports_bad_sandbox_values_where_they_are() {
+    let cases: [(&str, &str); 4] = [
+        ("sandbox: of", "specbridge.yaml:7:"),
+        ("sandbox: { writable: [target] }", "specbridge.yaml:7:"),
+        ("sandbox: { writeable: [/x] }", "specbridge.yaml:7:"),
+        ("sandbox: { writable: [\"~bob/cache\"] }", "specbridge.yaml:7:"),
+    ];
+    for (line, at) in cases {
+        let ctx = TestContext::new();
+        ctx.write(
+            "specbridge.yaml",
+            &format!(
+                "version: 1\nname: v\nstages:\n  - id: t\n    kind: check\n    argv: [cargo, test]\n    {line}\n"
+            ),
+        );
+        let out = ctx.run(&["validate"]);
+        assert_eq!(out.code, 2, "{line}: {}", out.snapshot());
+        assert!(out.stderr.contains(at) || out.stdout.contains(at), "{line}: {}", out.snapshot());
+    }
+    // On an agent stage it is the wrong key, said so with the right one.
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        "version: 1\nname: v\nstages:\n  - id: impl\n    kind: execute\n    prompt: \"do\\nit\\n\"\n    sandbox: off\n",
+    );
+    let out = ctx.run(&["validate"]);
+    assert_eq!(out.code, 2, "{}", out.snapshot());
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("specbridge.yaml:7:"), "{text}");
+    assert!(text.contains("runner.sandbox"), "{text}");
+    // A verification command's opt-ins are checked the same way.
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        "version: 1\nname: v\nverification:\n  - name: t\n    argv: [cargo, test]\n    sandbox: { writable: [../cache] }\nstages:\n  - { id: c, kind: check, argv: [\"true\"] }\n",
+    );
+    let out = ctx.run(&["validate"]);
+    assert_eq!(out.code, 2, "{}", out.snapshot());
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("specbridge.yaml:6:"), "{text}");
+}

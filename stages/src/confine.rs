@@ -1,0 +1,242 @@
+//! The commands specbridge runs itself — check stages and verification commands —
+//! run in bubblewrap unless the pipeline turns a command's sandbox off (DESIGN §7).
+//!
+//! Every check stage is confined by default, not only checks downstream of an
+//! execute stage: the working tree a check sees can hold code an agent wrote in an
+//! earlier run, or in a stage that runs beside it, and "downstream" changes with
+//! `--only`, resume and fan-out. One rule — every command specbridge runs in the
+//! repository is confined unless it says `sandbox: off` — is the one a reader of
+//! the pipeline can check.
+
+use std::path::PathBuf;
+
+use specbridge_engine::pipeline::{CommandSandbox, PipelineFile, StageKind};
+use specbridge_engine::sandbox::{expand_writable, home_dir, AppliedSandbox, Confinement};
+use specbridge_engine::scheduler::Node;
+use specbridge_engine::supervisor::resolve_program;
+
+use crate::context::RunContext;
+
+/// One command of a plan that specbridge will run itself.
+#[derive(Debug, Clone)]
+pub struct PlannedCommand {
+    pub stage: String,
+    /// The verification command's name; `None` for a check stage.
+    pub verification: Option<String>,
+    pub argv: Vec<String>,
+    pub sandbox: Option<CommandSandbox>,
+}
+
+impl PlannedCommand {
+    pub fn is_off(&self) -> bool {
+        matches!(self.sandbox, Some(CommandSandbox::Off(_)))
+    }
+
+    fn describe(&self) -> String {
+        let argv = crate::shell_words(&self.argv);
+        match &self.verification {
+            Some(name) => format!(
+                "verification `{name}` of stage `{}` (`{argv}`)",
+                self.stage
+            ),
+            None => format!("check stage `{}` (`{argv}`)", self.stage),
+        }
+    }
+}
+
+/// The check stages and verification commands of the planned nodes, in plan order.
+pub fn planned_commands(pipeline: &PipelineFile, nodes: &[Node]) -> Vec<PlannedCommand> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for node in nodes {
+        let id = node.instance_of.as_deref().unwrap_or(&node.id);
+        if seen.contains(&id) {
+            continue;
+        }
+        seen.push(id);
+        let Some(stage) = pipeline.stages.iter().find(|s| s.id == id) else {
+            continue;
+        };
+        let argv_of = |a: Option<&specbridge_engine::pipeline::Argv>| {
+            a.and_then(|a| a.as_list()).map(<[String]>::to_vec).unwrap_or_default()
+        };
+        match stage.kind {
+            StageKind::Check => out.push(PlannedCommand {
+                stage: stage.id.clone(),
+                verification: None,
+                argv: argv_of(stage.argv.as_ref()),
+                sandbox: stage.sandbox.clone(),
+            }),
+            StageKind::Execute => {
+                let commands = stage.verification.as_ref().unwrap_or(&pipeline.verification);
+                out.extend(commands.iter().map(|c| PlannedCommand {
+                    stage: stage.id.clone(),
+                    verification: Some(c.name.clone()),
+                    argv: argv_of(Some(&c.argv)),
+                    sandbox: c.sandbox.clone(),
+                }));
+            }
+            StageKind::Generate => {}
+        }
+    }
+    out
+}
+
+/// What a run needs to know before it starts: the bubblewrap to use, and one
+/// warning per command that runs unconfined.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxPreflight {
+    pub bubblewrap: Option<PathBuf>,
+    pub warnings: Vec<String>,
+}
+
+/// Checked before anything is created or spawned. `bubblewrap` is asked only when
+/// a command is confined; its error refuses the run, naming the first command
+/// that needs it.
+pub fn preflight(
+    commands: &[PlannedCommand],
+    bubblewrap: impl FnOnce() -> Result<PathBuf, String>,
+) -> Result<SandboxPreflight, String> {
+    let warnings = commands
+        .iter()
+        .filter(|c| c.is_off())
+        .map(|c| {
+            format!(
+                "{} runs without a sandbox (`sandbox: off`): the code it runs has your full rights",
+                c.describe()
+            )
+        })
+        .collect();
+    let Some(first) = commands.iter().find(|c| !c.is_off()) else {
+        return Ok(SandboxPreflight {
+            bubblewrap: None,
+            warnings,
+        });
+    };
+    let bwrap = bubblewrap().map_err(|problem| {
+        format!(
+            "{} runs confined in bubblewrap, but {problem}; or turn its sandbox off explicitly with `sandbox: off`",
+            first.describe()
+        )
+    })?;
+    Ok(SandboxPreflight {
+        bubblewrap: Some(bwrap),
+        warnings,
+    })
+}
+
+/// A command ready to spawn: the program and arguments (bubblewrap first when
+/// confined) and the sandbox record.
+#[derive(Debug, Clone)]
+pub struct Wrapped {
+    pub program: String,
+    pub args: Vec<String>,
+    pub applied: AppliedSandbox,
+}
+
+/// `argv` under the sandbox that `sandbox` asks for. The program is looked up
+/// first, so that a missing one fails as it does unconfined, not as bubblewrap's
+/// exit code.
+pub fn wrap(
+    ctx: &RunContext,
+    sandbox: Option<&CommandSandbox>,
+    argv: &[String],
+) -> Result<Wrapped, String> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| "no argv array to run".to_string())?;
+    resolve_program(program, &ctx.root, &[]).map_err(|e| e.to_string())?;
+    let options = match sandbox {
+        Some(CommandSandbox::Off(_)) => {
+            return Ok(Wrapped {
+                program: program.clone(),
+                args: args.to_vec(),
+                applied: AppliedSandbox::off(),
+            })
+        }
+        Some(CommandSandbox::Confined(o)) => o.clone(),
+        None => Default::default(),
+    };
+    let bubblewrap = ctx.bubblewrap.clone().ok_or_else(|| {
+        "failed to confine the command: bubblewrap was not found before the run".to_string()
+    })?;
+    let home = home_dir();
+    let writable = options
+        .writable
+        .iter()
+        .map(|w| expand_writable(w, home.as_deref()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| crate::error_chain(&e))?;
+    let confinement = Confinement {
+        bubblewrap,
+        root: ctx.root.clone(),
+        home,
+        writable,
+        network: options.network,
+    };
+    let (wrapper, applied) = confinement.wrapper().map_err(|e| crate::error_chain(&e))?;
+    let (program, rest) = wrapper.split_first().expect("the wrapper names bubblewrap");
+    let mut all = rest.to_vec();
+    all.extend(argv.iter().cloned());
+    Ok(Wrapped {
+        program: program.clone(),
+        args: all,
+        applied,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pipeline(yaml: &str) -> (PipelineFile, Vec<Node>) {
+        let file: PipelineFile = serde_yaml::from_str(yaml).unwrap();
+        let nodes = specbridge_engine::orchestrate::plan_nodes(&file, &[]).unwrap();
+        (file, nodes)
+    }
+
+    const PIPELINE: &str = r#"
+version: 1
+name: t
+verification:
+  - { name: unit, argv: [cargo, test] }
+  - { name: lint, argv: [cargo, clippy], sandbox: off }
+stages:
+  - { id: impl, kind: execute, prompt: "x\ny\n" }
+  - { id: gate, kind: check, needs: [impl], argv: [make, check], sandbox: { network: true } }
+  - { id: free, kind: check, argv: [echo], sandbox: off }
+"#;
+
+    #[test]
+    fn every_check_and_verification_command_is_planned() {
+        let (file, nodes) = pipeline(PIPELINE);
+        let cmds = planned_commands(&file, &nodes);
+        let names: Vec<_> = cmds
+            .iter()
+            .map(|c| format!("{}/{}", c.stage, c.verification.as_deref().unwrap_or("-")))
+            .collect();
+        assert_eq!(names, ["impl/unit", "impl/lint", "gate/-", "free/-"]);
+        assert_eq!(cmds.iter().filter(|c| c.is_off()).count(), 2);
+    }
+
+    #[test]
+    fn a_missing_bubblewrap_refuses_and_names_the_command() {
+        let (file, nodes) = pipeline(PIPELINE);
+        let cmds = planned_commands(&file, &nodes);
+        let err = preflight(&cmds, || Err("bwrap is not on PATH; install".into())).unwrap_err();
+        assert!(err.contains("verification `unit` of stage `impl`"), "{err}");
+        assert!(err.contains("bwrap is not on PATH") && err.contains("sandbox: off"));
+    }
+
+    #[test]
+    fn commands_all_off_need_no_bubblewrap_but_are_warned() {
+        let (file, nodes) = pipeline(
+            "version: 1\nname: t\nstages:\n  - { id: a, kind: check, argv: [echo], sandbox: off }\n",
+        );
+        let cmds = planned_commands(&file, &nodes);
+        let p = preflight(&cmds, || panic!("bubblewrap is not needed")).unwrap();
+        assert_eq!(p.bubblewrap, None);
+        assert_eq!(p.warnings.len(), 1);
+        assert!(p.warnings[0].contains("check stage `a`"), "{:?}", p.warnings);
+    }
+}
