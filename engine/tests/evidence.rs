@@ -691,6 +691,7 @@ fn the_evidence_record_keeps_claims_apart_and_matches_its_schema() {
         changed: ChangeCounts::from(&changed),
         verification: VerificationSummary::from(&verification[..]),
         diff: None,
+        findings: Vec::new(),
         claims: Some(Claims::new(serde_json::json!({"status": "completed"}))),
     };
     let json = serde_json::to_value(&record).unwrap();

@@ -11,8 +11,8 @@ use serde_json::Value;
 use specbridge_engine::evidence::verification::VerificationRecord;
 use specbridge_engine::evidence::{
     attempt_diff, attribute, decide, ChangeCounts, ChangedFiles, Claims, EvidenceDecision,
-    EvidenceError, EvidenceInput, EvidenceKind, EvidenceRecord, GitSnapshot, VerificationSummary,
-    Violation, DEFAULT_DIFF_MAX_BYTES,
+    EvidenceError, EvidenceFinding, EvidenceInput, EvidenceKind, EvidenceRecord, GitSnapshot,
+    VerificationSummary, Violation, DEFAULT_DIFF_MAX_BYTES,
 };
 use specbridge_engine::pipeline::StageDef;
 use specbridge_engine::runner::claude_code::outcome::validate_output;
@@ -182,6 +182,7 @@ pub async fn run_execute(
     if gathered.decision.status != EvidenceStatus::Verified {
         report.outcome = Some(gathered.decision.reasons.join("; "));
     }
+    crate::secrets::gate_on_secrets(&mut report, &gathered.findings);
     report
 }
 
@@ -189,8 +190,10 @@ pub async fn run_execute(
 struct Gathered {
     decision: EvidenceDecision,
     violations: Vec<Violation>,
-    /// The validated, redacted task-result.
+    /// The validated task-result (the store redacts it when it keeps it).
     output: Option<Value>,
+    /// `secret-in-change` findings.
+    findings: Vec<EvidenceFinding>,
 }
 
 /// Everything after the agent ended: the after-snapshot, attribution, violations,
@@ -225,8 +228,7 @@ async fn gather(
     }
     let diff = attempt_diff(&ctx.root, &changed, &base, DEFAULT_DIFF_MAX_BYTES)
         .map_err(|e| crate::error_chain(&e))?;
-    run.write_bytes(&format!("{attempt_rel}/diff.patch"), &diff.patch)
-        .map_err(|e| format!("failed to write diff.patch: {e}"))?;
+    let (diff_info, findings) = crate::secrets::keep_diff(ctx, run, attempt_rel, diff)?;
 
     let runner_succeeded = outcome.status == StageStatus::Succeeded;
     // Kept as produced: the store redacts output.json and evidence.json.
@@ -291,7 +293,8 @@ async fn gather(
         head_after: after.head.clone(),
         changed: ChangeCounts::from(&changed),
         verification: VerificationSummary::from(results.as_slice()),
-        diff: Some(diff.info),
+        diff: Some(diff_info),
+        findings: findings.clone(),
         claims,
     };
     run.write_json(&format!("{attempt_rel}/evidence.json"), &record)
@@ -300,6 +303,7 @@ async fn gather(
         decision,
         violations,
         output,
+        findings,
     })
 }
 

@@ -130,8 +130,7 @@ fn read_only_evidence(
         .map_err(|e| format!("failed to write changed-files.json: {e}"))?;
     let diff = attempt_diff(&ctx.root, &changed, &after, DEFAULT_DIFF_MAX_BYTES)
         .map_err(|e| crate::error_chain(&e))?;
-    run.write_bytes(&format!("{attempt_rel}/diff.patch"), &diff.patch)
-        .map_err(|e| format!("failed to write diff.patch: {e}"))?;
+    let (diff_info, findings) = crate::secrets::keep_diff(ctx, run, attempt_rel, diff)?;
     let mut violations = run_store_violations(store_changed);
     violations.extend(generate_violations(&changed, before, &after));
     let reasons = if violations.is_empty() {
@@ -154,7 +153,8 @@ fn read_only_evidence(
         head_after: after.head.clone(),
         changed: ChangeCounts::from(&changed),
         verification: Default::default(),
-        diff: Some(diff.info),
+        diff: Some(diff_info),
+        findings,
         claims: None,
     };
     run.write_json(&format!("{attempt_rel}/evidence.json"), &record)

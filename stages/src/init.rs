@@ -93,5 +93,15 @@ pub fn init(root: &Path, template: &str) -> Result<Vec<String>, InitError> {
         })?;
         written.push(rel.to_string());
     }
+    // Run records hold logs of the user's tools: never committed by `git add -A`.
+    let ignore = root.join(".gitignore");
+    let added =
+        specbridge_engine::store::add_exclude_line(&ignore).map_err(|source| InitError::Write {
+            path: ignore.clone(),
+            source,
+        })?;
+    if added {
+        written.push(".gitignore".to_string());
+    }
     Ok(written)
 }

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use serde_json::{json, Value};
+use specbridge_engine::redact::Redactor;
 use specbridge_engine::store::{PlanRecord, RunStore, StageRecord};
 
 use crate::commands::Workspace;
@@ -187,6 +188,7 @@ struct FileHead {
 }
 
 fn attempt_files(dir: &Path, stage: &str) -> Vec<AttemptFiles> {
+    let redactor = Redactor::from_process_env();
     let mut attempts: Vec<(u32, String)> = std::fs::read_dir(dir.join("stages").join(stage))
         .into_iter()
         .flatten()
@@ -206,7 +208,7 @@ fn attempt_files(dir: &Path, stage: &str) -> Vec<AttemptFiles> {
                 .iter()
                 .filter_map(|f| {
                     let rel = format!("stages/{stage}/{name}/{f}");
-                    head_of(&dir.join(&rel)).map(|(bytes, head, truncated)| FileHead {
+                    head_of(&dir.join(&rel), &redactor).map(|(bytes, head, truncated)| FileHead {
                         path: rel,
                         bytes,
                         head,
@@ -219,8 +221,10 @@ fn attempt_files(dir: &Path, stage: &str) -> Vec<AttemptFiles> {
 }
 
 /// Size, first lines (at most [`HEAD_BYTES`]) and whether more follows. Records
-/// are already redacted when written; nothing else is read.
-fn head_of(path: &Path) -> Option<(u64, String, bool)> {
+/// are redacted when written; what is shown is redacted again with this process's
+/// environment, so a file written around the store (by hand, by an older version)
+/// still prints no secret specbridge can recognise.
+fn head_of(path: &Path, redactor: &Redactor) -> Option<(u64, String, bool)> {
     use std::io::Read;
     let bytes = std::fs::metadata(path).ok()?.len();
     let mut buf = vec![0u8; HEAD_BYTES];
@@ -231,7 +235,7 @@ fn head_of(path: &Path) -> Option<(u64, String, bool)> {
     let lines: Vec<&str> = text.lines().take(HEAD_LINES).collect();
     let head = lines.join("\n");
     let truncated = (head.len() as u64) < bytes.saturating_sub(1);
-    Some((bytes, head, truncated))
+    Some((bytes, redactor.redact_str(&head), truncated))
 }
 
 /// Stage records in plan order (then any others by id).

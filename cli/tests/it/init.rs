@@ -13,10 +13,28 @@ fn init_writes_a_starter_that_validates() {
     wrote prompts/design.md
     wrote prompts/tasks.md
     wrote prompts/implement.md
+    wrote .gitignore
     next: describe the change in SPEC.md, set your test command under `verification:`, then `specbridge validate` and `specbridge run --dry-run`
     ");
     let v = ctx.run(&["validate"]);
     assert_eq!(v.code, 0, "the starter must validate: {}", v.snapshot());
+    assert!(ctx.read(".gitignore").lines().any(|l| l == ".specbridge/"));
+}
+
+#[test]
+fn init_adds_the_run_store_to_an_existing_gitignore_once() {
+    let ctx = TestContext::new();
+    ctx.write(".gitignore", "target/");
+    let out = ctx.run(&["init"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let text = ctx.read(".gitignore");
+    assert!(text.starts_with("target/\n"), "{text}");
+    assert_eq!(text.lines().filter(|l| *l == ".specbridge/").count(), 1);
+
+    let again = TestContext::new();
+    again.write(".gitignore", "/.specbridge\n");
+    assert_eq!(again.run(&["init"]).code, 0);
+    assert_eq!(again.read(".gitignore"), "/.specbridge\n");
 }
 
 #[test]

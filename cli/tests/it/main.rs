@@ -12,4 +12,5 @@ mod replay;
 mod resume;
 mod run_checks;
 mod sandbox;
+mod secrets;
 mod validate;

@@ -12,6 +12,7 @@ mod git;
 mod paths;
 mod protect;
 mod record;
+mod secrets;
 mod snapshot;
 mod status;
 pub mod verification;
@@ -24,6 +25,7 @@ pub use protect::{ProtectedPaths, ProtectedRule, ProtectionReason, Violation, Vi
 pub use record::{
     record_schemas, ChangeCounts, Claims, EvidenceKind, EvidenceRecord, VerificationSummary,
 };
+pub use secrets::{secrets_in_change, EvidenceFinding, SECRET_IN_CHANGE};
 pub use snapshot::{require_clean_start, EntryKind, GitSnapshot, PathState, PathStatus};
 pub use status::{
     decide, generate_violations, EvidenceDecision, EvidenceInput, VerificationResult,

@@ -47,6 +47,10 @@ pub struct EvidenceRecord {
     pub verification: VerificationSummary,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<DiffInfo>,
+    /// What else the evidence shows: `secret-in-change` (a secret in the lines the
+    /// agent added; `diff.patch` holds it redacted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<super::secrets::EvidenceFinding>,
     /// What the model reported (`builtin:task-result`): a claim, never proof.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claims: Option<Claims>,

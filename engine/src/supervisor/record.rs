@@ -44,9 +44,10 @@ pub struct ProcessRecord {
     pub cancelled: bool,
     /// The result was seen but the process did not exit within the kill grace.
     pub hung_after_result: bool,
-    /// Bytes kept in the stdout file.
+    /// Bytes of stdout kept, as the process wrote them (the log holds them
+    /// redacted, so its size may differ).
     pub stdout_bytes: u64,
-    /// Bytes kept in the stderr file.
+    /// Bytes of stderr kept, as the process wrote them.
     pub stderr_bytes: u64,
     /// The process wrote more to stdout than was kept.
     pub stdout_truncated: bool,
