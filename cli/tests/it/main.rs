@@ -12,3 +12,4 @@ mod replay;
 mod resume;
 mod run_checks;
 mod validate;
+mod validate_confinement;
