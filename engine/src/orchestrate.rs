@@ -30,8 +30,24 @@ pub enum OrchestrateError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Scheduler(#[from] scheduler::SchedulerError),
+    #[error(transparent)]
+    TreeLock(#[from] crate::store::TreeLockError),
     #[error("--only {name}: no stage has this id{hint}")]
     UnknownOnly { name: String, hint: String },
+}
+
+/// The working-tree lock of a run or resume whose nodes include execute stages
+/// (DESIGN §4). One function for both, so that they never disagree.
+pub fn lock_working_tree(
+    root: &Path,
+    command: &str,
+    run_id: Option<&str>,
+    nodes: &[Node],
+) -> Result<Option<crate::store::TreeLock>, crate::store::TreeLockError> {
+    let has_execute = nodes
+        .iter()
+        .any(|n| n.kind == crate::pipeline::StageKind::Execute);
+    crate::store::lock_tree_for(root, command, run_id, has_execute)
 }
 
 /// The stages to schedule: every stage (fan-out stages as placeholders that need
@@ -111,12 +127,17 @@ pub async fn execute_run(
     on_change: impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send,
     on_created: impl FnOnce(&RunHandle),
 ) -> Result<RunResult, OrchestrateError> {
+    let nodes = plan_nodes(&spec.source.file, &spec.options.only)?;
+    // Before the run folder exists: a refused run leaves nothing behind.
+    let mut tree_lock = lock_working_tree(&spec.root, "run", None, &nodes)?;
     let store = RunStore::new(&spec.root);
     // The one redactor of this run: the store applies it to every byte it writes.
     let run = Arc::new(store.create(crate::redact::Redactor::for_pipeline(&spec.source.file))?);
+    if let Some(lock) = &mut tree_lock {
+        lock.set_run(run.id())?;
+    }
     on_created(&run);
     let started = Instant::now();
-    let nodes = plan_nodes(&spec.source.file, &spec.options.only)?;
 
     run.event(
         "run-started",

@@ -14,3 +14,4 @@ mod run_checks;
 mod sandbox;
 mod secrets;
 mod validate;
+mod validate_confinement;

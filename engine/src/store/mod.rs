@@ -15,6 +15,7 @@ pub mod records;
 mod run;
 mod select;
 mod tamper;
+pub mod tree_lock;
 
 pub use atomic::{sha256_file, sha256_hex, write_repository_file, WriteError};
 pub use events::{verify_chain, ChainCheck};
@@ -26,6 +27,7 @@ pub use run::{read_json, RunHandle, RunStore, StoreError};
 pub use select::{is_safe_component, RunSelectError, MAX_ID_BYTES, MAX_NAME_BYTES};
 pub use confined::{write_confined, ConfinedWriteError};
 pub use tamper::RecordChange;
+pub use tree_lock::{lock_tree_for, TreeLock, TreeLockError, TREE_LOCK_FILE};
 
 /// Now, as RFC 3339 UTC with milliseconds (the format of every time in a run).
 pub use crate::time::now_rfc3339;
