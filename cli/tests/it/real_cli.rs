@@ -11,3 +11,4 @@ mod execute;
 mod generate;
 mod harness;
 mod spec_to_task;
+mod verify_sandbox;

@@ -161,6 +161,12 @@ impl Confinement {
         let mut push = |items: &[&str]| argv.extend(items.iter().map(|x| x.to_string()));
         push(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
         push(&["--tmpfs", "/tmp"]);
+        // A HOME under /tmp (a CI job's, a test's) would vanish behind the private
+        // /tmp; it stays visible, read-only, like any other home.
+        let home = self.home.clone().unwrap_or_else(|| PathBuf::from("/tmp"));
+        if home.starts_with("/tmp") && home != Path::new("/tmp") && home.is_dir() {
+            push(&["--ro-bind", &s(&home), &s(&home)]);
+        }
         // Extra paths before the repository, and the read-only folders last, so
         // that no opt-in can make `.git` or `.specbridge` writable.
         for p in &extras {
@@ -182,7 +188,6 @@ impl Confinement {
         }
         // `/tmp` is the private one; a TMPDIR elsewhere would be read-only.
         push(&["--setenv", "TMPDIR", "/tmp"]);
-        let home = self.home.clone().unwrap_or_else(|| PathBuf::from("/tmp"));
         push(&["--setenv", "HOME", &s(&home)]);
         push(&["--chdir", &s(&self.root), "--"]);
         let mut writable = vec![s(&root)];
