@@ -288,7 +288,7 @@ stages:
     assert_eq!(out.code, 5, "{}", out.snapshot());
     assert!(ctx.path("started").exists(), "both sleepers were running");
     let stage = read_json(&ctx.only_run_dir().join("stages/slow/stage.json"));
-    assert_eq!(stage["status"], "timed_out", "{stage:#}");
+    assert_eq!(stage["status"], "timed-out", "{stage:#}");
     for arg in ["3000.137", "3000.138"] {
         assert_eq!(
             live_processes_with_arg(arg),
