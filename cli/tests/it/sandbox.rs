@@ -7,6 +7,7 @@ use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -270,7 +271,9 @@ fn without_bubblewrap_a_confined_command_refuses_the_run_before_anything_runs() 
 fn a_timed_out_confined_command_leaves_no_process_behind() {
     let ctx = TestContext::new();
     // One sleeper leaves the process group (`setsid`), which the group kill alone
-    // would miss; the PID namespace ends it with the sandbox.
+    // would miss; the PID namespace ends it with the sandbox. The shell ignores
+    // SIGTERM, so the kill grace and SIGKILL are needed too. (`grep -xz` matches a
+    // whole argument: the shell's own script names the sleeper too.)
     ctx.write(
         "specbridge.yaml",
         r#"
@@ -281,7 +284,7 @@ stages:
   - id: slow
     kind: check
     timeout: 2s
-    argv: [sh, -c, "setsid sleep 3000.137 & until grep -qs 3000.137 /proc/[0-9]*/cmdline; do sleep 0.05; done; echo started > started; exec sleep 3000.138"]
+    argv: [sh, -c, "trap '' TERM; setsid sleep 3000.137 & until grep -qsxzF 3000.137 /proc/[0-9]*/cmdline; do sleep 0.05; done; echo started > started; sleep 3000.138; echo survived > survived"]
 "#,
     );
     let out = ctx.run(&["run"]);
@@ -295,6 +298,45 @@ stages:
             Vec::<u32>::new(),
             "`sleep {arg}` outlived the run"
         );
+    }
+    assert!(!ctx.path("survived").exists());
+}
+
+#[test]
+fn a_confined_command_dies_with_specbridge() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        r#"
+version: 1
+name: orphan
+stages:
+  - { id: long, kind: check, argv: [sh, -c, "echo started > started; exec sleep 3000.271"] }
+"#,
+    );
+    let mut child = ctx
+        .command()
+        .arg("run")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !ctx.path("started").exists() {
+        assert!(Instant::now() < until, "the check never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(live_processes_with_arg("3000.271").len(), 1);
+    // No cleanup by specbridge: only bubblewrap's --die-with-parent can end it.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while !live_processes_with_arg("3000.271").is_empty() {
+        assert!(
+            Instant::now() < until,
+            "the confined command outlived a SIGKILLed specbridge"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
