@@ -110,7 +110,9 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
     let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);
     let (spec, applied) = match spawn_spec(ctx, stage, run, &attempt_rel) {
         Ok(x) => x,
-        Err(e) => return StageReport::failed(StageStatus::Failed, format!("stage `{}`: {e}", stage.id)),
+        Err(e) => {
+            return StageReport::failed(StageStatus::Failed, format!("stage `{}`: {e}", stage.id))
+        }
     };
     let node_id = sr.node.id.clone();
     let attempt = sr.attempt;

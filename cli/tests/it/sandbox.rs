@@ -133,20 +133,23 @@ fn a_check_after_an_execute_stage_cannot_write_outside_or_reach_the_network() {
     let bwrap = sandbox["bubblewrap"].as_str().unwrap();
     assert!(bwrap.ends_with("/bwrap"), "{sandbox:#}");
     assert_eq!(sandbox["wrapperArgv"][0], bwrap);
-    assert_eq!(sandbox["wrapperArgv"].as_array().unwrap().last().unwrap(), "--");
+    assert_eq!(
+        sandbox["wrapperArgv"].as_array().unwrap().last().unwrap(),
+        "--"
+    );
     // The verification command of the execute stage ran confined too.
     let verification = read_json(
         &h.ctx
             .only_run_dir()
             .join("stages/implement/attempt-001/verification.json"),
     );
-    assert_eq!(verification["commands"][0]["passed"], true, "{verification:#}");
+    assert_eq!(
+        verification["commands"][0]["passed"], true,
+        "{verification:#}"
+    );
     assert_eq!(verification["commands"][0]["sandbox"]["mode"], "bubblewrap");
     let run = read_json(&h.ctx.only_run_dir().join("run.json"));
-    assert!(
-        !run["warnings"].to_string().contains("sandbox"),
-        "{run:#}"
-    );
+    assert!(!run["warnings"].to_string().contains("sandbox"), "{run:#}");
 }
 
 #[test]
@@ -212,8 +215,10 @@ stages:
     assert_eq!(ctx.read("inrepo.txt"), "ok\n", "the repository is writable");
     assert_eq!(ctx.read(".git/config"), config);
     assert!(!ctx.path(".specbridge/forged").exists());
-    let sandbox = read_json(&ctx.only_run_dir().join("stages/poke/attempt-001/process.json"))
-        ["sandbox"]
+    let sandbox = read_json(
+        &ctx.only_run_dir()
+            .join("stages/poke/attempt-001/process.json"),
+    )["sandbox"]
         .clone();
     let root = canonical(ctx.root());
     assert_eq!(
@@ -260,11 +265,16 @@ fn without_bubblewrap_a_confined_command_refuses_the_run_before_anything_runs() 
     assert!(!ctx.path(".specbridge").exists(), "a run was created");
 
     // Turned off explicitly, the same machine runs it (with the warning).
-    ctx.write("specbridge.yaml", &WITHOUT_BWRAP.replace("SANDBOX", ", sandbox: off"));
+    ctx.write(
+        "specbridge.yaml",
+        &WITHOUT_BWRAP.replace("SANDBOX", ", sandbox: off"),
+    );
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 0, "{}", out.snapshot());
     assert!(ctx.path("spawned").exists());
-    assert!(out.stderr.contains("check stage `tests` (`echo hi`) runs without a sandbox"));
+    assert!(out
+        .stderr
+        .contains("check stage `tests` (`echo hi`) runs without a sandbox"));
 }
 
 #[test]
@@ -346,7 +356,10 @@ fn validate_reports_bad_sandbox_values_where_they_are() {
         ("sandbox: of", "specbridge.yaml:7:"),
         ("sandbox: { writable: [target] }", "specbridge.yaml:7:"),
         ("sandbox: { writeable: [/x] }", "specbridge.yaml:7:"),
-        ("sandbox: { writable: [\"~bob/cache\"] }", "specbridge.yaml:7:"),
+        (
+            "sandbox: { writable: [\"~bob/cache\"] }",
+            "specbridge.yaml:7:",
+        ),
     ];
     for (line, at) in cases {
         let ctx = TestContext::new();
@@ -358,7 +371,11 @@ fn validate_reports_bad_sandbox_values_where_they_are() {
         );
         let out = ctx.run(&["validate"]);
         assert_eq!(out.code, 2, "{line}: {}", out.snapshot());
-        assert!(out.stderr.contains(at) || out.stdout.contains(at), "{line}: {}", out.snapshot());
+        assert!(
+            out.stderr.contains(at) || out.stdout.contains(at),
+            "{line}: {}",
+            out.snapshot()
+        );
     }
     // On an agent stage it is the wrong key, said so with the right one.
     let ctx = TestContext::new();

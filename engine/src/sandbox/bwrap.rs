@@ -92,9 +92,7 @@ pub fn writable_form_problem(entry: &str) -> Option<&'static str> {
     } else if entry.starts_with('/') {
         entry
     } else {
-        return Some(
-            "write an absolute path or `~/…`; the repository itself is writable already",
-        );
+        return Some("write an absolute path or `~/…`; the repository itself is writable already");
     };
     if Path::new(rest)
         .components()
@@ -258,12 +256,18 @@ mod tests {
         );
         assert!(line.starts_with("/usr/bin/bwrap --ro-bind / / "), "{line}");
         assert!(line.ends_with(" --"), "{line}");
-        let at = |needle: &str| line.find(needle).unwrap_or_else(|| panic!("{needle}: {line}"));
+        let at = |needle: &str| {
+            line.find(needle)
+                .unwrap_or_else(|| panic!("{needle}: {line}"))
+        };
         assert!(at(&format!("--bind {k} {k}")) < at(&format!("--bind {r} {r}")));
         assert!(at(&format!("--bind {r} {r}")) < at(&format!("--ro-bind {g} {g}")));
         assert!(at("--tmpfs /tmp") < at(&format!("--bind {k} {k}")));
         assert!(line.contains("--unshare-net") && line.contains("--die-with-parent"));
-        assert!(!line.contains("--new-session"), "the process group must hold");
+        assert!(
+            !line.contains("--new-session"),
+            "the process group must hold"
+        );
         assert_eq!(applied.writable, vec![r.clone(), k]);
         assert_eq!(applied.read_only, vec![g]);
         assert!(!applied.network);

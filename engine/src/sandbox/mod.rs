@@ -57,7 +57,9 @@ impl SandboxSupport {
         match (&self.bubblewrap, self.problem(false)) {
             (Some(b), None) => Ok(b.clone()),
             (_, Some(problem)) => Err(problem),
-            (None, None) => Err(format!("bubblewrap (`bwrap`) is not on PATH; {INSTALL_HINT}")),
+            (None, None) => Err(format!(
+                "bubblewrap (`bwrap`) is not on PATH; {INSTALL_HINT}"
+            )),
         }
     }
 

@@ -96,7 +96,10 @@ stages:
     // Both blocked, the test fails: recorded, and the stage is not verified.
     assert_eq!(out.code, 1, "a gate that failed: {}", out.snapshot());
     let stage = sandbox.stage_json("implement");
-    assert_eq!(stage["evidenceStatus"], "implemented-unverified", "{stage:#}");
+    assert_eq!(
+        stage["evidenceStatus"], "implemented-unverified",
+        "{stage:#}"
+    );
     let evidence = sandbox.attempt_json("implement", 1, "evidence.json");
     assert!(
         evidence["reasons"]
