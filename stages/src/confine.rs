@@ -35,10 +35,7 @@ impl PlannedCommand {
     fn describe(&self) -> String {
         let argv = crate::shell_words(&self.argv);
         match &self.verification {
-            Some(name) => format!(
-                "verification `{name}` of stage `{}` (`{argv}`)",
-                self.stage
-            ),
+            Some(name) => format!("verification `{name}` of stage `{}` (`{argv}`)", self.stage),
             None => format!("check stage `{}` (`{argv}`)", self.stage),
         }
     }
@@ -58,7 +55,9 @@ pub fn planned_commands(pipeline: &PipelineFile, nodes: &[Node]) -> Vec<PlannedC
             continue;
         };
         let argv_of = |a: Option<&specbridge_engine::pipeline::Argv>| {
-            a.and_then(|a| a.as_list()).map(<[String]>::to_vec).unwrap_or_default()
+            a.and_then(|a| a.as_list())
+                .map(<[String]>::to_vec)
+                .unwrap_or_default()
         };
         match stage.kind {
             StageKind::Check => out.push(PlannedCommand {
@@ -68,7 +67,10 @@ pub fn planned_commands(pipeline: &PipelineFile, nodes: &[Node]) -> Vec<PlannedC
                 sandbox: stage.sandbox.clone(),
             }),
             StageKind::Execute => {
-                let commands = stage.verification.as_ref().unwrap_or(&pipeline.verification);
+                let commands = stage
+                    .verification
+                    .as_ref()
+                    .unwrap_or(&pipeline.verification);
                 out.extend(commands.iter().map(|c| PlannedCommand {
                     stage: stage.id.clone(),
                     verification: Some(c.name.clone()),
@@ -237,6 +239,10 @@ stages:
         let p = preflight(&cmds, || panic!("bubblewrap is not needed")).unwrap();
         assert_eq!(p.bubblewrap, None);
         assert_eq!(p.warnings.len(), 1);
-        assert!(p.warnings[0].contains("check stage `a`"), "{:?}", p.warnings);
+        assert!(
+            p.warnings[0].contains("check stage `a`"),
+            "{:?}",
+            p.warnings
+        );
     }
 }

@@ -91,6 +91,9 @@ impl TestContext {
             .env("NO_COLOR", "1")
             .env_remove("CLICOLOR_FORCE")
             .env_remove("SPECBRIDGE_LOG")
+            // A target folder outside the test repository is read-only to the
+            // confined `cargo test` of a check or verification command.
+            .env_remove("CARGO_TARGET_DIR")
             .env("GIT_CONFIG_NOSYSTEM", "1");
         for name in FAKE_CLAUDE_VARS {
             cmd.env_remove(name);
@@ -106,6 +109,7 @@ impl TestContext {
             .args(args)
             .current_dir(dir)
             .env("NO_COLOR", "1")
+            .env_remove("CARGO_TARGET_DIR")
             .output()
             .expect("run specbridge")
     }

@@ -12,3 +12,4 @@ mod generate;
 mod harness;
 mod observed;
 mod spec_to_task;
+mod verify_sandbox;

@@ -7,6 +7,7 @@ use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -132,20 +133,23 @@ fn a_check_after_an_execute_stage_cannot_write_outside_or_reach_the_network() {
     let bwrap = sandbox["bubblewrap"].as_str().unwrap();
     assert!(bwrap.ends_with("/bwrap"), "{sandbox:#}");
     assert_eq!(sandbox["wrapperArgv"][0], bwrap);
-    assert_eq!(sandbox["wrapperArgv"].as_array().unwrap().last().unwrap(), "--");
+    assert_eq!(
+        sandbox["wrapperArgv"].as_array().unwrap().last().unwrap(),
+        "--"
+    );
     // The verification command of the execute stage ran confined too.
     let verification = read_json(
         &h.ctx
             .only_run_dir()
             .join("stages/implement/attempt-001/verification.json"),
     );
-    assert_eq!(verification["commands"][0]["passed"], true, "{verification:#}");
+    assert_eq!(
+        verification["commands"][0]["passed"], true,
+        "{verification:#}"
+    );
     assert_eq!(verification["commands"][0]["sandbox"]["mode"], "bubblewrap");
     let run = read_json(&h.ctx.only_run_dir().join("run.json"));
-    assert!(
-        !run["warnings"].to_string().contains("sandbox"),
-        "{run:#}"
-    );
+    assert!(!run["warnings"].to_string().contains("sandbox"), "{run:#}");
 }
 
 #[test]
@@ -211,8 +215,10 @@ stages:
     assert_eq!(ctx.read("inrepo.txt"), "ok\n", "the repository is writable");
     assert_eq!(ctx.read(".git/config"), config);
     assert!(!ctx.path(".specbridge/forged").exists());
-    let sandbox = read_json(&ctx.only_run_dir().join("stages/poke/attempt-001/process.json"))
-        ["sandbox"]
+    let sandbox = read_json(
+        &ctx.only_run_dir()
+            .join("stages/poke/attempt-001/process.json"),
+    )["sandbox"]
         .clone();
     let root = canonical(ctx.root());
     assert_eq!(
@@ -259,18 +265,25 @@ fn without_bubblewrap_a_confined_command_refuses_the_run_before_anything_runs() 
     assert!(!ctx.path(".specbridge").exists(), "a run was created");
 
     // Turned off explicitly, the same machine runs it (with the warning).
-    ctx.write("specbridge.yaml", &WITHOUT_BWRAP.replace("SANDBOX", ", sandbox: off"));
+    ctx.write(
+        "specbridge.yaml",
+        &WITHOUT_BWRAP.replace("SANDBOX", ", sandbox: off"),
+    );
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 0, "{}", out.snapshot());
     assert!(ctx.path("spawned").exists());
-    assert!(out.stderr.contains("check stage `tests` (`echo hi`) runs without a sandbox"));
+    assert!(out
+        .stderr
+        .contains("check stage `tests` (`echo hi`) runs without a sandbox"));
 }
 
 #[test]
 fn a_timed_out_confined_command_leaves_no_process_behind() {
     let ctx = TestContext::new();
     // One sleeper leaves the process group (`setsid`), which the group kill alone
-    // would miss; the PID namespace ends it with the sandbox.
+    // would miss; the PID namespace ends it with the sandbox. The shell ignores
+    // SIGTERM, so the kill grace and SIGKILL are needed too. (`grep -xz` matches a
+    // whole argument: the shell's own script names the sleeper too.)
     ctx.write(
         "specbridge.yaml",
         r#"
@@ -281,20 +294,59 @@ stages:
   - id: slow
     kind: check
     timeout: 2s
-    argv: [sh, -c, "setsid sleep 3000.137 & until grep -qs 3000.137 /proc/[0-9]*/cmdline; do sleep 0.05; done; echo started > started; exec sleep 3000.138"]
+    argv: [sh, -c, "trap '' TERM; setsid sleep 3000.137 & until grep -qsxzF 3000.137 /proc/[0-9]*/cmdline; do sleep 0.05; done; echo started > started; sleep 3000.138; echo survived > survived"]
 "#,
     );
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 5, "{}", out.snapshot());
     assert!(ctx.path("started").exists(), "both sleepers were running");
     let stage = read_json(&ctx.only_run_dir().join("stages/slow/stage.json"));
-    assert_eq!(stage["status"], "timed_out", "{stage:#}");
+    assert_eq!(stage["status"], "timed-out", "{stage:#}");
     for arg in ["3000.137", "3000.138"] {
         assert_eq!(
             live_processes_with_arg(arg),
             Vec::<u32>::new(),
             "`sleep {arg}` outlived the run"
         );
+    }
+    assert!(!ctx.path("survived").exists());
+}
+
+#[test]
+fn a_confined_command_dies_with_specbridge() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        r#"
+version: 1
+name: orphan
+stages:
+  - { id: long, kind: check, argv: [sh, -c, "echo started > started; exec sleep 3000.271"] }
+"#,
+    );
+    let mut child = ctx
+        .command()
+        .arg("run")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !ctx.path("started").exists() {
+        assert!(Instant::now() < until, "the check never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(live_processes_with_arg("3000.271").len(), 1);
+    // No cleanup by specbridge: only bubblewrap's --die-with-parent can end it.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while !live_processes_with_arg("3000.271").is_empty() {
+        assert!(
+            Instant::now() < until,
+            "the confined command outlived a SIGKILLed specbridge"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -304,7 +356,10 @@ fn validate_reports_bad_sandbox_values_where_they_are() {
         ("sandbox: of", "specbridge.yaml:7:"),
         ("sandbox: { writable: [target] }", "specbridge.yaml:7:"),
         ("sandbox: { writeable: [/x] }", "specbridge.yaml:7:"),
-        ("sandbox: { writable: [\"~bob/cache\"] }", "specbridge.yaml:7:"),
+        (
+            "sandbox: { writable: [\"~bob/cache\"] }",
+            "specbridge.yaml:7:",
+        ),
     ];
     for (line, at) in cases {
         let ctx = TestContext::new();
@@ -316,7 +371,11 @@ fn validate_reports_bad_sandbox_values_where_they_are() {
         );
         let out = ctx.run(&["validate"]);
         assert_eq!(out.code, 2, "{line}: {}", out.snapshot());
-        assert!(out.stderr.contains(at) || out.stdout.contains(at), "{line}: {}", out.snapshot());
+        assert!(
+            out.stderr.contains(at) || out.stdout.contains(at),
+            "{line}: {}",
+            out.snapshot()
+        );
     }
     // On an agent stage it is the wrong key, said so with the right one.
     let ctx = TestContext::new();

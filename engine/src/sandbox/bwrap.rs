@@ -92,9 +92,7 @@ pub fn writable_form_problem(entry: &str) -> Option<&'static str> {
     } else if entry.starts_with('/') {
         entry
     } else {
-        return Some(
-            "write an absolute path or `~/…`; the repository itself is writable already",
-        );
+        return Some("write an absolute path or `~/…`; the repository itself is writable already");
     };
     if Path::new(rest)
         .components()
@@ -161,6 +159,12 @@ impl Confinement {
         let mut push = |items: &[&str]| argv.extend(items.iter().map(|x| x.to_string()));
         push(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
         push(&["--tmpfs", "/tmp"]);
+        // A HOME under /tmp (a CI job's, a test's) would vanish behind the private
+        // /tmp; it stays visible, read-only, like any other home.
+        let home = self.home.clone().unwrap_or_else(|| PathBuf::from("/tmp"));
+        if home.starts_with("/tmp") && home != Path::new("/tmp") && home.is_dir() {
+            push(&["--ro-bind", &s(&home), &s(&home)]);
+        }
         // Extra paths before the repository, and the read-only folders last, so
         // that no opt-in can make `.git` or `.specbridge` writable.
         for p in &extras {
@@ -182,7 +186,6 @@ impl Confinement {
         }
         // `/tmp` is the private one; a TMPDIR elsewhere would be read-only.
         push(&["--setenv", "TMPDIR", "/tmp"]);
-        let home = self.home.clone().unwrap_or_else(|| PathBuf::from("/tmp"));
         push(&["--setenv", "HOME", &s(&home)]);
         push(&["--chdir", &s(&self.root), "--"]);
         let mut writable = vec![s(&root)];
@@ -253,12 +256,18 @@ mod tests {
         );
         assert!(line.starts_with("/usr/bin/bwrap --ro-bind / / "), "{line}");
         assert!(line.ends_with(" --"), "{line}");
-        let at = |needle: &str| line.find(needle).unwrap_or_else(|| panic!("{needle}: {line}"));
+        let at = |needle: &str| {
+            line.find(needle)
+                .unwrap_or_else(|| panic!("{needle}: {line}"))
+        };
         assert!(at(&format!("--bind {k} {k}")) < at(&format!("--bind {r} {r}")));
         assert!(at(&format!("--bind {r} {r}")) < at(&format!("--ro-bind {g} {g}")));
         assert!(at("--tmpfs /tmp") < at(&format!("--bind {k} {k}")));
         assert!(line.contains("--unshare-net") && line.contains("--die-with-parent"));
-        assert!(!line.contains("--new-session"), "the process group must hold");
+        assert!(
+            !line.contains("--new-session"),
+            "the process group must hold"
+        );
         assert_eq!(applied.writable, vec![r.clone(), k]);
         assert_eq!(applied.read_only, vec![g]);
         assert!(!applied.network);

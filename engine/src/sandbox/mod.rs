@@ -57,7 +57,9 @@ impl SandboxSupport {
         match (&self.bubblewrap, self.problem(false)) {
             (Some(b), None) => Ok(b.clone()),
             (_, Some(problem)) => Err(problem),
-            (None, None) => Err(format!("bubblewrap (`bwrap`) is not on PATH; {INSTALL_HINT}")),
+            (None, None) => Err(format!(
+                "bubblewrap (`bwrap`) is not on PATH; {INSTALL_HINT}"
+            )),
         }
     }
 
@@ -96,7 +98,9 @@ fn is_executable(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Runs `true` in a minimal bubblewrap sandbox; the error is bubblewrap's own words.
+/// Runs `true` in a bubblewrap sandbox with the namespaces and mounts the command
+/// sandbox uses (a container may allow bubblewrap but not a new `/proc`); the
+/// error is bubblewrap's own words.
 fn probe(bwrap: &Path) -> Result<(), String> {
     let output = Command::new(bwrap)
         .args([
@@ -105,6 +109,11 @@ fn probe(bwrap: &Path) -> Result<(), String> {
             "/",
             "--dev",
             "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--unshare-pid",
             "--unshare-net",
             "--die-with-parent",
             "true",
