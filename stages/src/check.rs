@@ -72,6 +72,7 @@ pub fn spawn_spec(
         redacted_argv: argv.clone(),
         cwd: ctx.root.clone(),
         env: Vec::new(),
+        env_remove: Vec::new(),
         stdin: None,
         stdout_path: dir.join("raw-stdout.log"),
         stderr_path: dir.join("raw-stderr.log"),

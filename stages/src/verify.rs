@@ -94,6 +94,7 @@ pub async fn run_verification(
             redacted_argv: argv.clone(),
             cwd: ctx.root.clone(),
             env: Vec::new(),
+            env_remove: Vec::new(),
             stdin: None,
             stdout_path: dir.join(&stdout_log),
             stderr_path: dir.join(&stderr_log),

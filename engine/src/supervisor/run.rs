@@ -48,6 +48,9 @@ pub async fn run(
     let mut stderr = create_capture(OutputStream::Stderr, &spec, None).await?;
 
     let mut command = Command::new(&executable);
+    for name in &spec.env_remove {
+        command.env_remove(name);
+    }
     command
         .arg0(&spec.program)
         .args(&spec.args)

@@ -176,6 +176,11 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         }
     }
     let cwd = spec.cwd.display().to_string();
+    // Inherited names that would move the CLI's settings or loosen its checks: the
+    // agent never sees them (DESIGN §7, "Confinement").
+    let scrubbed = crate::policy::env::inherited_widening(
+        std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()),
+    );
     let request = RequestRecord::new(
         spec.request,
         RequestContext {
@@ -187,6 +192,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             schema_sha256: schema_sha256.as_deref(),
             prompt_sha256: &sha256_hex(spec.prompt.as_bytes()),
             cwd: &cwd,
+            scrubbed_env: &scrubbed,
         },
     );
     let mut request_json = serde_json::to_value(&request).expect("records serialise");
@@ -256,6 +262,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        env_remove: scrubbed.clone(),
         stdin: Some(spec.prompt.as_bytes().to_vec()),
         stdout_path: stdout_capture.clone(),
         stderr_path: stderr_capture.clone(),
