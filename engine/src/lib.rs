@@ -13,6 +13,7 @@ pub mod evidence;
 pub mod graph;
 pub mod orchestrate;
 pub mod pipeline;
+pub mod policy;
 pub mod redact;
 pub mod replay;
 pub mod resume;

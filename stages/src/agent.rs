@@ -30,6 +30,10 @@ pub struct AgentSetup {
     pub progress: Option<ProgressSink>,
     /// Recorded runs that answer agent stages instead of a live model.
     pub replay: ReplaySetup,
+    /// Whether the CLI's sandbox can run on this machine, detected once before a
+    /// live run; `None` when not checked (a dry run), where a stage that allows Bash
+    /// is assembled as if it could.
+    pub sandbox: Option<specbridge_engine::sandbox::SandboxSupport>,
 }
 
 /// Where replayed stages come from (DESIGN: replay).
@@ -99,6 +103,10 @@ pub fn assumed_capabilities() -> Capabilities {
         max_budget_usd: true,
         effort: true,
         setting_sources: true,
+        strict_mcp_config: true,
+        mcp_config: true,
+        restricted: true,
+        sandbox_settings: true,
         plugin_dir: true,
         no_session_persistence: true,
         max_turns: true,

@@ -192,6 +192,8 @@ pub fn prepare(
             ))
         }
     };
+    let protected =
+        (operation != Operation::Generate).then(|| crate::evidence::protected_paths(ctx, &sr.run));
     let request = assemble(&InvocationInput {
         runner: &runner,
         capabilities: &detected.capabilities,
@@ -199,15 +201,16 @@ pub fn prepare(
         schema: Some(&schema.value),
         repo_root: &ctx.root,
         session_id: None,
+        protected: protected.as_ref(),
+        // A replayed stage spawns nothing, so nothing needs the sandbox.
+        sandbox_support: if replay.is_some() {
+            None
+        } else {
+            agent.sandbox.as_ref()
+        },
     })
     .map_err(|e| {
-        let status = match e {
-            AssemblyError::Incompatible(_) => StageStatus::RunnerUnavailable,
-            AssemblyError::Forbidden { .. } | AssemblyError::Unsafe(_) => {
-                StageStatus::SafetyViolation
-            }
-            _ => StageStatus::Failed,
-        };
+        let status = assembly_status(&e);
         let mut report = stop(status, e.to_string());
         report.input_hash = Some(hash.clone());
         report
@@ -222,6 +225,19 @@ pub fn prepare(
         request,
         replay,
     })
+}
+
+/// The stage status of an argv that could not be assembled: a safety refusal
+/// ends `safety-violation` (exit 6); a CLI or a machine that cannot run the
+/// policy (an incompatible CLI, no sandbox) `runner-unavailable` (exit 3).
+pub fn assembly_status(e: &AssemblyError) -> StageStatus {
+    match e {
+        AssemblyError::Incompatible(_) | AssemblyError::SandboxUnavailable(_) => {
+            StageStatus::RunnerUnavailable
+        }
+        e if e.is_safety() => StageStatus::SafetyViolation,
+        _ => StageStatus::Failed,
+    }
 }
 
 /// Spawn the agent and wait for it.
@@ -297,6 +313,8 @@ pub fn describe(
         Err(e) => return vec![format!("# cannot be assembled: {e}")],
     };
     let placeholder = uuid::Uuid::nil();
+    let protected =
+        (operation != Operation::Generate).then(|| crate::evidence::protected_paths_for(ctx, ""));
     let request = match assemble(&InvocationInput {
         runner: &runner,
         capabilities: caps,
@@ -304,6 +322,8 @@ pub fn describe(
         schema: schema.as_ref().map(|s| &s.value),
         repo_root: &ctx.root,
         session_id: Some(placeholder),
+        protected: protected.as_ref(),
+        sandbox_support: agent.sandbox.as_ref(),
     }) {
         Ok(request) => request,
         Err(e) => return vec![format!("# cannot be assembled: {e}")],

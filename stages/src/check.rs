@@ -88,6 +88,7 @@ pub fn spawn_spec(
         redacted_argv: argv,
         cwd: ctx.root.clone(),
         env: Vec::new(),
+        env_remove: Vec::new(),
         stdin: None,
         stdout: Box::new(log("raw-stdout.log")?),
         stderr: Box::new(log("raw-stderr.log")?),

@@ -171,6 +171,11 @@ pub fn protected_paths(ctx: &RunContext, run: &RunHandle) -> ProtectedPaths {
     let pipeline_file = read_json::<RunRecord>(&run.dir().join("run.json"))
         .map(|r| r.pipeline.path)
         .unwrap_or_default();
+    protected_paths_for(ctx, &pipeline_file)
+}
+
+/// [`protected_paths`] with the pipeline file's path (relative to the root) given.
+pub fn protected_paths_for(ctx: &RunContext, pipeline_file: &str) -> ProtectedPaths {
     let mut referenced = Vec::new();
     let mut documents = Vec::new();
     for stage in &ctx.pipeline.stages {
@@ -195,7 +200,7 @@ pub fn protected_paths(ctx: &RunContext, run: &RunHandle) -> ProtectedPaths {
         }
     }
     ProtectedPaths::new(
-        &pipeline_file,
+        pipeline_file,
         referenced,
         documents,
         &ctx.pipeline.protected_paths,

@@ -38,6 +38,7 @@ use crate::verify::run_verification;
 /// Records `continuation.json` either way.
 fn continue_session(
     ctx: &RunContext,
+    agent_sandbox: Option<&specbridge_engine::sandbox::SandboxSupport>,
     sr: &StageRun,
     attempt_rel: &str,
     mut p: Prepared,
@@ -65,6 +66,8 @@ fn continue_session(
         schema: Some(&p.schema.value),
         repo_root: &ctx.root,
         session_id: None,
+        protected: Some(&protected_paths(ctx, &sr.run)),
+        sandbox_support: agent_sandbox,
     })
     .map_err(|e| sr.run.redactor().redact_str(&e.to_string()))?;
     p.prompt = continuation::prompt(&c, &before, &p.prompt);
@@ -99,10 +102,11 @@ pub async fn run_execute(
     if let Err(e) = write_snapshot(run, &attempt_rel, "git-before.json", &before) {
         return not_started(e);
     }
-    let (p, before) = match continue_session(ctx, sr, &attempt_rel, p, before) {
-        Ok(x) => x,
-        Err(e) => return not_started(e),
-    };
+    let (p, before) =
+        match continue_session(ctx, agent.sandbox.as_ref(), sr, &attempt_rel, p, before) {
+            Ok(x) => x,
+            Err(e) => return not_started(e),
+        };
     // The run refuses a dirty tree before it starts; this catches changes made
     // behind its back while it went on.
     let foreign = foreign_changes(&before, ledger);

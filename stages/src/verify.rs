@@ -99,6 +99,7 @@ pub async fn run_verification(
             redacted_argv: argv.clone(),
             cwd: ctx.root.clone(),
             env: Vec::new(),
+            env_remove: Vec::new(),
             stdin: None,
             stdout: Box::new(log(&stdout_log)?),
             stderr: Box::new(log(&stderr_log)?),

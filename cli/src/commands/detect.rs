@@ -58,6 +58,17 @@ pub fn detect(
         .build()
         .map_err(|e| CliError::Other(format!("failed to start the async runtime: {e}")))?;
     let options = DoctorOptions::from_env();
+    if !dry_run {
+        detection.agent.sandbox = Some(specbridge_engine::sandbox::SandboxSupport::detect());
+    }
+    let scrubbed = specbridge_engine::policy::env::inherited_widening(
+        std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()),
+    );
+    if !scrubbed.is_empty() {
+        detection
+            .warnings
+            .push(specbridge_engine::runner::claude_code::request::scrubbed_warning(&scrubbed));
+    }
     for command in commands {
         // A relative path names a file in the repository, as it does for the agent.
         let probed = if command.contains('/') && Path::new(command).is_relative() {

@@ -9,12 +9,18 @@ use super::paths::{is_under, normalize_rel_path};
 use super::snapshot::GitSnapshot;
 use super::RUN_STORE_DIR;
 
+/// The CLI's project settings folder (settings, hooks, agents, commands).
+pub const CLAUDE_SETTINGS_DIR: &str = ".claude";
+
 /// Why a path is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProtectionReason {
     GitDir,
     RunStore,
+    /// `.claude/`: the CLI's project settings and hooks, which the next agent
+    /// invocation (or a user's own session) would load.
+    ClaudeSettings,
     PipelineFile,
     /// A prompt or schema file the pipeline names.
     PipelineReference,
@@ -29,6 +35,7 @@ impl ProtectionReason {
         match self {
             ProtectionReason::GitDir => "git's own directory",
             ProtectionReason::RunStore => "the run store",
+            ProtectionReason::ClaudeSettings => "Claude Code's project settings",
             ProtectionReason::PipelineFile => "the pipeline file",
             ProtectionReason::PipelineReference => "a file the pipeline names",
             ProtectionReason::Document => "a document written by this run",
@@ -45,7 +52,7 @@ pub struct ProtectedRule {
     pub reason: ProtectionReason,
 }
 
-/// Every protected path of a run: `.git/` and `.specbridge/` always, the pipeline file,
+/// Every protected path of a run: `.git/`, `.specbridge/` and `.claude/` always, the pipeline file,
 /// the prompts and schemas it names, the run's documents, and `protectedPaths`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProtectedPaths {
@@ -73,6 +80,10 @@ impl ProtectedPaths {
                 ProtectedRule {
                     path: RUN_STORE_DIR.into(),
                     reason: ProtectionReason::RunStore,
+                },
+                ProtectedRule {
+                    path: CLAUDE_SETTINGS_DIR.into(),
+                    reason: ProtectionReason::ClaudeSettings,
                 },
             ],
         };

@@ -109,9 +109,17 @@ pub struct RunnerSettings {
     /// Folders relative to the repository root, passed as `--plugin-dir`.
     #[serde(default)]
     pub plugin_dirs: Option<Vec<String>>,
-    /// e.g. `[user]` to ignore project settings.
+    /// Claude Code settings files to load (`user`, `project`, `local`). Default: none,
+    /// since a settings file can widen the policy; an opt-in is warned about.
     #[serde(default)]
     pub setting_sources: Option<Vec<String>>,
+    /// MCP server configuration files (relative to the repository root) passed with
+    /// `--mcp-config`; without them no MCP server is loaded. An opt-in, warned about.
+    #[serde(default)]
+    pub mcp_config: Option<Vec<String>>,
+    /// The Claude Code sandbox for stages that allow Bash: `off`, or settings for it.
+    #[serde(default)]
+    pub sandbox: Option<SandboxSetting>,
     /// Extra environment for the agent; values are never recorded.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
@@ -122,6 +130,36 @@ pub struct RunnerSettings {
     /// For `kind: replay`: the recorded run directory to answer from.
     #[serde(default)]
     pub from: Option<String>,
+}
+
+/// `runner.sandbox`: the CLI's own sandbox around Bash commands. On by default
+/// whenever a stage allows Bash; `off` is an explicit opt-out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SandboxSetting {
+    /// `off`: Bash runs unconfined (warned about on every run).
+    Switch(SandboxSwitch),
+    Settings(SandboxSettings),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxSwitch {
+    Off,
+}
+
+/// What sandboxed commands may reach besides the repository.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SandboxSettings {
+    /// Absolute folders (or `~/…`) that sandboxed commands may write, such as a
+    /// build cache. The repository is always writable.
+    #[serde(default)]
+    pub writable_paths: Vec<String>,
+    /// Hosts sandboxed commands may connect to (`crates.io`, `*.npmjs.org`,
+    /// `db.example.com:5432`). None by default.
+    #[serde(default)]
+    pub allowed_domains: Vec<String>,
 }
 
 /// The three stage kinds.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::model::{RunnerKind, RunnerSettings};
+use crate::pipeline::model::{RunnerKind, RunnerSettings, SandboxSetting};
 use crate::pipeline::units::{ByteSize, DurationSpec};
 
 /// Command-line overrides for one run (`--max-turns`, `--max-budget-usd`,
@@ -44,6 +44,9 @@ pub struct ResolvedRunner {
     pub disallowed_tools: Vec<String>,
     pub plugin_dirs: Vec<String>,
     pub setting_sources: Option<Vec<String>>,
+    pub mcp_config: Vec<String>,
+    /// `None`: the sandbox with no extra paths or domains.
+    pub sandbox: Option<SandboxSetting>,
     /// Values are never recorded: [`ResolvedRunner::env_names`] is what records see.
     #[serde(skip)]
     pub env: BTreeMap<String, String>,
@@ -82,6 +85,8 @@ impl Default for ResolvedRunner {
             disallowed_tools: Vec::new(),
             plugin_dirs: Vec::new(),
             setting_sources: None,
+            mcp_config: Vec::new(),
+            sandbox: None,
             env: BTreeMap::new(),
             max_stdout_bytes: ByteSize(DEFAULT_MAX_STDOUT),
             max_stderr_bytes: ByteSize(DEFAULT_MAX_STDERR),
@@ -131,6 +136,7 @@ impl ResolvedRunner {
             allowed_bash_rules,
             disallowed_tools,
             plugin_dirs,
+            mcp_config,
             max_stdout_bytes,
             max_stderr_bytes
         );
@@ -142,6 +148,9 @@ impl ResolvedRunner {
         }
         if s.setting_sources.is_some() {
             self.setting_sources = s.setting_sources.clone();
+        }
+        if s.sandbox.is_some() {
+            self.sandbox = s.sandbox.clone();
         }
         if s.from.is_some() {
             self.from = s.from.clone();

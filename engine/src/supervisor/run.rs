@@ -69,6 +69,9 @@ pub async fn run(
     );
 
     let mut command = Command::new(&executable);
+    for name in &spec.env_remove {
+        command.env_remove(name);
+    }
     command
         .arg0(&spec.program)
         .args(&spec.args)

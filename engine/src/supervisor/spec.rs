@@ -17,6 +17,8 @@ pub struct SpawnSpec {
     /// Added to the inherited environment; a `PATH` here is also used to find
     /// `program`.
     pub env: Vec<(String, String)>,
+    /// Inherited variables removed from the child's environment (names only).
+    pub env_remove: Vec<String>,
     /// Written to the child's stdin, which is then closed; `None` gives `/dev/null`.
     pub stdin: Option<Vec<u8>>,
     /// Where stdout and stderr go: for a run, logs of the run store

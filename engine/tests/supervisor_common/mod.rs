@@ -43,6 +43,7 @@ pub fn sh(dir: &Path, script: &str) -> SpawnSpec {
         redacted_argv: vec!["sh".into(), "-c".into(), "<script>".into()],
         cwd: dir.to_path_buf(),
         env: Vec::new(),
+        env_remove: Vec::new(),
         stdin: None,
         stdout: FileSink::create(dir.join("raw-stdout.log")),
         stderr: FileSink::create(dir.join("raw-stderr.log")),

@@ -16,6 +16,7 @@ use crate::pipeline::suggest::did_you_mean;
 use crate::safety;
 
 mod paths;
+mod policy;
 mod runner;
 
 use paths::escapes;
@@ -24,7 +25,7 @@ use paths::escapes;
 pub const BUILTIN_SCHEMAS: &[&str] = &["document", "tasks", "task-result"];
 
 /// Paths no document may be written into, whatever `protectedPaths` says.
-pub const ALWAYS_PROTECTED: &[&str] = &[".git", ".specbridge"];
+pub const ALWAYS_PROTECTED: &[&str] = &[".git", ".specbridge", ".claude"];
 
 /// A pipeline with no errors (warnings may remain).
 #[derive(Debug, Clone)]
@@ -77,6 +78,8 @@ pub fn validate(pipeline: &LoadedPipeline, repo_root: &Path) -> Vec<Diagnostic> 
         &pipeline.index,
         &pipeline.path,
     ));
+    // After the scan: a value it already refused is not reported twice.
+    c.policy();
     load::sort(&mut c.out);
     c.out
 }

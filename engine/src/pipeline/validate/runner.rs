@@ -145,22 +145,6 @@ impl Checker<'_> {
         if let Some(t) = r.timeout {
             self.nonzero_duration(t.as_millis(), &child_key(base, "timeout"));
         }
-        for (i, rule) in r.allowed_bash_rules.iter().flatten().enumerate() {
-            let t = rule.trim();
-            if !(t.starts_with("Bash(") && t.ends_with(')')) {
-                let p = child_index(&child_key(base, "allowedBashRules"), i);
-                let at = self.at_value(&p);
-                self.error(
-                    "invalid-bash-rule",
-                    &p,
-                    at,
-                    format!("allowed Bash rule `{rule}` is not a Bash permission rule"),
-                )
-                .help = Some(format!(
-                    "write it as `Bash({t})`, e.g. `Bash(git status *)`"
-                ));
-            }
-        }
         for (i, dir) in r.plugin_dirs.iter().flatten().enumerate() {
             if !self.root.join(dir).is_dir() {
                 let p = child_index(&child_key(base, "pluginDirs"), i);

@@ -11,8 +11,11 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::capabilities::{optional_meaning, Capabilities};
+use crate::evidence::ProtectedPaths;
 use crate::pipeline::ResolvedRunner;
-use crate::safety::{assert_argv_safe, forbidden_in, forbidden_mode, SafetyError};
+use crate::policy::{self, CheckedRunner, Refusal, RefusalClass, SandboxPlan};
+use crate::safety::{assert_argv_safe, SafetyError};
+use crate::sandbox::SandboxSupport;
 
 /// What an invocation is for; decides the tool policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,8 +37,9 @@ pub enum OutputFormat {
     Json,
 }
 
-/// The tools and permissions an invocation runs with, as passed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// The tools and permissions an invocation runs with, as passed: what
+/// `request.json` records as the policy the agent really had.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolPolicy {
     /// The tool set offered (passed with `--tools` when the CLI has it).
@@ -44,6 +48,39 @@ pub struct ToolPolicy {
     pub disallowed_tools: Vec<String>,
     /// The mode as passed (`manual` where the CLI lists it instead of `default`).
     pub permission_mode: String,
+    /// The settings files the CLI loads (`--setting-sources`); empty means none.
+    /// `null` when the CLI lacks the flag and loads its usual files.
+    pub setting_sources: Option<Vec<String>>,
+    /// `--strict-mcp-config` was passed: MCP servers only from `mcpConfig`.
+    pub strict_mcp_config: bool,
+    /// MCP configuration files passed with `--mcp-config`.
+    pub mcp_config: Vec<String>,
+    /// `--restricted` was passed.
+    pub restricted: bool,
+    pub sandbox: SandboxRecord,
+}
+
+/// The sandbox around Bash commands, as passed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxRecord {
+    pub status: SandboxStatus,
+    /// Folders besides the repository that sandboxed commands may write.
+    pub writable_paths: Vec<String>,
+    /// Hosts sandboxed commands may reach.
+    pub allowed_domains: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxStatus {
+    /// Bash is offered, inside the CLI's sandbox (`--settings`).
+    On,
+    /// Bash is offered without the sandbox: `runner.sandbox: off`.
+    Off,
+    /// Bash is not offered.
+    #[default]
+    NotNeeded,
 }
 
 /// A setting that was not passed because the CLI lacks its flag.
@@ -89,13 +126,14 @@ pub struct InvocationInput<'a> {
     pub repo_root: &'a Path,
     /// A fresh UUID v4 for `--session-id`; generated when `None`.
     pub session_id: Option<Uuid>,
+    /// Execute stages: the run's protected paths, passed as deny rules.
+    pub protected: Option<&'a ProtectedPaths>,
+    /// Whether this machine can run the CLI's sandbox; `None` when not checked
+    /// (a dry run, a replay), where a stage that allows Bash is not refused.
+    pub sandbox_support: Option<&'a SandboxSupport>,
 }
 
-pub const READ_ONLY_TOOLS: &[&str] = &["Read", "Glob", "Grep"];
-
-/// Built-in tools that change files or run commands: denied by name where the CLI
-/// cannot restrict the offered set with `--tools`.
-pub const MUTATING_TOOLS: &[&str] = &["Bash", "Edit", "MultiEdit", "Write", "NotebookEdit"];
+pub use crate::policy::tools::{MUTATING_TOOLS, READ_ONLY_TOOLS};
 
 /// Deny rules added under `acceptEdits`. The captures show that mode letting
 /// in-repository `rm -rf`, `mv`, `touch`, `mkdir` and redirections through; these
@@ -121,50 +159,31 @@ pub const ACCEPT_EDITS_DENY_RULES: &[&str] = &[
     "Bash(chown:*)",
 ];
 
-/// Flags specbridge sets itself. Given again in `commandArgs` they would merge with
-/// or override the tool policy (variadic tool lists accumulate), so they are refused.
-pub const MANAGED_FLAGS: &[&str] = &[
-    "-p",
-    "--print",
-    "--output-format",
-    "--input-format",
-    "--permission-mode",
-    "--allowedTools",
-    "--allowed-tools",
-    "--disallowedTools",
-    "--disallowed-tools",
-    "--tools",
-    "--json-schema",
-    "--session-id",
-    "-r",
-    "--resume",
-    "-c",
-    "--continue",
-    "--fork-session",
-    "--max-turns",
-    "--max-budget-usd",
-];
-
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AssemblyError {
     #[error("failed to assemble the agent command: the CLI lacks required flags: {}", .0.join(", "))]
     Incompatible(Vec<String>),
-    #[error("failed to assemble the agent command: {field} holds `{value}`, which turns off permission checks ({forbidden})")]
-    Forbidden {
-        field: &'static str,
-        value: String,
-        forbidden: &'static str,
-    },
-    #[error("failed to assemble the agent command: commandArgs sets `{0}`, which specbridge sets itself")]
-    ManagedFlag(String),
+    #[error("failed to assemble the agent command: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Refused(Vec<Refusal>),
     #[error("failed to assemble the agent command: permission mode `{mode}` is not accepted by this CLI (it lists: {})", .listed.join(", "))]
     ModeNotAccepted { mode: String, listed: Vec<String> },
-    #[error("failed to assemble the agent command: allowedBashRules holds `{0}`, which allows every command; name the commands, as in `Bash(git status *)`")]
-    BareBash(String),
+    #[error("failed to assemble the agent command: the stage allows Bash, which runs inside the CLI's sandbox, and the sandbox cannot run here: {0}; or opt out with `runner.sandbox: off`")]
+    SandboxUnavailable(String),
     #[error("failed to assemble the agent command: this CLI has no --resume, so session {0} cannot be continued")]
     ResumeUnsupported(Uuid),
     #[error("failed to assemble the agent command: {0}")]
     Unsafe(#[from] SafetyError),
+}
+
+impl AssemblyError {
+    /// A safety refusal (exit 6), as opposed to a configuration or machine problem.
+    pub fn is_safety(&self) -> bool {
+        match self {
+            AssemblyError::Refused(list) => list.iter().any(|r| r.class == RefusalClass::Safety),
+            AssemblyError::Unsafe(_) => true,
+            _ => false,
+        }
+    }
 }
 
 /// Builds the argv of one invocation.
@@ -177,7 +196,7 @@ pub fn assemble(input: &InvocationInput<'_>) -> Result<InvocationRequest, Assemb
             missing.into_iter().map(|g| g.flag).collect(),
         ));
     }
-    check_command_args(&runner.command_args)?;
+    let checked = policy::check(runner).map_err(AssemblyError::Refused)?;
 
     let mut b = Builder::default();
     b.argv.extend(runner.command_args.iter().cloned());
@@ -219,7 +238,7 @@ pub fn assemble(input: &InvocationInput<'_>) -> Result<InvocationRequest, Assemb
         }
     }
 
-    let policy = tool_policy(runner, caps, input.operation)?;
+    let mut policy = tool_policy(&checked, runner, caps, input)?;
     b.push(&["--permission-mode", &policy.permission_mode]);
     if caps.tools {
         b.push(&["--tools", &policy.tools.join(",")]);
@@ -266,13 +285,7 @@ pub fn assemble(input: &InvocationInput<'_>) -> Result<InvocationRequest, Assemb
         }
     }
 
-    if let Some(sources) = &runner.setting_sources {
-        if caps.setting_sources {
-            b.push(&["--setting-sources", &sources.join(",")]);
-        } else {
-            b.skip_optional("--setting-sources");
-        }
-    }
+    isolate(&mut b, &mut policy, &checked, caps, input)?;
     if !runner.plugin_dirs.is_empty() {
         if caps.plugin_dir {
             for dir in &runner.plugin_dirs {
@@ -304,6 +317,14 @@ pub fn assemble(input: &InvocationInput<'_>) -> Result<InvocationRequest, Assemb
                 .into(),
         );
     }
+    let sandbox_used = policy.sandbox.status != SandboxStatus::NotNeeded;
+    warnings.extend(
+        checked
+            .opt_ins()
+            .iter()
+            .filter(|o| o.field != "sandbox" || sandbox_used)
+            .map(|o| o.message.clone()),
+    );
     let degraded = !b.skipped.is_empty();
     Ok(InvocationRequest {
         operation: input.operation,
@@ -342,111 +363,130 @@ impl Builder {
     }
 }
 
-fn check_command_args(args: &[String]) -> Result<(), AssemblyError> {
-    let mut mode_next = false;
-    for arg in args {
-        let is_mode_value = std::mem::take(&mut mode_next);
-        let forbidden = forbidden_in(arg)
-            .filter(|f| f.starts_with('-') || *f == "bypassPermissions" || is_mode_value);
-        if let Some(forbidden) = forbidden {
-            return Err(AssemblyError::Forbidden {
-                field: "commandArgs",
-                value: arg.clone(),
-                forbidden,
-            });
+/// Settings isolation and the sandbox (DESIGN §7, "Confinement"): no settings
+/// files unless the pipeline opted in, MCP servers only from the pipeline,
+/// `--restricted` where the CLI has it, and the sandbox around Bash.
+fn isolate(
+    b: &mut Builder,
+    policy: &mut ToolPolicy,
+    checked: &CheckedRunner,
+    caps: &Capabilities,
+    input: &InvocationInput<'_>,
+) -> Result<(), AssemblyError> {
+    let sources = checked.setting_sources();
+    if caps.setting_sources {
+        b.push(&["--setting-sources", &sources.join(",")]);
+        policy.setting_sources = Some(sources.to_vec());
+    } else {
+        b.skip_optional("--setting-sources");
+    }
+    if caps.strict_mcp_config {
+        b.push(&["--strict-mcp-config"]);
+        policy.strict_mcp_config = true;
+    } else {
+        b.skip_optional("--strict-mcp-config");
+    }
+    if !checked.mcp_config().is_empty() {
+        if !caps.mcp_config {
+            return Err(AssemblyError::Incompatible(vec!["--mcp-config".into()]));
         }
-        let name = arg.split('=').next().unwrap_or(arg);
-        mode_next = name == "--permission-mode";
-        if MANAGED_FLAGS.contains(&name) {
-            return Err(AssemblyError::ManagedFlag(name.to_string()));
+        b.push(&["--mcp-config"]);
+        for file in checked.mcp_config() {
+            b.push(&[&input.repo_root.join(file).to_string_lossy()]);
         }
+        policy.mcp_config = checked.mcp_config().to_vec();
+    }
+    // `--restricted` ignores every settings file, so an opt-in to setting sources
+    // would be void under it.
+    if caps.restricted && sources.is_empty() {
+        b.push(&["--restricted"]);
+        policy.restricted = true;
+    }
+    if policy.sandbox.status == SandboxStatus::On {
+        if !caps.sandbox_settings {
+            return Err(AssemblyError::SandboxUnavailable(format!(
+                "this Claude Code version ({}) is not known to honour the sandbox settings (verified from {})",
+                caps.version.as_deref().unwrap_or("unknown"),
+                super::capabilities::SANDBOX_VERIFIED_SINCE
+            )));
+        }
+        if let Some(problem) = input.sandbox_support.and_then(|s| s.problem(true)) {
+            return Err(AssemblyError::SandboxUnavailable(problem));
+        }
+        let settings = checked
+            .sandbox()
+            .settings_json()
+            .expect("the sandbox is on");
+        b.push(&["--settings", &settings.to_string()]);
     }
     Ok(())
 }
 
-fn is_bash(tool: &str) -> bool {
-    tool.eq_ignore_ascii_case("Bash")
-}
-
-/// A rule that allows every command is the bare `Bash` token in disguise.
-fn is_bare_bash_rule(rule: &str) -> bool {
-    let compact: String = rule.chars().filter(|c| !c.is_whitespace()).collect();
-    let lower = compact.to_ascii_lowercase();
-    matches!(
-        lower.as_str(),
-        "bash" | "bash()" | "bash(*)" | "bash(:*)" | "bash(**)"
-    )
+fn strings(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
 }
 
 fn tool_policy(
+    checked: &CheckedRunner,
     runner: &ResolvedRunner,
     caps: &Capabilities,
-    operation: Operation,
+    input: &InvocationInput<'_>,
 ) -> Result<ToolPolicy, AssemblyError> {
-    let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    match operation {
+    let mut policy = ToolPolicy::default();
+    match input.operation {
         Operation::Generate => {
-            let mode = permission_mode(caps, "default")?;
-            let mut disallowed = Vec::new();
+            policy.permission_mode = permission_mode(caps, "default")?;
             if !caps.tools {
-                disallowed = strings(MUTATING_TOOLS);
+                policy.disallowed_tools = strings(MUTATING_TOOLS);
             }
-            extend_unique(&mut disallowed, &runner.disallowed_tools);
-            Ok(ToolPolicy {
-                tools: strings(READ_ONLY_TOOLS),
-                allowed_tools: strings(READ_ONLY_TOOLS),
-                disallowed_tools: disallowed,
-                permission_mode: mode,
-            })
+            extend_unique(&mut policy.disallowed_tools, checked.deny_rules());
+            policy.tools = strings(READ_ONLY_TOOLS);
+            policy.allowed_tools = CheckedRunner::generate_allow_rules();
         }
         Operation::Execute | Operation::Continue { .. } => {
-            if let Some(forbidden) = forbidden_mode(&runner.permission_mode)
-                .or_else(|| forbidden_in(&runner.permission_mode))
-            {
-                return Err(AssemblyError::Forbidden {
-                    field: "permissionMode",
-                    value: runner.permission_mode.clone(),
-                    forbidden,
-                });
-            }
-            if let Some(rule) = runner
-                .allowed_bash_rules
-                .iter()
-                .find(|r| is_bare_bash_rule(r))
-            {
-                return Err(AssemblyError::BareBash(rule.clone()));
-            }
-            let mode = permission_mode(caps, &runner.permission_mode)?;
-            // The file tools are pre-approved; Bash is offered (so its rules can
-            // apply) but only ever approved rule by rule.
-            let mut allowed: Vec<String> = runner
-                .tools
-                .iter()
-                .filter(|t| !is_bash(t))
-                .cloned()
-                .collect();
-            extend_unique(&mut allowed, &runner.allowed_bash_rules);
-            let mut disallowed = Vec::new();
+            policy.permission_mode = permission_mode(caps, &runner.permission_mode)?;
+            policy.tools = checked.offered();
+            // File tools pre-approved inside the repository only; Bash is offered
+            // (so its rules can apply) but only ever approved rule by rule.
+            policy.allowed_tools = checked.execute_allow_rules();
             if !caps.tools {
                 // The offered set cannot be restricted: deny what was not configured.
-                disallowed = MUTATING_TOOLS
+                policy.disallowed_tools = MUTATING_TOOLS
                     .iter()
-                    .filter(|m| !runner.tools.iter().any(|t| t == *m))
+                    .filter(|m| !checked.names_tool(m))
                     .map(|m| m.to_string())
                     .collect();
             }
-            if runner.permission_mode == "acceptEdits" {
-                extend_unique(&mut disallowed, &strings(ACCEPT_EDITS_DENY_RULES));
+            if let Some(protected) = input.protected {
+                extend_unique(
+                    &mut policy.disallowed_tools,
+                    &policy::deny::protected_deny_rules(protected),
+                );
             }
-            extend_unique(&mut disallowed, &runner.disallowed_tools);
-            Ok(ToolPolicy {
-                tools: runner.tools.clone(),
-                allowed_tools: allowed,
-                disallowed_tools: disallowed,
-                permission_mode: mode,
-            })
+            if runner.permission_mode == "acceptEdits" {
+                extend_unique(
+                    &mut policy.disallowed_tools,
+                    &strings(ACCEPT_EDITS_DENY_RULES),
+                );
+            }
+            extend_unique(&mut policy.disallowed_tools, checked.deny_rules());
+            if checked.allows_bash() {
+                policy.sandbox = match checked.sandbox() {
+                    SandboxPlan::On(s) => SandboxRecord {
+                        status: SandboxStatus::On,
+                        writable_paths: s.writable_paths.clone(),
+                        allowed_domains: s.allowed_domains.clone(),
+                    },
+                    SandboxPlan::Off => SandboxRecord {
+                        status: SandboxStatus::Off,
+                        writable_paths: Vec::new(),
+                        allowed_domains: Vec::new(),
+                    },
+                };
+            }
         }
     }
+    Ok(policy)
 }
 
 fn permission_mode(caps: &Capabilities, mode: &str) -> Result<String, AssemblyError> {

@@ -22,6 +22,27 @@ fn runner() -> ResolvedRunner {
     }
 }
 
+/// The runner of [`runner`], with the sandbox opted out where the CLI predates the
+/// verified sandbox settings (a stage that allows Bash is refused there otherwise).
+fn runner_for(version: &str) -> ResolvedRunner {
+    let mut r = runner();
+    if !captured(version).sandbox_settings {
+        r.sandbox = Some(crate::pipeline::SandboxSetting::Switch(
+            crate::pipeline::SandboxSwitch::Off,
+        ));
+    }
+    r
+}
+
+fn protected() -> crate::evidence::ProtectedPaths {
+    crate::evidence::ProtectedPaths::new(
+        "specbridge.yaml",
+        ["prompts/implement.md"],
+        ["docs/spec.md"],
+        ["db/migrations"],
+    )
+}
+
 fn schema() -> serde_json::Value {
     serde_json::json!({
         "type": "object",
@@ -44,6 +65,8 @@ fn build(
         schema: Some(&schema),
         repo_root: Path::new("/repo"),
         session_id: Some(SESSION.parse().unwrap()),
+        protected: Some(&protected()),
+        sandbox_support: None,
     })
 }
 
@@ -65,7 +88,7 @@ fn snapshots_for_each_operation_and_version() {
             ("generate", Operation::Generate),
             ("execute", Operation::Execute),
         ] {
-            let req = build(&runner(), version, op).unwrap();
+            let req = build(&runner_for(version), version, op).unwrap();
             insta::assert_json_snapshot!(format!("{name}-{version}"), req);
         }
     }
@@ -89,7 +112,7 @@ fn the_prompt_is_never_in_argv() {
         let mut caps = captured(version);
         caps.permission_mode = true; // let 1.0.0 through to check its shape too
         for op in [Operation::Generate, Operation::Execute] {
-            let r = runner();
+            let r = runner_for(version);
             let req = assemble(&InvocationInput {
                 runner: &r,
                 capabilities: &caps,
@@ -97,6 +120,8 @@ fn the_prompt_is_never_in_argv() {
                 schema: None,
                 repo_root: Path::new("/repo"),
                 session_id: None,
+                protected: None,
+                sandbox_support: None,
             })
             .unwrap();
             let mut expect_value = false;
@@ -109,7 +134,10 @@ fn the_prompt_is_never_in_argv() {
                     arg.starts_with("--"),
                     "{version}: positional argument {arg:?}"
                 );
-                expect_value = !matches!(arg.as_str(), "--print" | "--verbose");
+                expect_value = !matches!(
+                    arg.as_str(),
+                    "--print" | "--verbose" | "--strict-mcp-config" | "--restricted"
+                );
             }
         }
     }
@@ -126,6 +154,8 @@ fn each_invocation_gets_a_fresh_v4_session_id() {
         schema: None,
         repo_root: Path::new("/repo"),
         session_id: None,
+        protected: None,
+        sandbox_support: None,
     };
     let a = assemble(&input).unwrap().session_id.unwrap();
     let b = assemble(&input).unwrap().session_id.unwrap();
@@ -140,7 +170,10 @@ fn generate_is_read_only_whatever_the_runner_says() {
     for version in ["2.0.50", "2.1.332"] {
         let req = build(&r, version, Operation::Generate).unwrap();
         assert_eq!(list_of(&req, "--tools"), ["Read", "Glob", "Grep"]);
-        assert_eq!(list_of(&req, "--allowedTools"), ["Read", "Glob", "Grep"]);
+        assert_eq!(
+            list_of(&req, "--allowedTools"),
+            ["Read(./**)", "Glob(./**)", "Grep(./**)"]
+        );
         let mode = value_of(&req, "--permission-mode").unwrap();
         assert!(mode == "default" || mode == "manual", "{mode}");
         assert!(!req.argv.iter().any(|a| a.contains("Bash(git")));
@@ -159,6 +192,8 @@ fn generate_denies_mutating_tools_where_tools_is_missing() {
         schema: None,
         repo_root: Path::new("/repo"),
         session_id: None,
+        protected: None,
+        sandbox_support: None,
     })
     .unwrap();
     assert!(!req.argv.contains(&"--tools".to_string()));
@@ -195,8 +230,9 @@ fn a_rule_that_allows_every_command_is_refused() {
         let mut r = runner();
         r.allowed_bash_rules = vec![rule.into()];
         assert_eq!(
-            build(&r, "2.1.332", Operation::Execute),
-            Err(AssemblyError::BareBash(rule.into()))
+            build(&r, "2.1.332", Operation::Execute).map_err(|e| e.is_safety()),
+            Err(true),
+            "{rule}"
         );
     }
 }
@@ -223,16 +259,19 @@ fn accept_edits_adds_deny_rules_for_destructive_commands() {
     assert!(req.warnings.iter().any(|w| w.contains("acceptEdits")));
     // Not under the default mode.
     let plain = build(&runner(), "2.1.332", Operation::Execute).unwrap();
-    assert_eq!(list_of(&plain, "--disallowedTools"), ["WebFetch"]);
+    let denied = list_of(&plain, "--disallowedTools");
+    assert!(!denied.iter().any(|d| d.starts_with("Bash(")), "{denied:?}");
+    assert!(denied.iter().any(|d| d == "WebFetch"), "{denied:?}");
 }
 
 #[test]
 fn unsupported_settings_are_skipped_and_warned() {
-    let req = build(&runner(), "2.0.50", Operation::Execute).unwrap();
+    let req = build(&runner_for("2.0.50"), "2.0.50", Operation::Execute).unwrap();
     let skipped: Vec<&str> = req.skipped_flags.iter().map(|s| s.flag.as_str()).collect();
     assert_eq!(skipped, ["--max-budget-usd", "--effort"]);
     assert!(req.degraded);
-    assert_eq!(req.warnings.len(), 2);
+    // The two skipped flags, the setting sources and the sandbox opt-out.
+    assert_eq!(req.warnings.len(), 4, "{:?}", req.warnings);
     assert!(!req
         .argv
         .iter()
@@ -254,7 +293,7 @@ fn the_schema_goes_inline_as_one_compact_argument() {
 
     let mut caps = captured("2.1.100");
     caps.json_schema = false;
-    let r = runner();
+    let r = runner_for("2.1.100");
     let s = schema();
     let req = assemble(&InvocationInput {
         runner: &r,
@@ -263,6 +302,8 @@ fn the_schema_goes_inline_as_one_compact_argument() {
         schema: Some(&s),
         repo_root: Path::new("/repo"),
         session_id: None,
+        protected: None,
+        sandbox_support: None,
     })
     .unwrap();
     assert!(!req.json_schema_inline && req.degraded);
@@ -281,6 +322,8 @@ fn stream_json_falls_back_to_json_without_verbose() {
         schema: None,
         repo_root: Path::new("/repo"),
         session_id: None,
+        protected: None,
+        sandbox_support: None,
     })
     .unwrap();
     assert_eq!(req.output_format, OutputFormat::Json);
@@ -291,11 +334,11 @@ fn stream_json_falls_back_to_json_without_verbose() {
 #[test]
 fn command_args_come_first_and_plugin_dirs_resolve_against_the_root() {
     let mut r = runner();
-    r.command_args = vec!["--debug-file".into(), "/tmp/claude.log".into()];
+    r.command_args = vec!["--append-system-prompt".into(), "Be brief.".into()];
     let req = build(&r, "2.1.332", Operation::Execute).unwrap();
     assert_eq!(
         &req.argv[..3],
-        ["--debug-file", "/tmp/claude.log", "--print"]
+        ["--append-system-prompt", "Be brief.", "--print"]
     );
     assert_eq!(value_of(&req, "--plugin-dir"), Some("/repo/plugins/review"));
     assert_eq!(value_of(&req, "--setting-sources"), Some("user"));
@@ -316,8 +359,30 @@ fn incompatible_capabilities_are_refused() {
 fn a_mode_the_cli_does_not_list_is_refused() {
     let mut r = runner();
     r.permission_mode = "delegate".into();
+    // Not a mode a pipeline may name: refused by the policy table, as validation does.
     assert!(matches!(
         build(&r, "2.1.332", Operation::Execute),
+        Err(AssemblyError::Refused(_))
+    ));
+    // A mode the table allows but this CLI does not list.
+    let mut caps = captured("2.1.332");
+    caps.permission_modes = Some(vec!["manual".into()]);
+    let r = runner_for("2.1.332");
+    let s = schema();
+    assert!(matches!(
+        assemble(&InvocationInput {
+            runner: &ResolvedRunner {
+                permission_mode: "plan".into(),
+                ..r
+            },
+            capabilities: &caps,
+            operation: Operation::Execute,
+            schema: Some(&s),
+            repo_root: Path::new("/repo"),
+            session_id: None,
+            protected: None,
+            sandbox_support: None,
+        }),
         Err(AssemblyError::ModeNotAccepted { .. })
     ));
 }
@@ -335,6 +400,8 @@ fn continue_needs_resume_support() {
         schema: None,
         repo_root: Path::new("/repo"),
         session_id: None,
+        protected: None,
+        sandbox_support: None,
     });
     assert_eq!(err, Err(AssemblyError::ResumeUnsupported(id)));
 }
@@ -346,26 +413,16 @@ fn assembly_refuses_forbidden_flags_in_command_args() {
     for flag in crate::safety::FORBIDDEN_FLAGS {
         let mut r = runner();
         r.command_args = vec![flag.to_string()];
-        assert!(
-            matches!(
-                build(&r, "2.1.332", Operation::Execute),
-                Err(AssemblyError::Forbidden {
-                    field: "commandArgs",
-                    ..
-                })
-            ),
-            "{flag}"
-        );
+        let err = build(&r, "2.1.332", Operation::Execute).unwrap_err();
+        assert!(err.is_safety(), "{flag}: {err}");
     }
     let mut r = runner();
     r.command_args = vec![
         "--settings".into(),
         r#"{"permissions":{"defaultMode":"auto"}}"#.into(),
     ];
-    assert!(matches!(
-        build(&r, "2.1.332", Operation::Execute),
-        Err(AssemblyError::Unsafe(_))
-    ));
+    let err = build(&r, "2.1.332", Operation::Execute).unwrap_err();
+    assert!(err.is_safety(), "{err}");
 }
 
 #[test]
@@ -373,16 +430,8 @@ fn assembly_refuses_forbidden_modes() {
     for mode in crate::safety::FORBIDDEN_MODES {
         let mut r = runner();
         r.permission_mode = mode.to_string();
-        assert!(
-            matches!(
-                build(&r, "2.1.332", Operation::Execute),
-                Err(AssemblyError::Forbidden {
-                    field: "permissionMode",
-                    ..
-                })
-            ),
-            "{mode}"
-        );
+        let err = build(&r, "2.1.332", Operation::Execute).unwrap_err();
+        assert!(err.is_safety(), "{mode}: {err}");
     }
 }
 
@@ -399,7 +448,7 @@ fn command_args_cannot_reset_the_tool_policy() {
         assert!(
             matches!(
                 build(&r, "2.1.332", Operation::Execute),
-                Err(AssemblyError::ManagedFlag(_))
+                Err(AssemblyError::Refused(_))
             ),
             "{args:?}"
         );
@@ -411,4 +460,102 @@ fn a_model_named_auto_is_not_a_permission_mode() {
     let mut r = runner();
     r.command_args = vec!["--fallback-model".into(), "auto".into()];
     assert!(build(&r, "2.1.332", Operation::Execute).is_ok());
+}
+
+#[test]
+fn file_tools_are_scoped_and_protected_paths_denied() {
+    let req = build(&runner(), "2.1.332", Operation::Execute).unwrap();
+    let allowed = list_of(&req, "--allowedTools");
+    assert_eq!(
+        allowed,
+        [
+            "Read(./**)",
+            "Glob(./**)",
+            "Grep(./**)",
+            "Edit(./**)",
+            "Bash(git status *)",
+            "Bash(cargo test *)"
+        ]
+    );
+    let denied = list_of(&req, "--disallowedTools");
+    for rule in [
+        "Edit(./.git/**)",
+        "Edit(./.specbridge/**)",
+        "Edit(./.claude/**)",
+        "Edit(./specbridge.yaml)",
+        "Edit(./prompts/implement.md)",
+        "Edit(./docs/spec.md)",
+        "Edit(./db/migrations/**)",
+    ] {
+        assert!(denied.iter().any(|d| d == rule), "{rule}: {denied:?}");
+    }
+    let generate = build(&runner(), "2.1.332", Operation::Generate).unwrap();
+    assert_eq!(
+        list_of(&generate, "--allowedTools"),
+        ["Read(./**)", "Glob(./**)", "Grep(./**)"]
+    );
+}
+
+#[test]
+fn settings_are_isolated_and_bash_is_sandboxed() {
+    let mut r = runner();
+    r.setting_sources = None;
+    let req = build(&r, "2.1.332", Operation::Execute).unwrap();
+    assert_eq!(value_of(&req, "--setting-sources"), Some(""));
+    assert!(req.argv.iter().any(|a| a == "--strict-mcp-config"));
+    assert!(req.argv.iter().any(|a| a == "--restricted"));
+    let settings: serde_json::Value =
+        serde_json::from_str(value_of(&req, "--settings").unwrap()).unwrap();
+    assert_eq!(settings["sandbox"]["enabled"], true);
+    assert_eq!(settings["sandbox"]["failIfUnavailable"], true);
+    assert_eq!(req.tool_policy.sandbox.status, SandboxStatus::On);
+    assert_eq!(req.tool_policy.setting_sources, Some(vec![]));
+    // Without Bash there is nothing to sandbox.
+    r.tools = vec!["Read".into(), "Edit".into()];
+    let req = build(&r, "2.1.332", Operation::Execute).unwrap();
+    assert_eq!(value_of(&req, "--settings"), None);
+    assert_eq!(req.tool_policy.sandbox.status, SandboxStatus::NotNeeded);
+}
+
+#[test]
+fn an_opt_in_to_setting_sources_drops_restricted_and_is_warned() {
+    let req = build(&runner(), "2.1.332", Operation::Execute).unwrap();
+    assert_eq!(value_of(&req, "--setting-sources"), Some("user"));
+    assert!(!req.argv.iter().any(|a| a == "--restricted"));
+    assert!(req.warnings.iter().any(|w| w.contains("settingSources")));
+}
+
+#[test]
+fn bash_without_a_usable_sandbox_is_refused_unless_opted_out() {
+    // A CLI whose sandbox settings were never verified.
+    let err = build(&runner(), "2.1.100", Operation::Execute).unwrap_err();
+    assert!(matches!(err, AssemblyError::SandboxUnavailable(_)), "{err}");
+    assert!(!err.is_safety());
+    // A machine without bubblewrap.
+    let caps = captured("2.1.332");
+    let r = runner();
+    let missing = crate::sandbox::SandboxSupport {
+        bubblewrap: None,
+        socat: None,
+        failure: None,
+    };
+    let err = assemble(&InvocationInput {
+        runner: &r,
+        capabilities: &caps,
+        operation: Operation::Execute,
+        schema: None,
+        repo_root: Path::new("/repo"),
+        session_id: None,
+        protected: None,
+        sandbox_support: Some(&missing),
+    })
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("apt-get install bubblewrap"),
+        "{err}"
+    );
+    // Opted out: assembled, without the sandbox, and warned about.
+    let req = build(&runner_for("2.1.100"), "2.1.100", Operation::Execute).unwrap();
+    assert_eq!(req.tool_policy.sandbox.status, SandboxStatus::Off);
+    assert!(req.warnings.iter().any(|w| w.contains("sandbox is off")));
 }

@@ -35,6 +35,15 @@ pub struct Capabilities {
     pub max_budget_usd: bool,
     pub effort: bool,
     pub setting_sources: bool,
+    /// `--strict-mcp-config`: MCP servers only from `--mcp-config`.
+    pub strict_mcp_config: bool,
+    pub mcp_config: bool,
+    /// `--restricted` (2.1.300+): settings files ignored, file tools confined to
+    /// the working directory, code-running tools only when `--tools` names them.
+    pub restricted: bool,
+    /// `--settings` is listed and the version is one whose sandbox settings were
+    /// verified (2.1.300+): specbridge can turn the sandbox on for Bash.
+    pub sandbox_settings: bool,
     pub plugin_dir: bool,
     pub no_session_persistence: bool,
     /// Never listed by any version, accepted by all (FACTS.md): always true.
@@ -62,7 +71,7 @@ impl CapabilityGap {
 }
 
 /// What each optional flag's absence means (DESIGN §5). Order is the report order.
-pub const OPTIONAL_MEANINGS: [(&str, &str); 9] = [
+pub const OPTIONAL_MEANINGS: [(&str, &str); 10] = [
     (
         "--json-schema",
         "structured output is read from the result text (a whole-text JSON document or the last fenced json block); runs are marked degraded",
@@ -86,7 +95,11 @@ pub const OPTIONAL_MEANINGS: [(&str, &str); 9] = [
     ("--effort", "the runner's `effort` setting is ignored"),
     (
         "--setting-sources",
-        "the runner's `settingSources` is ignored; the CLI loads its usual settings files",
+        "the CLI loads the user's, the project's and the local settings files, whose allow rules and hooks can widen the policy specbridge records; runs are marked degraded",
+    ),
+    (
+        "--strict-mcp-config",
+        "MCP servers configured in settings files may be loaded; runs are marked degraded",
     ),
     (
         "--plugin-dir",
@@ -124,7 +137,7 @@ impl Capabilities {
             (None, None) => false,
         };
         Capabilities {
-            version,
+            version: version.clone(),
             print: has("--print"),
             output_format: has("--output-format"),
             stream_json: stream_listed && has("--verbose"),
@@ -143,6 +156,13 @@ impl Capabilities {
             max_budget_usd: has("--max-budget-usd"),
             effort: has("--effort"),
             setting_sources: has("--setting-sources"),
+            strict_mcp_config: has("--strict-mcp-config"),
+            mcp_config: has("--mcp-config"),
+            restricted: has("--restricted"),
+            sandbox_settings: has("--settings")
+                && version
+                    .as_deref()
+                    .is_some_and(|v| version_at_least(v, SANDBOX_VERIFIED_SINCE)),
             plugin_dir: has("--plugin-dir"),
             no_session_persistence: has("--no-session-persistence"),
             max_turns: true,
@@ -196,6 +216,7 @@ impl Capabilities {
             self.max_budget_usd,
             self.effort,
             self.setting_sources,
+            self.strict_mcp_config,
             self.plugin_dir,
             self.no_session_persistence,
         ];
@@ -227,6 +248,24 @@ impl Capabilities {
             None
         }
     }
+}
+
+/// The first version family whose sandbox settings (`sandbox.enabled`,
+/// `failIfUnavailable`, …) were verified to confine Bash commands. Older versions
+/// may ignore the keys silently, which would leave Bash unconfined.
+pub const SANDBOX_VERIFIED_SINCE: &str = "2.1.300";
+
+/// `a >= b` for `X.Y.Z` versions (a pre-release suffix is ignored).
+pub fn version_at_least(a: &str, b: &str) -> bool {
+    let parse = |v: &str| -> Vec<u64> {
+        v.split(['-', '+'])
+            .next()
+            .unwrap_or(v)
+            .split('.')
+            .map(|p| p.parse().unwrap_or(0))
+            .collect()
+    };
+    parse(a) >= parse(b)
 }
 
 /// `2.1.332 (Claude Code)` → `2.1.332`.

@@ -214,6 +214,11 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         }
     }
     let cwd = spec.cwd.display().to_string();
+    // Inherited names that would move the CLI's settings or loosen its checks: the
+    // agent never sees them (DESIGN §7, "Confinement").
+    let scrubbed = crate::policy::env::inherited_widening(
+        std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()),
+    );
     let request = RequestRecord::new(
         spec.request,
         RequestContext {
@@ -225,6 +230,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             schema_sha256: schema_sha256.as_deref(),
             prompt_sha256: &sha256_hex(spec.prompt.as_bytes()),
             cwd: &cwd,
+            scrubbed_env: &scrubbed,
         },
     );
     if let Err(e) = spec.run.write_json(&rel("request.json"), &request) {
@@ -283,6 +289,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        env_remove: scrubbed.clone(),
         stdin: Some(spec.prompt.as_bytes().to_vec()),
         stdout: Box::new(stdout_log),
         stderr: Box::new(stderr_log),

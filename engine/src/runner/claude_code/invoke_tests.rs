@@ -121,6 +121,7 @@ async fn a_forbidden_argument_is_refused_just_before_spawn() {
                 allowed_tools: vec![],
                 disallowed_tools: vec![],
                 permission_mode: "default".into(),
+                ..Default::default()
             },
             json_schema_inline: false,
             degraded: false,
@@ -175,6 +176,8 @@ fn assembled(runner: &ResolvedRunner, root: &Path, schema: &Value) -> Invocation
         schema: Some(schema),
         repo_root: root,
         session_id: None,
+        protected: None,
+        sandbox_support: None,
     })
     .unwrap()
 }

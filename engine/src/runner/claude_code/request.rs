@@ -77,6 +77,9 @@ pub struct RequestRecord {
     pub prompt_sha256: String,
     /// Names of the extra environment variables from `runner.env` (never values).
     pub env_names: Vec<String>,
+    /// Inherited variables removed from the agent's environment because they
+    /// change Claude Code's settings or permissions (names only).
+    pub scrubbed_env_names: Vec<String>,
     /// The working directory: the repository root.
     pub cwd: String,
 }
@@ -92,6 +95,8 @@ pub struct RequestContext<'a> {
     pub schema_sha256: Option<&'a str>,
     pub prompt_sha256: &'a str,
     pub cwd: &'a str,
+    /// Inherited names removed from the agent's environment.
+    pub scrubbed_env: &'a [String],
 }
 
 impl RequestRecord {
@@ -125,12 +130,19 @@ impl RequestRecord {
             max_stderr_bytes: runner.max_stderr_bytes.bytes(),
             session_id: request.session_id.map(|s| s.to_string()),
             skipped_flags: request.skipped_flags.clone(),
-            warnings: request.warnings.clone(),
+            warnings: {
+                let mut w = request.warnings.clone();
+                if !ctx.scrubbed_env.is_empty() {
+                    w.push(scrubbed_warning(ctx.scrubbed_env));
+                }
+                w
+            },
             degraded: request.degraded || schema_delivery == SchemaDeliveryRecord::ResultText,
             schema_delivery,
             schema_sha256: ctx.schema_sha256.map(str::to_string),
             prompt_sha256: ctx.prompt_sha256.to_string(),
             env_names: runner.env_names(),
+            scrubbed_env_names: ctx.scrubbed_env.to_vec(),
             cwd: ctx.cwd.to_string(),
         }
     }
@@ -142,6 +154,14 @@ impl RequestRecord {
         text.push('\n');
         text
     }
+}
+
+/// The warning recorded when inherited variables were removed.
+pub fn scrubbed_warning(names: &[String]) -> String {
+    format!(
+        "specbridge's environment sets {}, which change Claude Code's settings or permissions; removed from the agent's environment",
+        names.join(", ")
+    )
 }
 
 fn duration_ms(d: std::time::Duration) -> u64 {
