@@ -10,6 +10,7 @@ fn policy(tools: &[&str], allowed: &[&str], disallowed: &[&str]) -> ToolPolicy {
         allowed_tools: strings(allowed),
         disallowed_tools: strings(disallowed),
         permission_mode: "manual".into(),
+        ..ToolPolicy::default()
     }
 }
 
