@@ -191,9 +191,8 @@ pub async fn execute_run(
 /// The plan as it finally stood: instances in place of placeholders, each node
 /// with the input hash its stage reported.
 pub fn final_nodes(outcome: &RunOutcome) -> Vec<crate::store::PlanNode> {
-    outcome
-        .nodes
-        .iter()
+    plan_order(&outcome.nodes)
+        .into_iter()
         .map(|n| {
             let hash = outcome
                 .reports
@@ -201,6 +200,23 @@ pub fn final_nodes(outcome: &RunOutcome) -> Vec<crate::store::PlanNode> {
                 .and_then(|r| r.input_hash.clone());
             n.to_plan_node(hash)
         })
+        .collect()
+}
+
+/// Nodes in dependency order, ties broken by id: the order `plan.json`, the
+/// summary and `runs show` list stages in.
+pub fn plan_order(nodes: &[Node]) -> Vec<&Node> {
+    let graph = crate::dag::StageGraph::from_needs(
+        nodes
+            .iter()
+            .map(|n| (n.id.as_str(), n.needs.iter().map(String::as_str))),
+    );
+    let order = graph
+        .topo_order()
+        .unwrap_or_else(|_| nodes.iter().map(|n| n.id.clone()).collect());
+    order
+        .iter()
+        .filter_map(|id| nodes.iter().find(|n| &n.id == id))
         .collect()
 }
 
@@ -231,11 +247,7 @@ pub fn settle(outcome: &RunOutcome) -> (RunStatus, i32) {
     let exit_code = exit::most_severe(outcome.reports.values().map(|r| r.exit_code()));
     let status = if outcome.cancelled {
         RunStatus::Cancelled
-    } else if outcome
-        .statuses
-        .values()
-        .all(|s| *s == StageStatus::Succeeded)
-    {
+    } else if exit_code == exit::OK && outcome.statuses.values().all(|s| s.passed()) {
         RunStatus::Succeeded
     } else {
         RunStatus::Failed

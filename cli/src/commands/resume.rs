@@ -9,7 +9,7 @@ use specbridge_engine::resume::{
     ResumeSpec,
 };
 use specbridge_engine::store::{RunOptions, StoreError};
-use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
+use specbridge_engine::supervisor::{install_cancel_signals, CancelToken};
 use specbridge_stages::{PipelineExecutor, RunContext};
 
 use crate::args::ResumeArgs;
@@ -125,7 +125,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
     }
     let rt = run_cmd::runtime()?;
     let result = rt.block_on(async move {
-        let _ctrl_c = install_ctrl_c(cancel.clone());
+        let _signals = install_cancel_signals(cancel.clone());
         let r = opened.resume(spec, run_cmd::stage_lines(&progress)).await;
         if let Ok(mut progress) = progress.lock() {
             progress.finish();

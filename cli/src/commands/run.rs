@@ -4,13 +4,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
-use specbridge_engine::dag::StageGraph;
 use specbridge_engine::orchestrate::{self, overrides_map, RunSpec};
 use specbridge_engine::pipeline::resolve::DEFAULT_CONCURRENCY;
 use specbridge_engine::pipeline::{DurationSpec, RunOverrides, StageKind};
 use specbridge_engine::scheduler::{Node, StageExecutor, StageReport};
 use specbridge_engine::store::{RunOptions, RunnerInfo};
-use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
+use specbridge_engine::supervisor::{install_cancel_signals, CancelToken};
 use specbridge_engine::{exit, StageStatus};
 use specbridge_stages::{AgentSetup, PipelineExecutor, ProgressSink, RunContext};
 
@@ -165,7 +164,7 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
     };
     let rt = runtime()?;
     let result = rt.block_on(async move {
-        let _ctrl_c = install_ctrl_c(cancel.clone());
+        let _signals = install_cancel_signals(cancel.clone());
         let on_change = stage_lines(&progress);
         let r = orchestrate::execute_run(spec, on_change, |run| {
             if !json_out {
@@ -259,18 +258,7 @@ fn dry_run(
 
 /// Nodes in dependency order, ties broken by id.
 pub(crate) fn topo(nodes: &[Node]) -> Vec<&Node> {
-    let graph = StageGraph::from_needs(
-        nodes
-            .iter()
-            .map(|n| (n.id.as_str(), n.needs.iter().map(String::as_str))),
-    );
-    let order = graph
-        .topo_order()
-        .unwrap_or_else(|_| nodes.iter().map(|n| n.id.clone()).collect());
-    order
-        .iter()
-        .filter_map(|id| nodes.iter().find(|n| &n.id == id))
-        .collect()
+    orchestrate::plan_order(nodes)
 }
 
 /// The `--json` summary of a run.

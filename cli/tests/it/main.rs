@@ -10,4 +10,5 @@ mod real_cli;
 mod replay;
 mod resume;
 mod run_checks;
+mod signals;
 mod validate;

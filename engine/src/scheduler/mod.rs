@@ -146,13 +146,14 @@ pub async fn run_plan(
                 finish_unstarted(&mut st, &run, &id, status, reason, &mut on_change)?;
             }
         }
-        for (id, blocker) in st.blocked() {
-            let reason = format!("blocked: `{blocker}` did not succeed");
+        for (id, blocker, status) in st.blocked() {
+            let why = st.blocker_reason(&blocker, status);
+            let reason = format!("blocked by `{blocker}` ({why})");
             finish_unstarted(
                 &mut st,
                 &run,
                 &id,
-                StageStatus::Skipped,
+                StageStatus::Blocked,
                 reason,
                 &mut on_change,
             )?;
