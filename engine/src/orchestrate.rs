@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::pipeline::{PipelineFile, StageDef};
+use crate::pipeline::{PipelineFile, RunOverrides, StageDef};
 use crate::scheduler::{self, Node, RunOutcome, SchedulerOptions, StageExecutor, StageReport};
 use crate::status::{exit, RunStatus, StageStatus};
 use crate::store::{
@@ -159,6 +159,7 @@ pub async fn execute_run(
         concurrency: spec.options.concurrency.max(1) as usize,
         fail_fast: spec.options.fail_fast,
         budget_usd: spec.options.budget_usd,
+        spent_before_usd: 0.0,
     };
     let outcome =
         scheduler::run_plan(nodes, spec.executor.clone(), run.clone(), opts, on_change).await?;
@@ -281,6 +282,59 @@ pub(crate) fn pipeline_redactor(file: &PipelineFile) -> crate::redact::Redactor 
         }
     }
     crate::redact::Redactor::from_env(&env)
+}
+
+/// What the command line gives `run` and `resume` alike.
+#[derive(Debug, Clone, Default)]
+pub struct GivenOptions {
+    pub concurrency: Option<u32>,
+    pub only: Vec<String>,
+    pub fail_fast: bool,
+    pub allow_dirty: bool,
+    pub overrides: RunOverrides,
+    /// `--run-budget-usd`: the whole run's budget, over the pipeline's.
+    pub run_budget_usd: Option<f64>,
+}
+
+/// The options a run starts with (`recorded` is `None`) or a resume continues
+/// with: the command line's over the recorded ones over the pipeline's. One
+/// function for both, so that run and resume never disagree on a flag. Returns
+/// the overrides merged key by key as well.
+pub fn resolve_options(
+    given: &GivenOptions,
+    recorded: Option<&RunOptions>,
+    file: &PipelineFile,
+) -> (RunOptions, RunOverrides) {
+    let recorded_overrides: RunOverrides = recorded
+        .map(|r| {
+            let map: serde_json::Map<String, Value> = r.overrides.clone().into_iter().collect();
+            serde_json::from_value(Value::Object(map)).unwrap_or_default()
+        })
+        .unwrap_or_default();
+    let o = &given.overrides;
+    let overrides = RunOverrides {
+        max_turns: o.max_turns.or(recorded_overrides.max_turns),
+        max_budget_usd: o.max_budget_usd.or(recorded_overrides.max_budget_usd),
+        timeout: o.timeout.or(recorded_overrides.timeout),
+        model: o.model.clone().or(recorded_overrides.model),
+    };
+    let options = RunOptions {
+        concurrency: given
+            .concurrency
+            .or(recorded.map(|r| r.concurrency))
+            .or(file.concurrency)
+            .unwrap_or(crate::pipeline::resolve::DEFAULT_CONCURRENCY)
+            .max(1),
+        only: match recorded {
+            Some(r) => r.only.clone(),
+            None => given.only.clone(),
+        },
+        fail_fast: given.fail_fast || recorded.is_some_and(|r| r.fail_fast),
+        allow_dirty: given.allow_dirty || recorded.is_some_and(|r| r.allow_dirty),
+        overrides: overrides_map(&overrides),
+        budget_usd: given.run_budget_usd.or(file.budget.max_budget_usd),
+    };
+    (options, overrides)
 }
 
 /// Turn `--max-turns` style overrides into the record's map.
