@@ -118,9 +118,16 @@ pub struct OverrideArgs {
     /// Model for every agent stage
     #[arg(long, value_name = "M")]
     pub model: Option<String>,
+    /// Whole-run budget in US dollars, over the first run and every resume
+    /// (overrides the pipeline's `budget.maxBudgetUsd`; not part of any input hash)
+    #[arg(long, value_name = "X")]
+    pub run_budget_usd: Option<f64>,
     /// Stop scheduling new stages after the first failure
     #[arg(long)]
     pub fail_fast: bool,
+    /// Allow a dirty working tree (pre-existing changes are recorded and not attributed)
+    #[arg(long)]
+    pub allow_dirty: bool,
     /// Print one JSON summary on stdout and nothing else there
     #[arg(long)]
     pub json: bool,
@@ -133,9 +140,6 @@ pub struct RunArgs {
     /// Run only these stages and everything they need (repeatable)
     #[arg(long = "only", value_name = "STAGE")]
     pub only: Vec<String>,
-    /// Allow a dirty working tree (pre-existing changes are recorded and not attributed)
-    #[arg(long)]
-    pub allow_dirty: bool,
     /// Print the plan and every argv that would run, spawning nothing
     #[arg(long)]
     pub dry_run: bool,
@@ -181,6 +185,15 @@ pub struct ResumeArgs {
     /// Print, per stage, reuse or rerun and why
     #[arg(long)]
     pub dry_run: bool,
+    /// Run this stage again, and everything that depends on it (repeatable; `*`
+    /// and `?` match fan-out instances, e.g. `implement.*`)
+    #[arg(long = "rerun", value_name = "STAGE")]
+    pub rerun: Vec<String>,
+    /// First run the verification of every unverified execute stage again on the
+    /// working tree as it is now (a hand fix); a stage that passes is verified
+    /// without spawning an agent
+    #[arg(long)]
+    pub reverify: bool,
     #[command(flatten)]
     pub file: FileArg,
     #[command(flatten)]

@@ -92,6 +92,28 @@ impl GraphView {
                 ));
             }
         }
+        let styled: Vec<(&GraphNode, StatusStyle)> = self
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n, StatusStyle::of(n.status.as_deref()?)?)))
+            .collect();
+        for style in StatusStyle::ALL {
+            if styled.iter().any(|(_, s)| *s == style) {
+                out.push_str(&format!(
+                    "    classDef {} fill:{},stroke:{}\n",
+                    style.name(),
+                    style.fill(),
+                    style.stroke()
+                ));
+            }
+        }
+        for (n, style) in &styled {
+            out.push_str(&format!(
+                "    class {} {}\n",
+                mermaid_id(&n.id),
+                style.name()
+            ));
+        }
         out
     }
 
@@ -102,8 +124,16 @@ impl GraphView {
                 Some(st) => format!("{}\\n{} · {st}", n.id, n.kind),
                 None => format!("{}\\n{}", n.id, n.kind),
             };
+            let style = match n.status.as_deref().and_then(StatusStyle::of) {
+                Some(s) => format!(
+                    ", style=filled, fillcolor=\"{}\", color=\"{}\"",
+                    s.fill(),
+                    s.stroke()
+                ),
+                None => String::new(),
+            };
             out.push_str(&format!(
-                "    {} [label={}];\n",
+                "    {} [label={}{style}];\n",
                 dot_id(&n.id),
                 dot_string(&label)
             ));
@@ -119,6 +149,64 @@ impl GraphView {
 
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("serializable")
+    }
+}
+
+/// How a recorded status is drawn: a stage that passed its gate, one that ended at
+/// its gate, one that failed, one that never ran because of another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StatusStyle {
+    Passed,
+    Gate,
+    Failed,
+    Blocked,
+}
+
+impl StatusStyle {
+    const ALL: [StatusStyle; 4] = [
+        StatusStyle::Passed,
+        StatusStyle::Gate,
+        StatusStyle::Failed,
+        StatusStyle::Blocked,
+    ];
+
+    fn of(status: &str) -> Option<Self> {
+        use crate::status::StageStatus as S;
+        let parsed: S = serde_json::from_value(serde_json::Value::String(status.into())).ok()?;
+        Some(match parsed {
+            S::Pending | S::Running | S::Retired => return None,
+            s if s.passed() => StatusStyle::Passed,
+            s if s.is_gate_failure() => StatusStyle::Gate,
+            s if s.not_run() => StatusStyle::Blocked,
+            _ => StatusStyle::Failed,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            StatusStyle::Passed => "passed",
+            StatusStyle::Gate => "gateFailed",
+            StatusStyle::Failed => "failed",
+            StatusStyle::Blocked => "blocked",
+        }
+    }
+
+    fn fill(self) -> &'static str {
+        match self {
+            StatusStyle::Passed => "#d4edda",
+            StatusStyle::Gate => "#fff3cd",
+            StatusStyle::Failed => "#f8d7da",
+            StatusStyle::Blocked => "#e2e3e5",
+        }
+    }
+
+    fn stroke(self) -> &'static str {
+        match self {
+            StatusStyle::Passed => "#28a745",
+            StatusStyle::Gate => "#d39e00",
+            StatusStyle::Failed => "#dc3545",
+            StatusStyle::Blocked => "#6c757d",
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::pipeline::{PipelineFile, StageDef};
+use crate::pipeline::{PipelineFile, RunOverrides, StageDef};
 use crate::scheduler::{self, Node, RunOutcome, SchedulerOptions, StageExecutor, StageReport};
 use crate::status::{exit, RunStatus, StageStatus};
 use crate::store::{
@@ -180,6 +180,7 @@ pub async fn execute_run(
         concurrency: spec.options.concurrency.max(1) as usize,
         fail_fast: spec.options.fail_fast,
         budget_usd: spec.options.budget_usd,
+        spent_before_usd: 0.0,
     };
     let outcome =
         scheduler::run_plan(nodes, spec.executor.clone(), run.clone(), opts, on_change).await?;
@@ -212,9 +213,8 @@ pub async fn execute_run(
 /// The plan as it finally stood: instances in place of placeholders, each node
 /// with the input hash its stage reported.
 pub fn final_nodes(outcome: &RunOutcome) -> Vec<crate::store::PlanNode> {
-    outcome
-        .nodes
-        .iter()
+    plan_order(&outcome.nodes)
+        .into_iter()
         .map(|n| {
             let hash = outcome
                 .reports
@@ -222,6 +222,23 @@ pub fn final_nodes(outcome: &RunOutcome) -> Vec<crate::store::PlanNode> {
                 .and_then(|r| r.input_hash.clone());
             n.to_plan_node(hash)
         })
+        .collect()
+}
+
+/// Nodes in dependency order, ties broken by id: the order `plan.json`, the
+/// summary and `runs show` list stages in.
+pub fn plan_order(nodes: &[Node]) -> Vec<&Node> {
+    let graph = crate::dag::StageGraph::from_needs(
+        nodes
+            .iter()
+            .map(|n| (n.id.as_str(), n.needs.iter().map(String::as_str))),
+    );
+    let order = graph
+        .topo_order()
+        .unwrap_or_else(|_| nodes.iter().map(|n| n.id.clone()).collect());
+    order
+        .iter()
+        .filter_map(|id| nodes.iter().find(|n| &n.id == id))
         .collect()
 }
 
@@ -252,11 +269,7 @@ pub fn settle(outcome: &RunOutcome) -> (RunStatus, i32) {
     let exit_code = exit::most_severe(outcome.reports.values().map(|r| r.exit_code()));
     let status = if outcome.cancelled {
         RunStatus::Cancelled
-    } else if outcome
-        .statuses
-        .values()
-        .all(|s| *s == StageStatus::Succeeded)
-    {
+    } else if exit_code == exit::OK && outcome.statuses.values().all(|s| s.passed()) {
         RunStatus::Succeeded
     } else {
         RunStatus::Failed
@@ -279,6 +292,59 @@ pub fn display_rel(root: &Path, path: &Path) -> String {
     p.strip_prefix(&r)
         .map(|x| x.display().to_string())
         .unwrap_or_else(|_| path.display().to_string())
+}
+
+/// What the command line gives `run` and `resume` alike.
+#[derive(Debug, Clone, Default)]
+pub struct GivenOptions {
+    pub concurrency: Option<u32>,
+    pub only: Vec<String>,
+    pub fail_fast: bool,
+    pub allow_dirty: bool,
+    pub overrides: RunOverrides,
+    /// `--run-budget-usd`: the whole run's budget, over the pipeline's.
+    pub run_budget_usd: Option<f64>,
+}
+
+/// The options a run starts with (`recorded` is `None`) or a resume continues
+/// with: the command line's over the recorded ones over the pipeline's. One
+/// function for both, so that run and resume never disagree on a flag. Returns
+/// the overrides merged key by key as well.
+pub fn resolve_options(
+    given: &GivenOptions,
+    recorded: Option<&RunOptions>,
+    file: &PipelineFile,
+) -> (RunOptions, RunOverrides) {
+    let recorded_overrides: RunOverrides = recorded
+        .map(|r| {
+            let map: serde_json::Map<String, Value> = r.overrides.clone().into_iter().collect();
+            serde_json::from_value(Value::Object(map)).unwrap_or_default()
+        })
+        .unwrap_or_default();
+    let o = &given.overrides;
+    let overrides = RunOverrides {
+        max_turns: o.max_turns.or(recorded_overrides.max_turns),
+        max_budget_usd: o.max_budget_usd.or(recorded_overrides.max_budget_usd),
+        timeout: o.timeout.or(recorded_overrides.timeout),
+        model: o.model.clone().or(recorded_overrides.model),
+    };
+    let options = RunOptions {
+        concurrency: given
+            .concurrency
+            .or(recorded.map(|r| r.concurrency))
+            .or(file.concurrency)
+            .unwrap_or(crate::pipeline::resolve::DEFAULT_CONCURRENCY)
+            .max(1),
+        only: match recorded {
+            Some(r) => r.only.clone(),
+            None => given.only.clone(),
+        },
+        fail_fast: given.fail_fast || recorded.is_some_and(|r| r.fail_fast),
+        allow_dirty: given.allow_dirty || recorded.is_some_and(|r| r.allow_dirty),
+        overrides: overrides_map(&overrides),
+        budget_usd: given.run_budget_usd.or(file.budget.max_budget_usd),
+    };
+    (options, overrides)
 }
 
 /// Turn `--max-turns` style overrides into the record's map.

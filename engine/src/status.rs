@@ -58,7 +58,17 @@ pub enum StageStatus {
     Cancelled,
     RunnerUnavailable,
     SafetyViolation,
-    /// Not run because a stage it needs did not succeed.
+    /// An execute stage whose change is not proven to work: a required
+    /// verification failed, nothing was configured to verify it, or its changes
+    /// cannot be attributed (evidence `implemented-unverified`). A gate failure.
+    Unverified,
+    /// An execute stage that changed no file (evidence `no-change`). A gate failure.
+    NoChange,
+    /// A check stage whose command ran and exited nonzero. A gate failure.
+    CheckFailed,
+    /// Not run because a stage it needs did not pass its gate.
+    Blocked,
+    /// Not run: `--fail-fast` stopped scheduling after a failure.
     Skipped,
     /// Left `running` by a specbridge process that died; found by resume.
     Interrupted,
@@ -80,6 +90,10 @@ impl StageStatus {
             StageStatus::Cancelled => "cancelled",
             StageStatus::RunnerUnavailable => "runner-unavailable",
             StageStatus::SafetyViolation => "safety-violation",
+            StageStatus::Unverified => "unverified",
+            StageStatus::NoChange => "no-change",
+            StageStatus::CheckFailed => "check-failed",
+            StageStatus::Blocked => "blocked",
             StageStatus::Skipped => "skipped",
             StageStatus::Interrupted => "interrupted",
             StageStatus::Retired => "retired",
@@ -91,6 +105,26 @@ impl StageStatus {
         !matches!(self, StageStatus::Pending | StageStatus::Running)
     }
 
+    /// Whether the stage passed its gate (DESIGN §4): the only status anything may
+    /// build on, and the only one resume reuses.
+    pub fn passed(self) -> bool {
+        self == StageStatus::Succeeded
+    }
+
+    /// Whether the stage ended at its gate: it ran to the end, but what it
+    /// produced did not pass (exit 1).
+    pub fn is_gate_failure(self) -> bool {
+        matches!(
+            self,
+            StageStatus::Unverified | StageStatus::NoChange | StageStatus::CheckFailed
+        )
+    }
+
+    /// Whether the stage never ran because of another stage (blocked, skipped).
+    pub fn not_run(self) -> bool {
+        matches!(self, StageStatus::Blocked | StageStatus::Skipped)
+    }
+
     /// The exit code this status contributes to the run's.
     pub fn exit_code(self) -> i32 {
         match self {
@@ -98,7 +132,11 @@ impl StageStatus {
             | StageStatus::Pending
             | StageStatus::Running
             | StageStatus::Skipped
+            | StageStatus::Blocked
             | StageStatus::Retired => exit::OK,
+            StageStatus::Unverified | StageStatus::NoChange | StageStatus::CheckFailed => {
+                exit::GATE
+            }
             StageStatus::Failed
             | StageStatus::MalformedOutput
             | StageStatus::MaxTurns
@@ -142,6 +180,17 @@ impl EvidenceStatus {
         match self {
             EvidenceStatus::Verified | EvidenceStatus::Failed => exit::OK,
             EvidenceStatus::ImplementedUnverified | EvidenceStatus::NoChange => exit::GATE,
+        }
+    }
+
+    /// The stage status an execute stage ends with when its runner succeeded, it
+    /// broke no rule and its output validated: only `verified` passes the gate.
+    pub fn stage_status(self) -> StageStatus {
+        match self {
+            EvidenceStatus::Verified => StageStatus::Succeeded,
+            EvidenceStatus::ImplementedUnverified => StageStatus::Unverified,
+            EvidenceStatus::NoChange => StageStatus::NoChange,
+            EvidenceStatus::Failed => StageStatus::Failed,
         }
     }
 }

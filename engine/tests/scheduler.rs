@@ -93,6 +93,7 @@ fn opts(concurrency: usize) -> SchedulerOptions {
         concurrency,
         fail_fast: false,
         budget_usd: None,
+        spent_before_usd: 0.0,
     }
 }
 
@@ -115,7 +116,7 @@ async fn diamond_with_a_failing_branch_skips_only_its_dependents() {
     assert_eq!(st["a"], StageStatus::Succeeded);
     assert_eq!(st["b"], StageStatus::Succeeded);
     assert_eq!(st["c"], StageStatus::Failed);
-    assert_eq!(st["d"], StageStatus::Skipped);
+    assert_eq!(st["d"], StageStatus::Blocked);
     assert_eq!(
         st["f"],
         StageStatus::Succeeded,

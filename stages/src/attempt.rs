@@ -21,7 +21,7 @@ use specbridge_engine::StageStatus;
 use crate::agent::{AgentSetup, DetectedRunner};
 use crate::context::RunContext;
 use crate::input_hash::{agent_settings, input_hash, input_parts, HashInputs};
-use crate::prompt::{render, PromptSource};
+use crate::prompt::{render, PromptContext, PromptSource};
 use crate::schema::{self, StageSchema};
 use crate::upstream::stage_inputs_in;
 
@@ -42,9 +42,14 @@ pub struct Prepared {
 pub struct AttemptInputs {
     pub runner: ResolvedRunner,
     pub schema: StageSchema,
+    /// The prompt rendered with `attempt.previous` null: what the hash covers.
     pub prompt: String,
     pub input_hash: String,
     pub input_parts: InputParts,
+    /// Where the prompt came from and what it was rendered with, to render it
+    /// again with `attempt.previous` for a re-run.
+    pub source: PromptSource,
+    pub context: PromptContext,
 }
 
 /// The runner, schema, rendered prompt and input hash of an agent stage, from the
@@ -101,12 +106,8 @@ pub fn attempt_inputs(
             ));
         }
     }
-    let prompt = render(
-        &source,
-        &format!("of stage `{}`", stage.id),
-        &inputs.context,
-    )
-    .map_err(|e| (StageStatus::Failed, e.to_string()))?;
+    let prompt = render(&source, &prompt_name(stage), &inputs.context)
+        .map_err(|e| (StageStatus::Failed, e.to_string()))?;
     let settings = agent_settings(&runner);
     let hash_inputs = HashInputs {
         stage,
@@ -123,7 +124,13 @@ pub fn attempt_inputs(
         runner,
         schema,
         prompt,
+        source,
+        context: inputs.context,
     })
+}
+
+fn prompt_name(stage: &StageDef) -> String {
+    format!("of stage `{}`", stage.id)
 }
 
 /// A stage that stopped before anything was spawned.
@@ -159,8 +166,18 @@ pub fn prepare(
         prompt,
         input_hash: hash,
         input_parts: parts,
+        source,
+        context,
     } = attempt_inputs(ctx, stage, &sr.node, sr.run.dir())
         .map_err(|(status, reason)| stop(status, reason))?;
+    // A re-run is told why the attempt before it did not pass.
+    let prompt = match crate::previous::read(sr.run.dir(), &sr.node.id, sr.attempt, &redactor) {
+        None => prompt,
+        Some(previous) => {
+            crate::previous::prompt_with(&source, &prompt_name(stage), &context, prompt, previous)
+                .map_err(|e| stop(StageStatus::Failed, redactor.redact_str(&e.to_string())))?
+        }
+    };
     let recording = agent.replay.recording_for(&runner);
     // A replayed stage needs its recording (same input hash); without one it fails
     // with the reason, or runs live when the user asked for that.

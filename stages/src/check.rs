@@ -191,7 +191,7 @@ pub fn classify(p: &ProcessRecord) -> StageReport {
     } else if p.exit_code == Some(0) {
         (StageStatus::Succeeded, None)
     } else if let Some(code) = p.exit_code {
-        (StageStatus::Failed, Some(format!("exit code {code}")))
+        (StageStatus::CheckFailed, Some(format!("exit code {code}")))
     } else {
         (
             StageStatus::Failed,

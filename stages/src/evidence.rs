@@ -290,10 +290,15 @@ pub fn require_repository_root(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Before a run with execute stages starts anything (DESIGN §7): the working tree
-/// must be clean unless `--allow-dirty`, since uncommitted changes could not be
-/// told apart from the agent's.
-pub fn require_clean_start(root: &Path, allow_dirty: bool) -> Result<(), String> {
+/// Before a run or a resume with execute stages starts anything (DESIGN §7): the
+/// working tree must hold no change but the run's own (`run_dir`, resume) unless
+/// `--allow-dirty`, since other uncommitted changes could not be told apart from
+/// the agent's.
+pub fn require_clean_start(
+    root: &Path,
+    allow_dirty: bool,
+    run_dir: Option<&Path>,
+) -> Result<(), String> {
     if allow_dirty {
         return Ok(());
     }
@@ -303,7 +308,18 @@ pub fn require_clean_start(root: &Path, allow_dirty: bool) -> Result<(), String>
             crate::error_chain(&e)
         )
     })?;
-    specbridge_engine::evidence::require_clean_start(&snap, false).map_err(|e| e.to_string())
+    let Some(run_dir) = run_dir else {
+        return specbridge_engine::evidence::require_clean_start(&snap, false)
+            .map_err(|e| e.to_string());
+    };
+    let ledger = TreeLedger::default();
+    ledger.seed_from_run(run_dir);
+    let paths = foreign_changes(&snap, &ledger);
+    if paths.is_empty() {
+        Ok(())
+    } else {
+        Err(specbridge_engine::evidence::EvidenceError::DirtyTree { paths }.to_string())
+    }
 }
 
 /// Files under `.specbridge/` by path, with what identifies a version of them

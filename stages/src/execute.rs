@@ -183,6 +183,9 @@ pub async fn run_execute(
             return report;
         }
     }
+    // The gate: only verified evidence passes; anything else is its own status
+    // and blocks what depends on this stage.
+    report.status = gathered.decision.status.stage_status();
     if gathered.decision.status != EvidenceStatus::Verified {
         report.outcome = Some(gathered.decision.reasons.join("; "));
     }

@@ -15,6 +15,7 @@ pub mod fanout;
 pub mod generate;
 pub mod init;
 pub mod input_hash;
+pub mod previous;
 pub mod prompt;
 pub mod schema;
 pub mod secrets;

@@ -67,6 +67,16 @@ pub struct PromptContext {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub item: Option<Value>,
     pub stages: BTreeMap<String, UpstreamView>,
+    /// `attempt.previous`: what went wrong in the attempt before this one (null on
+    /// a first attempt). Never part of the input hash: the hash is taken over the
+    /// prompt rendered with it null.
+    pub attempt: AttemptView,
+}
+
+/// The `attempt` template variable.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AttemptView {
+    pub previous: Option<crate::previous::PreviousAttempt>,
 }
 
 /// Read (if a file) and render a prompt. The result is sent byte for byte.
@@ -75,7 +85,12 @@ pub fn render(
     name: &str,
     ctx: &PromptContext,
 ) -> Result<String, PromptError> {
-    let (template, name) = match source {
+    let (template, name) = read(source, name)?;
+    render_text(&template, &name, ctx)
+}
+
+fn read(source: &PromptSource, name: &str) -> Result<(String, String), PromptError> {
+    Ok(match source {
         PromptSource::File(p) => (
             std::fs::read_to_string(p).map_err(|e| PromptError::Read {
                 path: p.clone(),
@@ -84,8 +99,7 @@ pub fn render(
             p.display().to_string(),
         ),
         PromptSource::Inline(t) => (t.clone(), name.to_string()),
-    };
-    render_text(&template, &name, ctx)
+    })
 }
 
 /// Render template text.
@@ -116,7 +130,7 @@ fn describe(e: &minijinja::Error) -> String {
         msg.push_str(d);
     }
     if e.kind() == minijinja::ErrorKind::UndefinedError {
-        msg.push_str(" (only `pipeline`, `stage`, `item` and `stages.<id>` of stages this one needs are defined)");
+        msg.push_str(" (only `pipeline`, `stage`, `item`, `attempt` and `stages.<id>` of stages this one needs are defined)");
     }
     msg
 }
@@ -140,6 +154,7 @@ mod tests {
             stage: json!({"id": "tasks"}),
             item: None,
             stages,
+            attempt: AttemptView::default(),
         }
     }
 

@@ -103,6 +103,7 @@ pub fn stage_inputs_in(
             stage: stage_value,
             item,
             stages,
+            attempt: Default::default(),
         },
         upstream_hashes,
     })

@@ -2,27 +2,26 @@
 
 use serde_json::json;
 use specbridge_engine::exit;
-use specbridge_engine::orchestrate::overrides_map;
-use specbridge_engine::pipeline::{ResolvedRunner, RunOverrides};
+use specbridge_engine::orchestrate;
+use specbridge_engine::pipeline::ResolvedRunner;
 use specbridge_engine::resume::{
-    open_for_resume, plan_dry_run, Action, Decision, OpenedRun, ResumeError, ResumeResult,
-    ResumeSpec,
+    open_for_resume, plan_dry_run, Action, Decision, Forced, ResumeError, ResumeResult, ResumeSpec,
 };
-use specbridge_engine::store::{RunOptions, StoreError};
-use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
+use specbridge_engine::store::StoreError;
+use specbridge_engine::supervisor::{install_cancel_signals, CancelToken};
 use specbridge_stages::{PipelineExecutor, RunContext};
 
 use crate::args::ResumeArgs;
 use crate::commands::detect::{self, Detection};
 use crate::commands::load::load_valid;
-use crate::commands::run::{self as run_cmd, overrides};
+use crate::commands::run::{self as run_cmd, given_options, preflight};
 use crate::commands::Workspace;
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 use crate::table::Table;
 
 pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
-    let given = overrides(&args.overrides)?;
+    let given = given_options(&args.overrides, &[])?;
     let json_out = args.overrides.json;
     let opened = open_for_resume(&ws.root, &args.run).map_err(|e| refused(printer, e))?;
     for f in &opened.findings {
@@ -56,31 +55,28 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
         .clone()
         .or_else(|| Some(ws.root.join(&opened.record.pipeline.path)));
     let source = load_valid(ws, file, printer)?;
-    let ov = merged_overrides(&opened, given);
-    let recorded = &opened.record.options;
-    let options = RunOptions {
-        concurrency: args
-            .overrides
-            .concurrency
-            .unwrap_or(recorded.concurrency)
-            .max(1),
-        only: recorded.only.clone(),
-        fail_fast: args.overrides.fail_fast || recorded.fail_fast,
-        allow_dirty: recorded.allow_dirty,
-        overrides: overrides_map(&ov),
-        budget_usd: source.file.budget.max_budget_usd,
-    };
+    let (options, ov) =
+        orchestrate::resolve_options(&given, Some(&opened.record.options), &source.file);
     let cancel = CancelToken::new();
     let ctx = RunContext::new(
         &ws.root,
         &source,
         ov.clone(),
         cancel.clone(),
-        recorded.allow_dirty,
+        options.allow_dirty,
     );
     let nodes = opened
         .nodes(&source)
         .map_err(|e| CliError::Config(e.to_string()))?;
+    if let Some(p) = opened.unknown_reruns(&args.rerun, &nodes).first() {
+        return Err(CliError::Config(format!(
+            "--rerun {p}: no stage or fan-out instance of run {} has this id",
+            opened.id
+        )));
+    }
+    if !args.dry_run {
+        preflight(ws, &nodes, options.allow_dirty, Some(&opened.dir))?;
+    }
 
     if args.dry_run {
         let executor = PipelineExecutor::new(ctx);
@@ -90,6 +86,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
             executor.as_ref(),
             &opened.dir,
             &ws.root,
+            &Forced::new(args.rerun.clone()),
         );
         print_decisions(printer, &opened.id, &decisions, json_out, true);
         return Ok(exit::OK);
@@ -123,13 +120,14 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
         warnings,
         executor,
         kill_grace,
+        rerun: args.rerun.clone(),
     };
     if !json_out {
         printer.err(format!("run {} resumed", opened.id));
     }
     let rt = run_cmd::runtime()?;
     let result = rt.block_on(async move {
-        let _ctrl_c = install_ctrl_c(cancel.clone());
+        let _signals = install_cancel_signals(cancel.clone());
         let r = opened.resume(spec, run_cmd::stage_lines(&progress)).await;
         if let Ok(mut progress) = progress.lock() {
             progress.finish();
@@ -139,25 +137,6 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
     let result = result.map_err(|e| refused(printer, e))?;
     print_result(printer, &result, json_out);
     Ok(result.run.exit_code)
-}
-
-/// The overrides the run was recorded with, replaced key by key by this resume's.
-fn merged_overrides(opened: &OpenedRun, given: RunOverrides) -> RunOverrides {
-    let map: serde_json::Map<String, serde_json::Value> = opened
-        .record
-        .options
-        .overrides
-        .clone()
-        .into_iter()
-        .collect();
-    let recorded: RunOverrides =
-        serde_json::from_value(serde_json::Value::Object(map)).unwrap_or_default();
-    RunOverrides {
-        max_turns: given.max_turns.or(recorded.max_turns),
-        max_budget_usd: given.max_budget_usd.or(recorded.max_budget_usd),
-        timeout: given.timeout.or(recorded.timeout),
-        model: given.model.or(recorded.model),
-    }
 }
 
 /// A resume that could not start: in use or unreadable (exit 2), or records that

@@ -4,14 +4,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
-use specbridge_engine::dag::StageGraph;
-use specbridge_engine::orchestrate::{self, overrides_map, RunSpec};
-use specbridge_engine::pipeline::resolve::DEFAULT_CONCURRENCY;
+use specbridge_engine::orchestrate::{self, GivenOptions, RunSpec};
 use specbridge_engine::pipeline::{DurationSpec, PipelineFile, RunOverrides, StageKind};
 use specbridge_engine::sandbox::SandboxSupport;
 use specbridge_engine::scheduler::{Node, StageExecutor, StageReport};
-use specbridge_engine::store::{RunOptions, RunnerInfo};
-use specbridge_engine::supervisor::{install_ctrl_c, CancelToken};
+use specbridge_engine::store::RunnerInfo;
+use specbridge_engine::supervisor::{install_cancel_signals, CancelToken};
 use specbridge_engine::{exit, StageStatus};
 use specbridge_stages::{confine, AgentSetup, PipelineExecutor, ProgressSink, RunContext};
 
@@ -42,6 +40,13 @@ pub fn overrides(o: &OverrideArgs) -> CliResult<RunOverrides> {
     if o.max_turns == Some(0) {
         return Err(CliError::Config("--max-turns: expected at least 1".into()));
     }
+    if let Some(x) = o.run_budget_usd {
+        if !(x.is_finite() && x > 0.0) {
+            return Err(CliError::Config(format!(
+                "--run-budget-usd: expected a positive amount, got {x}"
+            )));
+        }
+    }
     if o.concurrency == Some(0) {
         return Err(CliError::Config(
             "--concurrency: expected at least 1".into(),
@@ -53,6 +58,38 @@ pub fn overrides(o: &OverrideArgs) -> CliResult<RunOverrides> {
         timeout,
         model: o.model.clone(),
     })
+}
+
+/// The flags `run` and `resume` share, checked.
+pub fn given_options(o: &OverrideArgs, only: &[String]) -> CliResult<GivenOptions> {
+    Ok(GivenOptions {
+        concurrency: o.concurrency,
+        only: only.to_vec(),
+        fail_fast: o.fail_fast,
+        allow_dirty: o.allow_dirty,
+        overrides: overrides(o)?,
+        run_budget_usd: o.run_budget_usd,
+    })
+}
+
+/// What `run` and `resume` refuse before anything is spawned or created
+/// (detection included), each with exit 2: agent stages outside a repository's
+/// root, execute stages on a tree with changes that are not the run's own
+/// (`run_dir`, resume) unless `--allow-dirty`.
+pub fn preflight(
+    ws: &Workspace,
+    nodes: &[Node],
+    allow_dirty: bool,
+    run_dir: Option<&Path>,
+) -> CliResult<()> {
+    if nodes.iter().any(|n| n.kind.is_agent()) {
+        specbridge_stages::evidence::require_repository_root(&ws.root).map_err(CliError::Config)?;
+    }
+    if nodes.iter().any(|n| n.kind == StageKind::Execute) {
+        specbridge_stages::evidence::require_clean_start(&ws.root, allow_dirty, run_dir)
+            .map_err(CliError::Config)?;
+    }
+    Ok(())
 }
 
 pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
@@ -84,16 +121,12 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
 
 fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&Path>) -> CliResult {
     let source = load_valid(ws, args.file.file.clone(), printer)?;
-    let ov = overrides(&args.overrides)?;
+    let given = given_options(&args.overrides, &args.only)?;
+    let (options, ov) = orchestrate::resolve_options(&given, None, &source.file);
     let nodes = orchestrate::plan_nodes(&source.file, &args.only)
         .map_err(|e| CliError::Config(e.to_string()))?;
-    // Refused before anything is spawned or created (detection included).
-    if !args.dry_run && nodes.iter().any(|n| n.kind.is_agent()) {
-        specbridge_stages::evidence::require_repository_root(&ws.root).map_err(CliError::Config)?;
-    }
-    if !args.dry_run && nodes.iter().any(|n| n.kind == StageKind::Execute) {
-        specbridge_stages::evidence::require_clean_start(&ws.root, args.allow_dirty)
-            .map_err(CliError::Config)?;
+    if !args.dry_run {
+        preflight(ws, &nodes, options.allow_dirty, None)?;
     }
     let sandbox = command_sandbox(&source.file, &nodes, args.dry_run)?;
     let cancel = CancelToken::new();
@@ -102,7 +135,7 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
         &source,
         ov.clone(),
         cancel.clone(),
-        args.allow_dirty,
+        options.allow_dirty,
     );
     ctx.bubblewrap = sandbox.bubblewrap;
     // Recordings are audited before anything else happens.
@@ -147,18 +180,6 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
     let progress = live_progress(printer, json_out, &mut agent);
     let executor = PipelineExecutor::with_agent(ctx, agent);
 
-    let options = RunOptions {
-        concurrency: args
-            .overrides
-            .concurrency
-            .or(source.file.concurrency)
-            .unwrap_or(DEFAULT_CONCURRENCY),
-        only: args.only.clone(),
-        fail_fast: args.overrides.fail_fast,
-        allow_dirty: args.allow_dirty,
-        overrides: overrides_map(&ov),
-        budget_usd: source.file.budget.max_budget_usd,
-    };
     let spec = RunSpec {
         root: ws.root.clone(),
         source,
@@ -169,7 +190,7 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
     };
     let rt = runtime()?;
     let result = rt.block_on(async move {
-        let _ctrl_c = install_ctrl_c(cancel.clone());
+        let _signals = install_cancel_signals(cancel.clone());
         let on_change = stage_lines(&progress);
         let r = orchestrate::execute_run(spec, on_change, |run| {
             if !json_out {
@@ -286,18 +307,7 @@ fn dry_run(
 
 /// Nodes in dependency order, ties broken by id.
 pub(crate) fn topo(nodes: &[Node]) -> Vec<&Node> {
-    let graph = StageGraph::from_needs(
-        nodes
-            .iter()
-            .map(|n| (n.id.as_str(), n.needs.iter().map(String::as_str))),
-    );
-    let order = graph
-        .topo_order()
-        .unwrap_or_else(|_| nodes.iter().map(|n| n.id.clone()).collect());
-    order
-        .iter()
-        .filter_map(|id| nodes.iter().find(|n| &n.id == id))
-        .collect()
+    orchestrate::plan_order(nodes)
 }
 
 /// The `--json` summary of a run.

@@ -106,7 +106,7 @@ fn a_change_that_passes_verification_is_verified() {
 #[test]
 fn an_attempt_that_changes_nothing_is_no_change() {
     let ctx = execute_ctx("success", None);
-    let ev = run_expect(&ctx, &["run"], 1, "succeeded", "no-change");
+    let ev = run_expect(&ctx, &["run"], 1, "no-change", "no-change");
     assert!(
         !attempt(&ctx, "implement")
             .join("verification.json")
@@ -120,7 +120,7 @@ fn an_attempt_that_changes_nothing_is_no_change() {
 #[test]
 fn a_failing_verification_command_leaves_it_implemented_unverified() {
     let ctx = execute_ctx("write-file", Some("feature.txt=half-way"));
-    let out_ev = run_expect(&ctx, &["run"], 1, "succeeded", "implemented-unverified");
+    let out_ev = run_expect(&ctx, &["run"], 1, "unverified", "implemented-unverified");
     let verification = read_json(&attempt(&ctx, "implement").join("verification.json"));
     assert_eq!(verification["commands"][0]["passed"], false);
     assert_eq!(verification["commands"][0]["exitCode"], 1);
@@ -210,7 +210,7 @@ fn with_allow_dirty_a_path_dirty_before_and_changed_again_is_ambiguous() {
         &ctx,
         &["run", "--allow-dirty"],
         1,
-        "succeeded",
+        "unverified",
         "implemented-unverified",
     );
     let changed = read_json(&attempt(&ctx, "implement").join("changed-files.json"));

@@ -157,7 +157,7 @@ fn an_unsafe_item_id_fails_the_stage_that_produced_it() {
     assert!(!run.join("stages/plan/output.json").exists());
     assert_eq!(ctx.fake_agent_runs().len(), 1, "no instance ran");
     let implement = read_json(&run.join("stages/implement/stage.json"));
-    assert_eq!(implement["status"], "skipped", "{implement:#}");
+    assert_eq!(implement["status"], "blocked", "{implement:#}");
 }
 
 #[test]

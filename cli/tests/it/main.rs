@@ -13,5 +13,6 @@ mod resume;
 mod run_checks;
 mod sandbox;
 mod secrets;
+mod signals;
 mod validate;
 mod validate_confinement;

@@ -187,7 +187,7 @@ fn a_prompt_edited_after_recording_is_refused_with_the_reason() {
     );
     assert_eq!(
         read_json(&run.join("stages/tasks/stage.json"))["status"],
-        "skipped"
+        "blocked"
     );
 }
 

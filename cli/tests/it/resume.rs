@@ -75,15 +75,15 @@ fn a_fixed_check_reruns_alone_with_its_dependents_and_spends_nothing_again() {
     ctx.write_agent_pipeline("", &agent_then_gate(gate_log.parent().unwrap()));
     ctx.set_env("GATE_LOG", &gate_log.display().to_string());
     let out = ctx.run(&["run"]);
-    assert_eq!(out.code, 4, "{}", out.snapshot());
+    assert_eq!(out.code, 1, "{}", out.snapshot());
     assert_eq!(ctx.fake_agent_runs().len(), 1);
-    assert_eq!(stage(&ctx, "after")["status"], "skipped");
+    assert_eq!(stage(&ctx, "after")["status"], "blocked");
 
     assert_eq!(
         dry_run(&ctx),
         decisions(&[
             ("requirements", "reuse", ""),
-            ("gate", "rerun", "failed"),
+            ("gate", "rerun", "gate-failed"),
             ("after", "rerun", "not-run"),
         ])
     );
@@ -245,7 +245,7 @@ stages:
 fn a_run_in_use_is_refused() {
     let ctx = TestContext::new();
     ctx.write("specbridge.yaml", CHECKS);
-    assert_eq!(ctx.run(&["run"]).code, 4);
+    assert_eq!(ctx.run(&["run"]).code, 1);
     let dir = ctx.only_run_dir();
     let id = dir.file_name().unwrap().to_str().unwrap().to_string();
     let lock = RunLock::acquire(&dir, &id).unwrap();
@@ -266,11 +266,11 @@ fn a_run_in_use_is_refused() {
 fn tampered_records_are_refused_with_the_finding() {
     let ctx = TestContext::new();
     ctx.write("specbridge.yaml", CHECKS);
-    assert_eq!(ctx.run(&["run"]).code, 4);
+    assert_eq!(ctx.run(&["run"]).code, 1);
     let dir = ctx.only_run_dir();
     let path = dir.join("stages/b/stage.json");
     let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replace("\"failed\"", "\"succeeded\"")).unwrap();
+    std::fs::write(&path, text.replace("\"check-failed\"", "\"succeeded\"")).unwrap();
     let events_before = std::fs::read(dir.join("events.jsonl")).unwrap();
     let out = ctx.run(&["resume", "latest"]);
     assert_eq!(out.code, 6, "{}", out.snapshot());
@@ -297,7 +297,7 @@ fn tampered_records_are_refused_with_the_finding() {
 fn a_torn_last_event_is_set_aside_and_the_chain_goes_on() {
     let ctx = TestContext::new();
     ctx.write("specbridge.yaml", CHECKS);
-    assert_eq!(ctx.run(&["run"]).code, 4);
+    assert_eq!(ctx.run(&["run"]).code, 1);
     let dir = ctx.only_run_dir();
     let mut f = std::fs::OpenOptions::new()
         .append(true)

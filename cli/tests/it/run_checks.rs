@@ -10,7 +10,7 @@ use crate::common::{
     graph_statuses, live_processes_with_arg, read_json, workspace_root, TestContext,
 };
 
-/// A diamond (a → b, c → d), a failing branch (c fails, so d is skipped) and an
+/// A diamond (a → b, c → d), a failing branch (c fails its gate, so d is blocked) and an
 /// independent stage (e) that must still run.
 const DIAMOND: &str = r#"
 version: 1
@@ -46,8 +46,8 @@ fn diamond_with_a_failing_branch_records_every_file() {
     let out = ctx.run(&["run"]);
     assert_eq!(
         out.code,
-        4,
-        "a failed check is a runner failure: {}",
+        1,
+        "a failed check is a gate failure: {}",
         out.snapshot()
     );
 
@@ -56,8 +56,8 @@ fn diamond_with_a_failing_branch_records_every_file() {
         |id: &str| read_json(&run.join(format!("stages/{id}/stage.json")))["status"].clone();
     assert_eq!(status("a"), "succeeded");
     assert_eq!(status("b"), "succeeded");
-    assert_eq!(status("c"), "failed");
-    assert_eq!(status("d"), "skipped");
+    assert_eq!(status("c"), "check-failed");
+    assert_eq!(status("d"), "blocked");
     assert_eq!(status("e"), "succeeded");
     let c = read_json(&run.join("stages/c/stage.json"));
     assert_eq!(c["outcome"], "exit code 3");
@@ -66,12 +66,12 @@ fn diamond_with_a_failing_branch_records_every_file() {
         d["outcome"]
             .as_str()
             .unwrap()
-            .contains("`c` did not succeed"),
+            .contains("blocked by `c` (check-failed: exit code 3)"),
         "{d}"
     );
     assert!(
         !run.join("stages/d/attempt-001").exists(),
-        "a skipped stage spawns nothing"
+        "a blocked stage spawns nothing"
     );
 
     // Every file of the run directory that applies, against its schema.
@@ -98,7 +98,7 @@ fn diamond_with_a_failing_branch_records_every_file() {
     );
     let run_json = read_json(&run.join("run.json"));
     assert_eq!(run_json["status"], "failed");
-    assert_eq!(run_json["exitCode"], 4);
+    assert_eq!(run_json["exitCode"], 1);
     assert_eq!(run_json["stageCounts"]["succeeded"], 3);
 
     // The event chain verifies and every line fits the event schema.
@@ -142,7 +142,7 @@ stages:
 "#,
     );
     let out = ctx.run(&["run", "--fail-fast"]);
-    assert_eq!(out.code, 4);
+    assert_eq!(out.code, 1);
     let run = ctx.only_run_dir();
     assert_eq!(
         read_json(&run.join("stages/b/stage.json"))["status"],
@@ -240,9 +240,26 @@ fn runs_list_and_show_describe_the_run() {
 
     let show = ctx.run(&["runs", "show", "latest"]);
     assert_eq!(show.code, 0);
-    assert!(show.stdout.contains("c      failed"), "{}", show.stdout);
     assert!(
-        show.stdout.contains("blocked: `c` did not succeed"),
+        show.stdout.contains("c      check-failed"),
+        "{}",
+        show.stdout
+    );
+    // Plan order: a stage after everything it needs.
+    let rows: Vec<&str> = show
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| ["a", "b", "c", "d", "e"].contains(w))
+        .collect();
+    let at = |id: &str| rows.iter().position(|r| *r == id).unwrap();
+    assert!(
+        at("a") < at("b") && at("b") < at("d") && at("c") < at("d"),
+        "{rows:?}"
+    );
+    assert!(
+        show.stdout
+            .contains("blocked by `c` (check-failed: exit code 3)"),
         "{}",
         show.stdout
     );
@@ -404,14 +421,35 @@ fn graph_of_a_run_shows_each_node_status() {
     assert_eq!(out.code, 0, "{}", out.snapshot());
     let status = graph_statuses(&out.stdout);
     let get = |id: &str| status.iter().find(|(i, _)| i == id).unwrap().1.clone();
-    assert_eq!(get("c"), "failed");
-    assert_eq!(get("d"), "skipped");
+    assert_eq!(get("c"), "check-failed");
+    assert_eq!(get("d"), "blocked");
     let mermaid = ctx.run(&["graph", "--run", "latest"]);
     assert!(
-        mermaid.stdout.contains("d<br/>check · skipped"),
+        mermaid.stdout.contains("d<br/>check · blocked"),
         "{}",
         mermaid.stdout
     );
+    // Each outcome is drawn its own way: a gate failure is never styled as a pass.
+    for line in [
+        "class s_a passed",
+        "class s_c gateFailed",
+        "class s_d blocked",
+        "classDef gateFailed",
+    ] {
+        assert!(mermaid.stdout.contains(line), "{line}: {}", mermaid.stdout);
+    }
+    assert!(
+        !mermaid.stdout.contains("class s_c passed"),
+        "{}",
+        mermaid.stdout
+    );
+    let dot = ctx.run(&["graph", "--run", "latest", "--format", "dot"]);
+    let c_line = dot
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("\"c\" ["))
+        .unwrap_or_else(|| panic!("{}", dot.stdout));
+    assert!(c_line.contains("fillcolor=\"#fff3cd\""), "{c_line}");
 }
 
 #[test]

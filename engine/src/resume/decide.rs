@@ -15,6 +15,11 @@ pub enum Reason {
     /// It ended failed, malformed-output, max-turns, budget-exceeded,
     /// runner-unavailable or safety-violation.
     Failed,
+    /// It ran to the end but did not pass its gate (unverified, no-change,
+    /// check-failed).
+    GateFailed,
+    /// Named with `resume --rerun` (or it depends on such a stage).
+    Forced,
     TimedOut,
     Cancelled,
     /// It was running when specbridge stopped.
@@ -48,6 +53,8 @@ impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Failed => "failed",
+            Reason::GateFailed => "did not pass its gate",
+            Reason::Forced => "rerun requested",
             Reason::TimedOut => "timed out",
             Reason::Cancelled => "cancelled",
             Reason::Interrupted => "interrupted",
@@ -227,12 +234,16 @@ fn status_reason(status: StageStatus) -> Option<Why> {
         | StageStatus::BudgetExceeded
         | StageStatus::RunnerUnavailable
         | StageStatus::SafetyViolation => Why::with(Reason::Failed, status.as_str()),
+        StageStatus::Unverified | StageStatus::NoChange | StageStatus::CheckFailed => {
+            Why::with(Reason::GateFailed, status.as_str())
+        }
         StageStatus::TimedOut => Why::new(Reason::TimedOut),
         StageStatus::Cancelled => Why::new(Reason::Cancelled),
         StageStatus::Running | StageStatus::Interrupted => Why::new(Reason::Interrupted),
-        StageStatus::Pending | StageStatus::Skipped | StageStatus::Retired => {
-            Why::with(Reason::NotRun, status.as_str())
-        }
+        StageStatus::Pending
+        | StageStatus::Skipped
+        | StageStatus::Blocked
+        | StageStatus::Retired => Why::with(Reason::NotRun, status.as_str()),
     };
     Some(why)
 }

@@ -13,6 +13,7 @@ use std::path::Path;
 use crate::dag::StageGraph;
 use crate::resume::decide::{decide, Current, Decision, Reason, Why};
 use crate::resume::executor::altered_output;
+use crate::resume::force::Forced;
 use crate::scheduler::{Node, StageExecutor};
 use crate::status::StageStatus;
 use crate::store::StageRecord;
@@ -25,13 +26,14 @@ pub fn plan_dry_run(
     executor: &dyn StageExecutor,
     run_dir: &Path,
     root: &Path,
+    forced: &Forced,
 ) -> Vec<Decision> {
     let mut out = Vec::new();
     // Node id → whether it runs again (a fan-out stage: whether any instance does).
     let mut reruns: BTreeMap<String, bool> = BTreeMap::new();
     for node in topo(nodes.iter().cloned()) {
         if !node.placeholder {
-            let d = decide_one(&node, recorded, executor, run_dir, root, &reruns);
+            let d = decide_one(&node, recorded, executor, run_dir, root, &reruns, forced);
             reruns.insert(node.id.clone(), d.action != crate::resume::Action::Reuse);
             out.push(d);
             continue;
@@ -68,7 +70,7 @@ pub fn plan_dry_run(
         }
         let mut any = false;
         for inst in topo(instances) {
-            let d = decide_one(&inst, recorded, executor, run_dir, root, &reruns);
+            let d = decide_one(&inst, recorded, executor, run_dir, root, &reruns, forced);
             let rerun = d.action != crate::resume::Action::Reuse;
             any |= rerun;
             reruns.insert(inst.id.clone(), rerun);
@@ -79,6 +81,7 @@ pub fn plan_dry_run(
     out
 }
 
+#[allow(clippy::too_many_arguments)]
 fn decide_one(
     node: &Node,
     recorded: &BTreeMap<String, StageRecord>,
@@ -86,7 +89,11 @@ fn decide_one(
     run_dir: &Path,
     root: &Path,
     reruns: &BTreeMap<String, bool>,
+    forced: &Forced,
 ) -> Decision {
+    if let Some(why) = forced.check(node) {
+        return Decision::rerun(&node.id, why);
+    }
     let rec = recorded.get(&node.id);
     let current = executor.inputs(node, run_dir);
     let current_ref = match &current {

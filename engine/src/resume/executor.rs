@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 
 use crate::resume::decide::{decide, Current, Decision, Reason};
+use crate::resume::force::Forced;
 use crate::scheduler::{BoxFuture, Node, StageExecutor, StageReport, StageRun};
 use crate::status::StageStatus;
 use crate::store::{sha256_file, InputParts, RunHandle, StageRecord, StoreError};
@@ -23,6 +24,7 @@ pub struct ResumeExecutor {
     root: PathBuf,
     recorded: BTreeMap<String, StageRecord>,
     decisions: Mutex<Vec<Decision>>,
+    forced: Forced,
 }
 
 impl ResumeExecutor {
@@ -30,12 +32,14 @@ impl ResumeExecutor {
         inner: Arc<dyn StageExecutor>,
         root: PathBuf,
         recorded: BTreeMap<String, StageRecord>,
+        forced: Forced,
     ) -> Arc<Self> {
         Arc::new(ResumeExecutor {
             inner,
             root,
             recorded,
             decisions: Mutex::new(Vec::new()),
+            forced,
         })
     }
 
@@ -163,6 +167,10 @@ impl StageExecutor for ResumeExecutor {
     }
 
     fn reuse(&self, node: &Node, run: &RunHandle) -> Option<StageReport> {
+        if let Some(why) = self.forced.check(node) {
+            self.note(run, Decision::rerun(&node.id, why));
+            return None;
+        }
         let rec = self.recorded.get(&node.id);
         let current = self.inner.inputs(node, run.dir());
         let current_ref = match &current {

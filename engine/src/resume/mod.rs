@@ -6,6 +6,7 @@
 //!   is unchanged and its recorded output files are intact — and the reasons;
 //! - [`executor`]: applies the rule lazily, just before each stage would start,
 //!   once its upstream has settled in this resume;
+//! - [`force`]: `--rerun`, stages run again on purpose with their dependents;
 //! - [`recover`]: crash recovery (orphaned agents, stages left `running`);
 //! - [`dry`]: `--dry-run`, from the recorded outputs alone;
 //! - [`session`]: opening a run for resume (lock, integrity check) and the resume
@@ -14,11 +15,13 @@
 pub mod decide;
 pub mod dry;
 pub mod executor;
+pub mod force;
 pub mod recover;
 pub mod session;
 
 pub use decide::{decide, Action, Current, Decision, Reason, Recorded, Why};
 pub use dry::plan_dry_run;
 pub use executor::ResumeExecutor;
+pub use force::Forced;
 pub use recover::Orphan;
 pub use session::{open_for_resume, OpenedRun, ResumeError, ResumeResult, ResumeSpec};

@@ -14,6 +14,7 @@ use crate::orchestrate::{
 };
 use crate::resume::decide::{Decision, Reason};
 use crate::resume::executor::{retire, ResumeExecutor};
+use crate::resume::force::Forced;
 use crate::resume::recover::{end_orphans, mark_interrupted, Orphan};
 use crate::scheduler::{self, Node, SchedulerOptions, StageExecutor, StageReport};
 use crate::status::{RunStatus, StageStatus};
@@ -155,6 +156,8 @@ pub struct ResumeSpec {
     pub executor: Arc<dyn StageExecutor>,
     /// SIGTERM → SIGKILL delay for orphaned agents.
     pub kill_grace: Duration,
+    /// `--rerun` patterns: stages run again on purpose, with their dependents.
+    pub rerun: Vec<String>,
 }
 
 /// How a resume went.
@@ -169,6 +172,17 @@ pub struct ResumeResult {
 }
 
 impl OpenedRun {
+    /// The `--rerun` patterns that name no stage of `nodes` and no recorded stage
+    /// or fan-out instance.
+    pub fn unknown_reruns<'a>(&self, patterns: &'a [String], nodes: &[Node]) -> Vec<&'a str> {
+        let ids: Vec<&str> = nodes
+            .iter()
+            .map(|n| n.id.as_str())
+            .chain(self.stages.keys().map(String::as_str))
+            .collect();
+        crate::resume::force::unmatched(patterns, &ids)
+    }
+
     /// The nodes to schedule, each continuing its recorded attempt numbering.
     pub fn nodes(&self, source: &PipelineSource) -> Result<Vec<Node>, OrchestrateError> {
         let mut nodes = plan_nodes(&source.file, &self.record.options.only)?;
@@ -288,11 +302,17 @@ impl OpenedRun {
         record.resumes.push(entry);
         run.write_json("run.json", &record)?;
 
-        let executor = ResumeExecutor::new(spec.executor.clone(), spec.root.clone(), stages);
+        let executor = ResumeExecutor::new(
+            spec.executor.clone(),
+            spec.root.clone(),
+            stages,
+            Forced::new(spec.rerun.clone()),
+        );
         let opts = SchedulerOptions {
             concurrency: spec.options.concurrency.max(1) as usize,
             fail_fast: spec.options.fail_fast,
             budget_usd: spec.options.budget_usd,
+            spent_before_usd: record.totals.cost_usd,
         };
         let outcome = scheduler::run_plan(
             nodes,

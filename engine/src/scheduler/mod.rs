@@ -88,6 +88,9 @@ pub struct SchedulerOptions {
     pub fail_fast: bool,
     /// No new agent invocation starts once the run has spent at least this much.
     pub budget_usd: Option<f64>,
+    /// What earlier processes of this run spent (resume): the budget is the whole
+    /// run's, not each process's.
+    pub spent_before_usd: f64,
 }
 
 /// The end state of every node, and what was spent.
@@ -146,13 +149,14 @@ pub async fn run_plan(
                 finish_unstarted(&mut st, &run, &id, status, reason, &mut on_change)?;
             }
         }
-        for (id, blocker) in st.blocked() {
-            let reason = format!("blocked: `{blocker}` did not succeed");
+        for (id, blocker, status) in st.blocked() {
+            let why = st.blocker_reason(&blocker, status);
+            let reason = format!("blocked by `{blocker}` ({why})");
             finish_unstarted(
                 &mut st,
                 &run,
                 &id,
-                StageStatus::Skipped,
+                StageStatus::Blocked,
                 reason,
                 &mut on_change,
             )?;
@@ -196,10 +200,10 @@ pub async fn run_plan(
             }
             if node.kind.is_agent() {
                 if let Some(limit) = opts.budget_usd {
-                    if st.totals.cost_usd >= limit {
+                    let spent = opts.spent_before_usd + st.totals.cost_usd;
+                    if spent >= limit {
                         let reason = format!(
-                            "not started: the run budget of ${limit:.2} is spent (${:.2})",
-                            st.totals.cost_usd
+                            "not started: the run budget of ${limit:.2} is spent (${spent:.2} over the run and its resumes; raise it with --run-budget-usd)"
                         );
                         finish_unstarted(
                             &mut st,

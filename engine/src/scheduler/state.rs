@@ -46,10 +46,6 @@ impl SchedState {
         self.nodes[id].prior_attempts + 1
     }
 
-    fn is(&self, id: &str, s: StageStatus) -> bool {
-        self.status.get(id) == Some(&s)
-    }
-
     pub fn pending_ids(&self) -> Vec<String> {
         self.status
             .iter()
@@ -61,22 +57,31 @@ impl SchedState {
     pub fn any_failed(&self) -> bool {
         self.status
             .values()
-            .any(|s| s.is_terminal() && *s != StageStatus::Succeeded && *s != StageStatus::Skipped)
+            .any(|s| s.is_terminal() && !s.passed() && !s.not_run())
     }
 
-    /// Pending nodes that can never run, with the need that blocks each.
-    pub fn blocked(&self) -> Vec<(String, String)> {
+    /// Pending nodes that can never run, each with the need that blocks it and
+    /// that need's status.
+    pub fn blocked(&self) -> Vec<(String, String, StageStatus)> {
         self.pending_ids()
             .into_iter()
             .filter_map(|id| {
-                let blocker = self.nodes[&id].needs.iter().find(|n| {
-                    self.status
-                        .get(n.as_str())
-                        .is_some_and(|s| s.is_terminal() && *s != StageStatus::Succeeded)
+                let (blocker, status) = self.nodes[&id].needs.iter().find_map(|n| {
+                    let s = *self.status.get(n.as_str())?;
+                    (s.is_terminal() && !s.passed()).then(|| (n.clone(), s))
                 })?;
-                Some((id, blocker.clone()))
+                Some((id, blocker, status))
             })
             .collect()
+    }
+
+    /// Why `need` did not pass, in a few words, for a blocked dependent.
+    pub fn blocker_reason(&self, need: &str, status: StageStatus) -> String {
+        match self.reports.get(need).and_then(|r| r.outcome.as_deref()) {
+            Some(o) if status == StageStatus::Blocked => o.to_string(),
+            Some(o) => format!("{status}: {o}"),
+            _ => status.to_string(),
+        }
     }
 
     /// The ready node with the smallest id: every need succeeded. Taking the
@@ -86,7 +91,7 @@ impl SchedState {
             self.nodes[id]
                 .needs
                 .iter()
-                .all(|n| self.is(n, StageStatus::Succeeded))
+                .all(|n| self.status.get(n.as_str()).is_some_and(|s| s.passed()))
         })
     }
 

@@ -21,7 +21,7 @@ mod spec;
 
 pub use cancel::{CancelLevel, CancelToken};
 pub use capture::{ObserverControl, StdoutObserver, MAX_OBSERVED_LINE_BYTES};
-pub use ctrl_c::install_ctrl_c;
+pub use ctrl_c::install_cancel_signals;
 pub use error::SupervisorError;
 pub use group::{group_alive, kill_group_if_alive};
 pub use record::{process_record_schema, OutputStream, ProcessRecord, PROCESS_SCHEMA_VERSION};
