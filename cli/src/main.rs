@@ -4,6 +4,7 @@ mod args;
 mod commands;
 mod error;
 mod printer;
+mod inspect;
 mod progress;
 mod table;
 

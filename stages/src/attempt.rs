@@ -238,6 +238,7 @@ pub fn report_of(outcome: &InvocationOutcome, p: &Prepared) -> StageReport {
         ended_at: Some(outcome.ended_at.clone()),
         duration_ms: Some(outcome.duration_ms),
         cost_usd: outcome.cost_usd,
+        tokens: outcome.tokens,
         turns: outcome.turns,
         invocations: u32::from(outcome.spawned() && !outcome.replayed),
         ..Default::default()
