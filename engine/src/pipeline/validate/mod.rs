@@ -13,6 +13,7 @@ use crate::pipeline::model::{Argv, RunnerSettings, StageDef, StageKind, Verifica
 use crate::pipeline::suggest::did_you_mean;
 use crate::safety;
 
+mod gate;
 mod paths;
 mod runner;
 
@@ -70,6 +71,7 @@ pub fn validate(pipeline: &LoadedPipeline, repo_root: &Path) -> Vec<Diagnostic> 
     };
     c.top_level();
     c.stages();
+    c.gate();
     c.out.extend(forbidden::scan(
         &pipeline.document,
         &pipeline.index,
