@@ -266,7 +266,28 @@ pub enum RunnerCommand {
         /// Executable to probe (default: the pipeline's runner command, else `claude`)
         #[arg(long, value_name = "PATH")]
         command: Option<PathBuf>,
+        #[command(flatten)]
+        file: FileArg,
+        /// Print the report as one JSON object
         #[arg(long)]
         json: bool,
     },
+}
+
+impl Command {
+    /// The command was asked for `--json`: its stdout is exactly one JSON value,
+    /// errors included.
+    pub fn json_output(&self) -> bool {
+        match self {
+            Command::Init(_) | Command::Graph(_) => false,
+            Command::Validate(a) => a.json,
+            Command::Run(a) => a.overrides.json,
+            Command::Resume(a) => a.overrides.json,
+            Command::Runs(RunsCommand::List { json })
+            | Command::Runs(RunsCommand::Show { json, .. })
+            | Command::Runs(RunsCommand::Report { json, .. })
+            | Command::Runs(RunsCommand::Audit { json, .. })
+            | Command::Runner(RunnerCommand::Doctor { json, .. }) => *json,
+        }
+    }
 }

@@ -151,7 +151,14 @@ mod tests {
             "1,234,567 in · 80 out · 12,000 cache read · 0 cache write"
         );
         assert_eq!(tokens_short(&t), "1246.6k");
-        assert_eq!(tokens_short(&specbridge_engine::TokenUsage { input: 400, output: 80, ..Default::default() }), "480");
+        assert_eq!(
+            tokens_short(&specbridge_engine::TokenUsage {
+                input: 400,
+                output: 80,
+                ..Default::default()
+            }),
+            "480"
+        );
         assert_eq!(tokens_short(&Default::default()), "-");
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1000), "1,000");

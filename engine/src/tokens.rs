@@ -112,7 +112,12 @@ mod tests {
         });
         assert_eq!(
             TokenUsage::from_envelope(&envelope),
-            Some(TokenUsage { input: 500, output: 100, cache_read: 12, cache_creation: 3 })
+            Some(TokenUsage {
+                input: 500,
+                output: 100,
+                cache_read: 12,
+                cache_creation: 3
+            })
         );
     }
 
@@ -121,13 +126,26 @@ mod tests {
         // 2.0.50 reports haiku and sonnet in modelUsage; `usage` holds only one of them.
         assert_eq!(
             TokenUsage::from_envelope(&capture("2.0.50-success.json")),
-            Some(TokenUsage { input: 500, output: 100, cache_read: 0, cache_creation: 0 })
+            Some(TokenUsage {
+                input: 500,
+                output: 100,
+                cache_read: 0,
+                cache_creation: 0
+            })
         );
         assert_eq!(
             TokenUsage::from_envelope(&capture("2.1.332-b-acceptedits.json")),
-            Some(TokenUsage { input: 400, output: 80, cache_read: 0, cache_creation: 0 })
+            Some(TokenUsage {
+                input: 400,
+                output: 80,
+                cache_read: 0,
+                cache_creation: 0
+            })
         );
-        assert_eq!(TokenUsage::from_envelope(&capture("1.0.0-success.json")), None);
+        assert_eq!(
+            TokenUsage::from_envelope(&capture("1.0.0-success.json")),
+            None
+        );
     }
 
     #[test]
@@ -139,7 +157,12 @@ mod tests {
         });
         assert_eq!(
             TokenUsage::from_envelope(&envelope),
-            Some(TokenUsage { input: 9, output: 4, cache_read: 3, cache_creation: 2 })
+            Some(TokenUsage {
+                input: 9,
+                output: 4,
+                cache_read: 3,
+                cache_creation: 2
+            })
         );
         assert_eq!(
             TokenUsage::from_envelope(&serde_json::json!({"cost_usd": 0.1})),

@@ -283,12 +283,22 @@ pub fn describe(
         Err(e) => return vec![format!("# cannot be assembled: {e}")],
     };
     let mut argv = vec![request.program.clone()];
+    // The schema is shown by its digest: inline it is kilobytes of JSON that hide
+    // the flags around it (request.json and process.json keep it whole).
+    let mut after_schema_flag = false;
     argv.extend(request.argv.iter().map(|a| {
-        if *a == placeholder.to_string() {
+        let shown = if *a == placeholder.to_string() {
             "<fresh-session-id>".to_string()
+        } else if after_schema_flag {
+            format!(
+                "<schema sha256:{}>",
+                specbridge_engine::store::sha256_hex(a.as_bytes())
+            )
         } else {
             a.clone()
-        }
+        };
+        after_schema_flag = a == "--json-schema";
+        shown
     }));
     let redactor = Redactor::from_env(&runner.env);
     vec![format!(

@@ -93,7 +93,8 @@ pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
         Command::Runner(RunnerCommand::Doctor {
             kind,
             command,
+            file,
             json,
-        }) => doctor::run(&kind, command, json, printer),
+        }) => doctor::run(&ws, &kind, command, file.file, json, printer),
     }
 }

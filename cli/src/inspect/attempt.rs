@@ -94,7 +94,12 @@ fn strings(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub fn read_attempt(run_dir: &Path, stage: &str, attempt: u32, prompt_lines: usize) -> AttemptStory {
+pub fn read_attempt(
+    run_dir: &Path,
+    stage: &str,
+    attempt: u32,
+    prompt_lines: usize,
+) -> AttemptStory {
     let rel = attempt_rel(stage, attempt);
     let dir = run_dir.join(&rel);
     let result = read_json(&dir.join("result.json"));
@@ -110,7 +115,9 @@ pub fn read_attempt(run_dir: &Path, stage: &str, attempt: u32, prompt_lines: usi
         invoked: result.is_some(),
         replayed: dir.join("replay.json").is_file(),
         outcome: r("outcome").and_then(Value::as_str).map(str::to_owned),
-        failure_reason: r("failureReason").and_then(Value::as_str).map(str::to_owned),
+        failure_reason: r("failureReason")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         cost_usd: r("totalCostUsd").and_then(Value::as_f64),
         tokens: r("tokens").and_then(|t| serde_json::from_value(t.clone()).ok()),
         turns: r("numTurns").and_then(Value::as_u64),

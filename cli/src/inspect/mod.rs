@@ -65,7 +65,11 @@ pub fn sums(attempts: &[AttemptStory]) -> (Spend, Spend) {
     let mut spent = Spend::default();
     let mut recorded = Spend::default();
     for a in attempts.iter().filter(|a| a.invoked) {
-        let into = if a.replayed { &mut recorded } else { &mut spent };
+        let into = if a.replayed {
+            &mut recorded
+        } else {
+            &mut spent
+        };
         into.add(a.cost_usd.unwrap_or(0.0), a.tokens.unwrap_or_default());
     }
     (spent, recorded)

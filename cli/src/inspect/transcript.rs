@@ -53,11 +53,18 @@ pub fn read(dir: &Path, result: Option<&Value>) -> (Vec<ToolCall>, TranscriptSou
 /// One line of `tool-calls.jsonl`, read leniently: the names of its fields are
 /// accepted in either case style, and a missing verdict counts as allowed.
 fn from_tool_calls_line(v: &Value) -> ToolCall {
-    let field = |names: &[&str]| names.iter().find_map(|n| v.get(*n)).filter(|x| !x.is_null());
-    let text = |names: &[&str]| field(names).map(|x| match x {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    });
+    let field = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| v.get(*n))
+            .filter(|x| !x.is_null())
+    };
+    let text = |names: &[&str]| {
+        field(names).map(|x| match x {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    };
     let refused = match field(&["refused", "denied"]).and_then(Value::as_bool) {
         Some(r) => r,
         None => match field(&["allowed"]) {
@@ -68,7 +75,9 @@ fn from_tool_calls_line(v: &Value) -> ToolCall {
     };
     let input = match field(&["inputSummary", "input_summary", "summary"]) {
         Some(Value::String(s)) => s.clone(),
-        _ => field(&["input"]).map(|i| summarize_input("", i)).unwrap_or_default(),
+        _ => field(&["input"])
+            .map(|i| summarize_input("", i))
+            .unwrap_or_default(),
     };
     ToolCall {
         tool: text(&["tool", "toolName", "tool_name", "name"]).unwrap_or_else(|| "?".into()),

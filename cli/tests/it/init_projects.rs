@@ -55,9 +55,15 @@ const PYTHON: Project = Project {
     name: "Python",
     tool: "pytest",
     files: &[
-        ("pyproject.toml", "[project]\nname = \"adder\"\nversion = \"0.1.0\"\n"),
+        (
+            "pyproject.toml",
+            "[project]\nname = \"adder\"\nversion = \"0.1.0\"\n",
+        ),
         ("adder.py", "def add(a, b):\n    return a + b\n"),
-        ("test_adder.py", "from adder import add\n\n\ndef test_adds():\n    assert add(2, 2) == 4\n"),
+        (
+            "test_adder.py",
+            "from adder import add\n\n\ndef test_adds():\n    assert add(2, 2) == 4\n",
+        ),
     ],
     expected_argv: &["pytest"],
     expected_rule: "Bash(pytest:*)",
@@ -82,9 +88,8 @@ const GO: Project = Project {
 };
 
 fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// `init` in a fresh checkout of the project, the runner pointed at the fake, all
@@ -108,8 +113,14 @@ fn initialised(p: &Project) -> (TestContext, String) {
     ctx.commit_all("specbridge starter");
     // Builds and caches of the verification stay out of this workspace's.
     let scratch = ctx.aux_path("scratch");
-    ctx.set_env("CARGO_TARGET_DIR", &scratch.join("target").display().to_string());
-    ctx.set_env("npm_config_cache", &scratch.join("npm").display().to_string());
+    ctx.set_env(
+        "CARGO_TARGET_DIR",
+        &scratch.join("target").display().to_string(),
+    );
+    ctx.set_env(
+        "npm_config_cache",
+        &scratch.join("npm").display().to_string(),
+    );
     ctx.set_env("GOCACHE", &scratch.join("go").display().to_string());
     (ctx, yaml)
 }
@@ -147,8 +158,7 @@ fn run_starter(ctx: &mut TestContext, p: &Project, content: &str) -> (i32, Value
     let out = ctx.run(&["run"]);
     let run = ctx.only_run_dir();
     let stage = read_json(&run.join("stages/implement.add/stage.json"));
-    let verification =
-        read_json(&run.join("stages/implement.add/attempt-001/verification.json"));
+    let verification = read_json(&run.join("stages/implement.add/attempt-001/verification.json"));
     assert!(
         out.code == 0 || out.code == 1,
         "{}: {}",
@@ -161,7 +171,10 @@ fn run_starter(ctx: &mut TestContext, p: &Project, content: &str) -> (i32, Value
 fn check(p: &Project) {
     let (ctx, yaml) = initialised(p);
     assert_eq!(verification_argv(&yaml), p.expected_argv, "{}", p.name);
-    assert!(yaml.contains(&format!("- \"{}\"", p.expected_rule)), "{yaml}");
+    assert!(
+        yaml.contains(&format!("- \"{}\"", p.expected_rule)),
+        "{yaml}"
+    );
     let implement = ctx.read("prompts/implement.md");
     assert!(
         implement.contains(&format!("Run `{}`", p.expected_argv.join(" "))),
@@ -180,12 +193,21 @@ fn check(p: &Project) {
         let (code, stage, verification) = run_starter(&mut ctx, p, content);
         let tests = &verification["commands"][0];
         assert_eq!(tests["argv"], json!(p.expected_argv), "{verification:#}");
-        assert_eq!(tests["passed"], json!(passes), "{}: {verification:#}", p.name);
+        assert_eq!(
+            tests["passed"],
+            json!(passes),
+            "{}: {verification:#}",
+            p.name
+        );
         if passes {
             assert_eq!(code, 0, "{}: {stage:#}", p.name);
             assert_eq!(stage["evidenceStatus"], "verified", "{stage:#}");
         } else {
-            assert_eq!(code, 1, "{}: a broken build fails the gate: {stage:#}", p.name);
+            assert_eq!(
+                code, 1,
+                "{}: a broken build fails the gate: {stage:#}",
+                p.name
+            );
             assert_ne!(stage["evidenceStatus"], "verified", "{stage:#}");
             assert_ne!(tests["exitCode"], json!(0), "{verification:#}");
         }

@@ -7,6 +7,7 @@ mod execute;
 mod fanout;
 mod init;
 mod init_projects;
+mod inspect;
 mod real_cli;
 mod replay;
 mod resume;

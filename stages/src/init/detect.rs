@@ -50,18 +50,32 @@ pub fn detect(root: &Path) -> Option<TestCommand> {
     if let Some(runner) = node_runner(root) {
         return Some(TestCommand::new("package.json", "tests", &[runner, "test"]));
     }
-    if ["pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", "conftest.py"]
-        .iter()
-        .any(|f| has(f))
+    if [
+        "pyproject.toml",
+        "pytest.ini",
+        "setup.cfg",
+        "tox.ini",
+        "conftest.py",
+    ]
+    .iter()
+    .any(|f| has(f))
     {
         return Some(TestCommand::new("a Python project", "tests", &["pytest"]));
     }
     if has("go.mod") {
-        return Some(TestCommand::new("go.mod", "tests", &["go", "test", "./..."]));
+        return Some(TestCommand::new(
+            "go.mod",
+            "tests",
+            &["go", "test", "./..."],
+        ));
     }
     for makefile in ["GNUmakefile", "makefile", "Makefile"] {
         if make_has_test_target(&root.join(makefile)) {
-            return Some(TestCommand::new("a Makefile test target", "tests", &["make", "test"]));
+            return Some(TestCommand::new(
+                "a Makefile test target",
+                "tests",
+                &["make", "test"],
+            ));
         }
     }
     None

@@ -120,7 +120,14 @@ pub fn render(template: &Template, test: Option<&TestCommand>) -> Vec<(String, S
                 .replace("@@DETECTED@@", &detected)
                 .replace("@@VERIFICATION@@", &verification)
                 .replace("@@TEST_RULE@@", &test_rule)
-                .replace("@@BASH_RULE@@\n", &if rule.is_empty() { rule.clone() } else { format!("{rule}\n") });
+                .replace(
+                    "@@BASH_RULE@@\n",
+                    &if rule.is_empty() {
+                        rule.clone()
+                    } else {
+                        format!("{rule}\n")
+                    },
+                );
             (rel.to_string(), filled)
         })
         .collect()
@@ -181,7 +188,10 @@ fn write_file(path: &Path, content: &str, replace: bool) -> Result<(), InitError
         }
         if replace {
             // Through a symlink would write wherever it points: replace the link.
-            if path.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+            if path
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+            {
                 std::fs::remove_file(path)?;
             }
             return std::fs::write(path, content);
@@ -211,7 +221,10 @@ fn ignore_run_folders(root: &Path) -> Result<bool, InitError> {
         Err(source) => return Err(InitError::Write { path, source }),
     };
     let ignored = text.lines().map(str::trim).any(|l| {
-        matches!(l, ".specbridge" | ".specbridge/" | "/.specbridge" | "/.specbridge/")
+        matches!(
+            l,
+            ".specbridge" | ".specbridge/" | "/.specbridge" | "/.specbridge/"
+        )
     });
     if ignored {
         return Ok(false);
@@ -251,7 +264,11 @@ mod tests {
         let yaml = &files[0].1;
         assert!(yaml.contains(r#"argv: ["cargo", "test"]"#), "{yaml}");
         assert!(yaml.contains(r#"- "Bash(cargo test:*)""#), "{yaml}");
-        let implement = &files.iter().find(|(r, _)| r == "prompts/implement.md").unwrap().1;
+        let implement = &files
+            .iter()
+            .find(|(r, _)| r == "prompts/implement.md")
+            .unwrap()
+            .1;
         assert!(implement.contains("Run `cargo test`"), "{implement}");
     }
 

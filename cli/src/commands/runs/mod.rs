@@ -11,8 +11,8 @@ use specbridge_engine::store::{PlanRecord, RunStore, StageRecord};
 
 use crate::commands::Workspace;
 use crate::error::{CliError, CliResult};
-use crate::printer::Printer;
 use crate::inspect::{self, StageStory};
+use crate::printer::Printer;
 use crate::table::{cost, duration, tokens, tokens_short, Table};
 
 pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
@@ -170,8 +170,7 @@ pub fn show(
     }
     printer.out("");
     let mut t = Table::new(&[
-        "STAGE", "STATUS", "ATTEMPTS", "DURATION", "TURNS", "COST", "TOKENS", "EVIDENCE",
-        "OUTCOME",
+        "STAGE", "STATUS", "ATTEMPTS", "DURATION", "TURNS", "COST", "TOKENS", "EVIDENCE", "OUTCOME",
     ]);
     for (s, st) in stages.iter().zip(&stories) {
         let replayed_only = st.spent.invocations == 0 && st.recorded_not_spent.invocations > 0;

@@ -26,7 +26,11 @@ pub fn show(printer: Printer, dir: &Path, run_id: &str, args: StageArgs<'_>) -> 
         return Err(CliError::Config(format!(
             "run {run_id} has no stage `{}` (stages: {})",
             args.stage,
-            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
         )));
     };
     let mut story = StageStory::read(dir, record, PROMPT_LINES);
@@ -76,7 +80,10 @@ fn print_diff(printer: Printer, dir: &Path, story: &StageStory, json_out: bool) 
         return Ok(0);
     }
     if parts.is_empty() {
-        printer.err(format!("stage `{}` recorded no change", story.stage.stage_id));
+        printer.err(format!(
+            "stage `{}` recorded no change",
+            story.stage.stage_id
+        ));
         return Ok(0);
     }
     let many = parts.len() > 1;

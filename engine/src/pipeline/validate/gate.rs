@@ -35,10 +35,8 @@ impl Checker<'_> {
                 Some(own) => (own, child_key(&child_index("stages", i), "verification")),
                 None => (&f.verification, "verification".to_string()),
             };
-            let required: Vec<&VerificationCommand> = cmds
-                .iter()
-                .filter(|c| c.required.unwrap_or(true))
-                .collect();
+            let required: Vec<&VerificationCommand> =
+                cmds.iter().filter(|c| c.required.unwrap_or(true)).collect();
             let weak = !required.is_empty()
                 && required
                     .iter()

@@ -28,11 +28,11 @@ use crate::redact::Redactor;
 use crate::replay::RecordedAttempt;
 use crate::safety::assert_argv_safe;
 use crate::status::StageStatus;
-use crate::tokens::TokenUsage;
 use crate::store::{now_rfc3339, sha256_hex, RunHandle};
 use crate::supervisor::{
     self, CancelToken, ObserverControl, ProcessRecord, SpawnSpec, StdoutObserver, SupervisorError,
 };
+use crate::tokens::TokenUsage;
 
 /// Called with a fresh snapshot whenever the stream shows progress (a turn, a tool
 /// call, the result). Runs on the supervisor's task: keep it quick.
