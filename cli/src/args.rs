@@ -69,8 +69,29 @@ pub struct FileArg {
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// Starter template
-    #[arg(long, default_value = "spec-to-task")]
-    pub template: String,
+    #[arg(long, value_enum, default_value_t = InitTemplate::SpecToTask)]
+    pub template: InitTemplate,
+    /// Replace the template's files when they exist (SPEC.md is never replaced)
+    #[arg(long)]
+    pub force: bool,
+    /// The command that tests the project, as words (default: detected from
+    /// Cargo.toml, package.json, pyproject.toml, go.mod or a Makefile)
+    #[arg(long, value_name = "COMMAND")]
+    pub test: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InitTemplate {
+    /// requirements → design → tasks (read-only), then one execute stage per task
+    SpecToTask,
+}
+
+impl InitTemplate {
+    pub fn name(self) -> &'static str {
+        match self {
+            InitTemplate::SpecToTask => "spec-to-task",
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -204,13 +225,34 @@ pub struct ResumeArgs {
 pub enum RunsCommand {
     /// List recorded runs
     List {
+        /// Print the runs as one JSON array
         #[arg(long)]
         json: bool,
     },
-    /// Show one run
+    /// Show one run, or one stage's story: prompt, tool calls, verification, evidence, cost
     Show {
         /// Run id, unique prefix, or `latest`
         run: String,
+        /// Show this stage (or fan-out instance) attempt by attempt
+        stage: Option<String>,
+        /// Only this attempt of the stage
+        #[arg(long, value_name = "N", requires = "stage")]
+        attempt: Option<u32>,
+        /// Print the stage's recorded change (each attempt's diff.patch)
+        #[arg(long, requires = "stage")]
+        diff: bool,
+        /// Print the same as one JSON object
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the run as one self-contained HTML page
+    Report {
+        /// Run id, unique prefix, or `latest`
+        run: String,
+        /// Where to write it (default: report.html in the run folder)
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Print the report's path and size as one JSON object
         #[arg(long)]
         json: bool,
     },
@@ -237,7 +279,28 @@ pub enum RunnerCommand {
         /// Executable to probe (default: the pipeline's runner command, else `claude`)
         #[arg(long, value_name = "PATH")]
         command: Option<PathBuf>,
+        #[command(flatten)]
+        file: FileArg,
+        /// Print the report as one JSON object
         #[arg(long)]
         json: bool,
     },
+}
+
+impl Command {
+    /// The command was asked for `--json`: its stdout is exactly one JSON value,
+    /// errors included.
+    pub fn json_output(&self) -> bool {
+        match self {
+            Command::Init(_) | Command::Graph(_) => false,
+            Command::Validate(a) => a.json,
+            Command::Run(a) => a.overrides.json,
+            Command::Resume(a) => a.overrides.json,
+            Command::Runs(RunsCommand::List { json })
+            | Command::Runs(RunsCommand::Show { json, .. })
+            | Command::Runs(RunsCommand::Report { json, .. })
+            | Command::Runs(RunsCommand::Audit { json, .. })
+            | Command::Runner(RunnerCommand::Doctor { json, .. }) => *json,
+        }
+    }
 }

@@ -31,3 +31,34 @@ impl CliError {
 }
 
 pub type CliResult<T = i32> = Result<T, CliError>;
+
+/// The short name of an exit code, for `{"error": {"code": …}}`.
+pub fn code_name(exit_code: i32) -> &'static str {
+    match exit_code {
+        exit::OK => "ok",
+        exit::GATE => "gate-failed",
+        exit::CONFIG => "usage-or-config",
+        exit::RUNNER_UNAVAILABLE => "runner-unavailable",
+        exit::RUNNER_FAILURE => "runner-failure",
+        exit::TIMEOUT => "timeout-or-cancelled",
+        exit::SAFETY => "safety-violation",
+        _ => "error",
+    }
+}
+
+/// The one JSON object `--json` prints for an error: `{"error": {"code",
+/// "message", "exitCode"}}`. A `Reported` error already wrote its details to
+/// stderr; its message says so.
+pub fn error_json(e: &CliError) -> serde_json::Value {
+    let code = e.exit_code();
+    let message = match e {
+        CliError::Reported(_) => format!(
+            "{}; the details are on stderr",
+            code_name(code).replace('-', " ")
+        ),
+        other => other.to_string(),
+    };
+    serde_json::json!({
+        "error": { "code": code_name(code), "message": message, "exitCode": code }
+    })
+}

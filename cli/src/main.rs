@@ -3,32 +3,89 @@
 mod args;
 mod commands;
 mod error;
+mod inspect;
 mod printer;
 mod progress;
+mod report;
 mod table;
 
-use clap::Parser;
-
-use crate::args::Cli;
-use crate::error::CliError;
+use crate::args::{Cli, ColorChoice};
+use crate::error::{error_json, CliError};
 use crate::printer::Printer;
 
 fn main() {
-    let cli = Cli::parse();
+    // `--json` asked for on the command line, even when the rest does not parse.
+    let args: Vec<String> = std::env::args().collect();
+    let json_asked = args.iter().skip(1).any(|a| a == "--json");
+    let cli = match parse(&args) {
+        Ok(cli) => cli,
+        Err(e) => std::process::exit(usage_error(e, json_asked)),
+    };
     let printer = Printer::new(cli.global.color);
-    init_tracing(cli.global.verbose);
+    let json_out = cli.command.json_output();
+    init_tracing(cli.global.verbose, printer.color);
     let code = match commands::dispatch(cli, printer) {
         Ok(code) => code,
-        Err(CliError::Reported(code)) => code,
         Err(e) => {
-            printer.err(format!("{}: {e}", printer.error_label()));
+            // Stdout holds exactly one JSON object in `--json` mode: the error
+            // object, unless the command printed its own before failing.
+            if json_out && !printer::json_printed() {
+                printer.json(&error_json(&e));
+            }
+            if !matches!(e, CliError::Reported(_)) {
+                printer.err(format!("{}: {e}", printer.error_label()));
+            }
             e.exit_code()
         }
     };
     std::process::exit(code);
 }
 
-fn init_tracing(verbose: u8) {
+/// Clap with its colours following `--color` and NO_COLOR like everything else.
+fn parse(args: &[String]) -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let never = args
+        .windows(2)
+        .any(|w| w[0] == "--color" && w[1] == "never")
+        || args.iter().any(|a| a == "--color=never")
+        || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let always = args
+        .windows(2)
+        .any(|w| w[0] == "--color" && w[1] == "always")
+        || args.iter().any(|a| a == "--color=always");
+    let choice = if always {
+        clap::ColorChoice::Always
+    } else if never {
+        clap::ColorChoice::Never
+    } else {
+        clap::ColorChoice::Auto
+    };
+    let matches = Cli::command().color(choice).try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
+}
+
+/// Clap's own errors (and `--help`/`--version`), with the JSON error object on
+/// stdout when `--json` was given to a command that failed to parse.
+fn usage_error(e: clap::Error, json_asked: bool) -> i32 {
+    use clap::error::ErrorKind;
+    let informational = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    if json_asked && !informational {
+        let message = e
+            .render()
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+            .to_string();
+        let printer = Printer::new(ColorChoice::Never);
+        printer.json(&error_json(&CliError::Config(message)));
+    }
+    let _ = e.print();
+    e.exit_code()
+}
+
+fn init_tracing(verbose: u8, color: bool) {
     let level = match verbose {
         0 | 1 => "warn",
         2 => "debug",
@@ -39,6 +96,7 @@ fn init_tracing(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(color)
         .without_time()
         .try_init();
 }

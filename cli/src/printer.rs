@@ -2,8 +2,16 @@
 //! diagnostics and progress. `--json` modes keep stdout to exactly one JSON value.
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::args::ColorChoice;
+
+static JSON_PRINTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether a JSON document went to stdout already (so an error adds none).
+pub fn json_printed() -> bool {
+    JSON_PRINTED.load(Ordering::SeqCst)
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Printer {
@@ -18,7 +26,13 @@ impl Printer {
         let color = match choice {
             ColorChoice::Always => true,
             ColorChoice::Never => false,
-            ColorChoice::Auto => stderr_is_terminal && std::env::var_os("NO_COLOR").is_none(),
+            // NO_COLOR counts when set to anything but the empty string (no-color.org).
+            // Both streams: `runs show | less` must not get escapes either.
+            ColorChoice::Auto => {
+                stderr_is_terminal
+                    && std::io::stdout().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
         };
         Printer {
             color,
@@ -35,6 +49,7 @@ impl Printer {
     /// A JSON document on stdout, pretty-printed.
     pub fn json(&self, value: &impl serde::Serialize) {
         let text = serde_json::to_string_pretty(value).expect("serializable output");
+        JSON_PRINTED.store(true, Ordering::SeqCst);
         self.out(text);
     }
 

@@ -27,9 +27,11 @@ pub mod status;
 pub mod store;
 pub mod supervisor;
 pub mod time;
+pub mod tokens;
 
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};
 pub use status::{exit, EvidenceStatus, RunStatus, StageStatus};
+pub use tokens::TokenUsage;
 
 /// An error with its sources, on one line: `failed to x: because y: because z`.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

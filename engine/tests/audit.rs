@@ -248,6 +248,7 @@ fn run_record(run: &RunHandle, status: RunStatus, exit_code: Option<i32>) -> Run
             cost_usd: 0.25,
             invocations: 2,
             turns: 7,
+            ..Totals::default()
         },
         stage_counts: BTreeMap::new(),
         options: RunOptions::default(),
@@ -283,6 +284,7 @@ fn stage_record(
         duration_ms: None,
         cost_usd: 0.0,
         turns: 0,
+        tokens: Default::default(),
         reused: None,
     }
 }

@@ -298,6 +298,7 @@ pub fn report_of(outcome: &InvocationOutcome, p: &Prepared) -> StageReport {
         ended_at: Some(outcome.ended_at.clone()),
         duration_ms: Some(outcome.duration_ms),
         cost_usd: outcome.cost_usd,
+        tokens: outcome.tokens,
         turns: outcome.turns,
         invocations: u32::from(outcome.spawned() && !outcome.replayed),
         ..Default::default()
@@ -346,12 +347,22 @@ pub fn describe(
         Err(e) => return vec![format!("# cannot be assembled: {e}")],
     };
     let mut argv = vec![request.program.clone()];
+    // The schema is shown by its digest: inline it is kilobytes of JSON that hide
+    // the flags around it (request.json and process.json keep it whole).
+    let mut after_schema_flag = false;
     argv.extend(request.argv.iter().map(|a| {
-        if *a == placeholder.to_string() {
+        let shown = if *a == placeholder.to_string() {
             "<fresh-session-id>".to_string()
+        } else if after_schema_flag {
+            format!(
+                "<schema sha256:{}>",
+                specbridge_engine::store::sha256_hex(a.as_bytes())
+            )
         } else {
             a.clone()
-        }
+        };
+        after_schema_flag = a == "--json-schema";
+        shown
     }));
     // Printed, not recorded: the same redactor a run of this pipeline would use.
     let redactor = Redactor::for_pipeline(&ctx.pipeline);

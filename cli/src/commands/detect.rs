@@ -70,12 +70,7 @@ pub fn detect(
             .push(specbridge_engine::runner::claude_code::request::scrubbed_warning(&scrubbed));
     }
     for command in commands {
-        // A relative path names a file in the repository, as it does for the agent.
-        let probed = if command.contains('/') && Path::new(command).is_relative() {
-            root.join(command).display().to_string()
-        } else {
-            command.clone()
-        };
+        let probed = probe_path(root, command);
         let report = runtime.block_on(diagnose(&probed, &options));
         match (&report.capabilities, report.status) {
             (Some(caps), DoctorStatus::Available) => {
@@ -182,5 +177,15 @@ fn hint(status: DoctorStatus) -> Option<&'static str> {
             Some("install Claude Code, or set `runner.command` to its path")
         }
         _ => None,
+    }
+}
+
+/// The executable a runner command names: a relative path names a file in the
+/// repository, as it does for the agent; a bare name is looked up on PATH.
+pub fn probe_path(root: &Path, command: &str) -> String {
+    if command.contains('/') && Path::new(command).is_relative() {
+        root.join(command).display().to_string()
+    } else {
+        command.to_string()
     }
 }

@@ -6,18 +6,30 @@ use specbridge_engine::runner::claude_code::{
     diagnose, AuthStatus, DoctorOptions, DoctorReport, DoctorStatus,
 };
 
+use crate::commands::detect::probe_path;
+use crate::commands::Workspace;
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 
-pub fn run(kind: &str, command: Option<PathBuf>, json: bool, printer: Printer) -> CliResult {
+pub fn run(
+    ws: &Workspace,
+    kind: &str,
+    command: Option<PathBuf>,
+    file: Option<PathBuf>,
+    json: bool,
+    printer: Printer,
+) -> CliResult {
     if kind != "claude-code" {
         return Err(CliError::Config(format!(
             "unknown runner kind `{kind}`; the only runner is `claude-code`"
         )));
     }
-    let command = command
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "claude".to_string());
+    let (command, source) = match command {
+        Some(p) => (p.to_string_lossy().into_owned(), "--command".to_string()),
+        None => pipeline_command(ws, file)?
+            .unwrap_or_else(|| ("claude".to_string(), "default".to_string())),
+    };
+
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -26,12 +38,12 @@ pub fn run(kind: &str, command: Option<PathBuf>, json: bool, printer: Printer) -
     if json {
         printer.json(&report);
     } else {
-        print_table(&report, printer);
+        print_table(&report, printer, &source);
     }
     Ok(report.exit_code())
 }
 
-fn print_table(report: &DoctorReport, printer: Printer) {
+fn print_table(report: &DoctorReport, printer: Printer, source: &str) {
     let command = match &report.resolved_path {
         Some(p) if *p != report.command => format!("{} ({p})", report.command),
         _ => report.command.clone(),
@@ -49,6 +61,7 @@ fn print_table(report: &DoctorReport, printer: Printer) {
     };
     printer.out("Claude Code runner");
     printer.out(format!("  command  {command}"));
+    printer.out(format!("  from     {source}"));
     if let Some(v) = &report.version {
         printer.out(format!("  version  {v}"));
     }
@@ -108,4 +121,38 @@ fn hint(report: &DoctorReport) -> Option<&'static str> {
         ),
         DoctorStatus::Error => None,
     }
+}
+
+/// The pipeline's `runner.command` (as the run would probe it) and where it came
+/// from; `None` without a pipeline file. An explicit `-f` must exist and parse; the
+/// default file is optional.
+fn pipeline_command(ws: &Workspace, file: Option<PathBuf>) -> CliResult<Option<(String, String)>> {
+    let explicit = file.is_some();
+    let path = ws.pipeline_path(file);
+    if !explicit && !path.is_file() {
+        return Ok(None);
+    }
+    let loaded = specbridge_engine::pipeline::load::load(&path).map_err(|diagnostics| {
+        CliError::Config(format!(
+            "{}: cannot read the runner from it ({} problem{}; `specbridge validate` lists them)",
+            path.display(),
+            diagnostics.len(),
+            if diagnostics.len() == 1 { "" } else { "s" }
+        ))
+    })?;
+    let shown = path
+        .strip_prefix(&ws.root)
+        .unwrap_or(&path)
+        .display()
+        .to_string();
+    Ok(Some(match loaded.file.runner.command.as_deref() {
+        Some(command) => (
+            probe_path(&ws.root, command),
+            format!("{shown} (runner.command)"),
+        ),
+        None => (
+            "claude".to_string(),
+            format!("{shown} (no runner.command: the default)"),
+        ),
+    }))
 }

@@ -1,6 +1,6 @@
-//! `specbridge init`: write a starter pipeline.
+//! `specbridge init`: write a starter pipeline fitted to the project.
 
-use specbridge_stages::init::{init, InitError};
+use specbridge_stages::init::{init, InitError, InitOptions, TestCommand, SPEC_FILE};
 
 use crate::args::InitArgs;
 use crate::commands::Workspace;
@@ -8,19 +8,56 @@ use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 
 pub fn run(ws: &Workspace, args: InitArgs, printer: Printer) -> CliResult {
-    match init(&ws.root, &args.template) {
-        Ok(written) => {
-            for f in &written {
-                printer.out(format!("wrote {f}"));
-            }
-            printer.out(
-                "next: describe the change in SPEC.md, set your test command under `verification:`, then `specbridge validate` and `specbridge run --dry-run`",
-            );
-            Ok(0)
-        }
+    let test = match args.test.as_deref() {
+        None => None,
+        Some(words) => Some(given_test(words)?),
+    };
+    let report = match init(
+        &ws.root,
+        InitOptions {
+            template: args.template.name(),
+            force: args.force,
+            test,
+        },
+    ) {
+        Ok(report) => report,
         Err(e @ (InitError::UnknownTemplate { .. } | InitError::WouldOverwrite(_))) => {
-            Err(CliError::Config(e.to_string()))
+            return Err(CliError::Config(e.to_string()))
         }
-        Err(e) => Err(CliError::Other(e.to_string())),
+        Err(e) => return Err(CliError::Other(specbridge_engine::error_chain(&e))),
+    };
+    for f in &report.written {
+        printer.out(format!("wrote {f}"));
     }
+    if report.kept_spec {
+        printer.out(format!("kept {SPEC_FILE} (yours)"));
+    }
+    if report.gitignore_updated {
+        printer.out("added .specbridge/ to .gitignore");
+    }
+    match &report.test {
+        Some(t) => printer.out(format!(
+            "tests: `{}` ({}), required after every execute stage, and allowed to the agent as {}",
+            t.display(),
+            t.found,
+            t.bash_rule
+        )),
+        None => printer.err(format!(
+            "{}: no test command detected; the starter's only check (`git diff --check`) cannot fail a broken build. Rerun with --force --test \"<command>\" or edit `verification:`",
+            printer.warning_label()
+        )),
+    }
+    printer.out(format!("next: describe the change in {SPEC_FILE}"));
+    printer.out("next: git add -A && git commit -m \"specbridge starter\"   (a run starts from a clean tree)");
+    printer.out("next: specbridge validate && specbridge run --dry-run");
+    Ok(0)
+}
+
+/// `--test "cargo test --workspace"`: split on whitespace (no shell).
+fn given_test(words: &str) -> CliResult<TestCommand> {
+    let argv: Vec<String> = words.split_whitespace().map(str::to_owned).collect();
+    if argv.is_empty() {
+        return Err(CliError::Config("--test: the command is empty".into()));
+    }
+    Ok(TestCommand::from_argv("--test", argv))
 }

@@ -61,8 +61,31 @@ pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
         Command::Graph(args) => graph::run(&ws, args, printer),
         Command::Resume(args) => resume::run(&ws, printer, args),
         Command::Runs(RunsCommand::List { json }) => runs::list(&ws, printer, json),
-        Command::Runs(RunsCommand::Show { run, json }) => {
-            runs::show(&ws, printer, &run, json, cli.global.verbose > 0)
+        Command::Runs(RunsCommand::Show {
+            run,
+            stage: None,
+            json,
+            ..
+        }) => runs::show(&ws, printer, &run, json, cli.global.verbose > 0),
+        Command::Runs(RunsCommand::Show {
+            run,
+            stage: Some(stage),
+            attempt,
+            diff,
+            json,
+        }) => runs::show_stage(
+            &ws,
+            printer,
+            &run,
+            runs::stage::StageArgs {
+                stage: &stage,
+                attempt,
+                diff,
+                json,
+            },
+        ),
+        Command::Runs(RunsCommand::Report { run, output, json }) => {
+            runs::report::run(&ws, printer, &run, output, json)
         }
         Command::Runs(RunsCommand::Audit { run, all, json }) => {
             audit::run(&ws, printer, run, all, json)
@@ -70,7 +93,8 @@ pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
         Command::Runner(RunnerCommand::Doctor {
             kind,
             command,
+            file,
             json,
-        }) => doctor::run(&kind, command, json, printer),
+        }) => doctor::run(&ws, &kind, command, file.file, json, printer),
     }
 }

@@ -27,14 +27,21 @@ pub fn from_cwd(p: &Path) -> PathBuf {
 }
 
 /// `--scaffold DIR`: a fresh one-commit git repository holding a copy of DIR.
-pub fn scaffold_workspace(dir: &Path, printer: Printer) -> CliResult<Workspace> {
+pub fn scaffold_workspace(dir: &Path, printer: Printer, keep: bool) -> CliResult<Workspace> {
     let src = from_cwd(dir);
     let root = scaffold::create(&src).map_err(|e| CliError::Config(e.to_string()))?;
-    printer.err(format!(
-        "scaffold: {} (a copy of {} in a new git repository)",
-        root.display(),
-        src.display()
-    ));
+    if keep {
+        printer.err(format!(
+            "scaffold: {} (a copy of {} in a new git repository)",
+            root.display(),
+            src.display()
+        ));
+    } else {
+        printer.err(format!(
+            "scaffold: a copy of {} in a new git repository, deleted after the run (--no-keep)",
+            src.display()
+        ));
+    }
     Ok(Workspace { root })
 }
 

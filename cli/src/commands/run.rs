@@ -99,7 +99,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
     let Some(scaffold_dir) = args.scaffold.clone() else {
         return run_in(ws, printer, args, replay_dir.as_deref());
     };
-    let scaffold = replay::scaffold_workspace(&scaffold_dir, printer)?;
+    let scaffold = replay::scaffold_workspace(&scaffold_dir, printer, !args.no_keep)?;
     let mut args = args;
     // `-f` names a file inside the scaffold.
     if let Some(f) = args.file.file.take() {
@@ -204,7 +204,8 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
         r
     });
     let result = result.map_err(|e| CliError::Config(e.to_string()))?;
-    print_summary(printer, &result, json_out);
+    // `--no-keep` deletes the scaffold after this: its paths are not worth printing.
+    print_summary_of(printer, &result, json_out, args.no_keep);
     Ok(result.exit_code)
 }
 
@@ -324,6 +325,7 @@ pub(crate) fn summary_json(r: &orchestrate::RunResult) -> serde_json::Value {
                 "outcome": rep.and_then(|x| x.outcome.clone()),
                 "durationMs": rep.and_then(|x| x.duration_ms),
                 "costUsd": rep.map(|x| x.cost_usd).unwrap_or(0.0),
+                "tokens": rep.map(|x| x.tokens).unwrap_or_default(),
             })
         })
         .collect();
@@ -338,8 +340,16 @@ pub(crate) fn summary_json(r: &orchestrate::RunResult) -> serde_json::Value {
 }
 
 pub(crate) fn print_summary(printer: Printer, r: &orchestrate::RunResult, json_out: bool) {
+    print_summary_of(printer, r, json_out, false);
+}
+
+fn print_summary_of(printer: Printer, r: &orchestrate::RunResult, json_out: bool, deleted: bool) {
     if json_out {
-        printer.json(&summary_json(r));
+        let mut v = summary_json(r);
+        if deleted {
+            v["runDir"] = serde_json::Value::Null;
+        }
+        printer.json(&v);
         return;
     }
     let nodes = topo(&r.outcome.nodes);
@@ -367,12 +377,17 @@ pub(crate) fn print_summary(printer: Printer, r: &orchestrate::RunResult, json_o
     }
     printer.out(t.render().trim_end());
     printer.out(format!(
-        "\nrun {} {} (exit {}), {}",
+        "\nrun {} {} (exit {}), {}, {} tokens",
         r.run_id,
         r.status.as_str(),
         r.exit_code,
-        cost(r.outcome.totals.cost_usd)
+        cost(r.outcome.totals.cost_usd),
+        crate::table::thousands(r.outcome.totals.tokens.total())
     ));
+    if deleted {
+        printer.out("records: deleted with the scaffold (--no-keep)");
+        return;
+    }
     printer.out(format!("records: {}", r.run_dir.display()));
     // From where the user stands: a run in another folder (a scaffold, `-C`) needs
     // `-C` to be found again.
@@ -386,7 +401,7 @@ pub(crate) fn print_summary(printer: Printer, r: &orchestrate::RunResult, json_o
         _ => String::new(),
     };
     let short = &r.run_id[..8];
-    printer.out(format!(
-        "next: specbridge {at}runs show {short}   specbridge {at}runs audit {short}"
-    ));
+    printer.out(format!("next: specbridge {at}runs show {short}"));
+    printer.out(format!("next: specbridge {at}runs audit {short}"));
+    printer.out(format!("next: specbridge {at}runs report {short}"));
 }

@@ -233,3 +233,41 @@ fn an_unknown_runner_kind_is_a_usage_error() {
         out.stderr
     );
 }
+
+#[test]
+fn without_command_the_pipelines_runner_is_probed() {
+    let ctx = TestContext::new();
+    let auth = logged_in(&ctx);
+    fake_cli(&ctx, "2.1.332", Auth::Prints(auth, 0), None);
+    // A relative command names a file in the repository, as it does for a run;
+    // `claude` is not on this test's PATH, so only the pipeline can make it available.
+    ctx.write(
+        "specbridge.yaml",
+        "version: 1\nname: p\nrunner:\n  command: fake/claude\nstages:\n  - { id: c, kind: check, argv: [\"true\"] }\n",
+    );
+    let out = ctx
+        .command()
+        .args(["runner", "doctor"])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let out = ctx.output(out);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(out.stdout.contains("status   available"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("from     specbridge.yaml (runner.command)"),
+        "{}",
+        out.stdout
+    );
+    assert!(logged_calls(&ctx).iter().any(|c| c == "--version"));
+
+    // An explicit --command wins over the pipeline.
+    let missing = ctx.run(&["runner", "doctor", "--command", "/nonexistent/claude"]);
+    assert_eq!(missing.code, 3, "{}", missing.snapshot());
+    assert!(
+        missing.stdout.contains("from     --command"),
+        "{}",
+        missing.stdout
+    );
+}

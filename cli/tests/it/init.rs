@@ -7,18 +7,23 @@ fn init_writes_a_starter_that_validates() {
     let ctx = TestContext::new();
     let out = ctx.run(&["init", "--template", "spec-to-task"]);
     assert_eq!(out.code, 0, "{}", out.snapshot());
-    insta::assert_snapshot!(out.stdout, @r"
+    insta::assert_snapshot!(out.stdout, @r#"
     wrote specbridge.yaml
     wrote prompts/requirements.md
     wrote prompts/design.md
     wrote prompts/tasks.md
     wrote prompts/implement.md
-    wrote .gitignore
-    next: describe the change in SPEC.md, set your test command under `verification:`, then `specbridge validate` and `specbridge run --dry-run`
-    ");
+    wrote SPEC.md
+    added .specbridge/ to .gitignore
+    next: describe the change in SPEC.md
+    next: git add -A && git commit -m "specbridge starter"   (a run starts from a clean tree)
+    next: specbridge validate && specbridge run --dry-run
+    "#);
+    insta::assert_snapshot!(out.stderr, @r#"warning: no test command detected; the starter's only check (`git diff --check`) cannot fail a broken build. Rerun with --force --test "<command>" or edit `verification:`"#);
     let v = ctx.run(&["validate"]);
     assert_eq!(v.code, 0, "the starter must validate: {}", v.snapshot());
-    assert!(ctx.read(".gitignore").lines().any(|l| l == ".specbridge/"));
+    assert!(ctx.read("SPEC.md").starts_with("# Spec"));
+    assert_eq!(ctx.read(".gitignore").lines().last(), Some(".specbridge/"));
 }
 
 #[test]
@@ -43,7 +48,7 @@ fn init_refuses_to_overwrite_and_writes_nothing() {
     ctx.write("prompts/design.md", "mine\n");
     let out = ctx.run(&["init"]);
     assert_eq!(out.code, 2);
-    insta::assert_snapshot!(out.stderr, @"error: refusing to overwrite existing files: prompts/design.md");
+    insta::assert_snapshot!(out.stderr, @"error: refusing to overwrite existing files: prompts/design.md (--force replaces them)");
     assert_eq!(ctx.read("prompts/design.md"), "mine\n");
     assert!(
         !ctx.path("specbridge.yaml").exists(),
@@ -57,9 +62,25 @@ fn init_names_the_templates_it_has() {
     let out = ctx.run(&["init", "--template", "nope"]);
     assert_eq!(out.code, 2);
     assert!(
-        out.stderr
-            .contains("unknown template `nope`; available: spec-to-task"),
+        out.stderr.contains("[possible values: spec-to-task]"),
         "{}",
         out.stderr
     );
+    let help = ctx.run(&["init", "--help"]);
+    assert!(help.stdout.contains("spec-to-task"), "{}", help.stdout);
+}
+
+#[test]
+fn force_replaces_the_starter_but_never_the_spec() {
+    let ctx = TestContext::new();
+    ctx.write("SPEC.md", "my spec\n");
+    ctx.write("prompts/design.md", "mine\n");
+    let out = ctx.run(&["init", "--force", "--test", "make check"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_ne!(ctx.read("prompts/design.md"), "mine\n");
+    assert_eq!(ctx.read("SPEC.md"), "my spec\n");
+    assert!(out.stdout.contains("kept SPEC.md"), "{}", out.stdout);
+    let yaml = ctx.read("specbridge.yaml");
+    assert!(yaml.contains(r#"argv: ["make", "check"]"#), "{yaml}");
+    assert!(yaml.contains(r#"- "Bash(make check:*)""#), "{yaml}");
 }

@@ -7,6 +7,8 @@ mod execute;
 mod fanout;
 mod init;
 mod observed;
+mod init_projects;
+mod inspect;
 mod real_cli;
 mod replay;
 mod resume;

@@ -58,7 +58,8 @@ pub fn check_run_json(run_dir: &Path, facts: &EventFacts, findings: &mut Vec<Fin
     }
 }
 
-/// Which of `costUsd`, `invocations`, `turns` differ between two totals objects.
+/// Which of `costUsd`, `invocations`, `turns`, `tokens` differ between two totals
+/// objects (`tokens` only when both have it: runs recorded before it existed lack it).
 fn totals_differences(a: &Value, b: &Value) -> Vec<&'static str> {
     let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
     let mut out = Vec::new();
@@ -70,6 +71,11 @@ fn totals_differences(a: &Value, b: &Value) -> Vec<&'static str> {
         };
         if differs {
             out.push(field);
+        }
+    }
+    if let (Some(x), Some(y)) = (a.get("tokens"), b.get("tokens")) {
+        if x != y {
+            out.push("tokens");
         }
     }
     out

@@ -99,6 +99,7 @@ pub fn reused_report(rec: &StageRecord) -> StageReport {
         ended_at: rec.ended_at.clone(),
         duration_ms: rec.duration_ms,
         cost_usd: rec.cost_usd,
+        tokens: rec.tokens,
         turns: rec.turns,
         invocations: 0,
         exit_code: None,

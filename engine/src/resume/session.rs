@@ -344,6 +344,7 @@ impl OpenedRun {
             Some(record.duration_ms.unwrap_or(0) + started.elapsed().as_millis() as u64);
         record.exit_code = Some(exit_code);
         record.totals.cost_usd += outcome.totals.cost_usd;
+        record.totals.tokens += outcome.totals.tokens;
         record.totals.invocations += outcome.totals.invocations;
         record.totals.turns += outcome.totals.turns;
         record.stage_counts = counts;

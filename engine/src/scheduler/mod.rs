@@ -292,6 +292,7 @@ pub async fn run_plan(
         };
         let node = st.node(&id).clone();
         st.totals.cost_usd += report.cost_usd;
+        st.totals.tokens += report.tokens;
         st.totals.turns += report.turns;
         st.totals.invocations += report.invocations;
         st.set(&id, report.status);

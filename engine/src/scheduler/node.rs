@@ -65,6 +65,7 @@ pub struct StageReport {
     pub ended_at: Option<String>,
     pub duration_ms: Option<u64>,
     pub cost_usd: f64,
+    pub tokens: crate::tokens::TokenUsage,
     pub turns: u32,
     pub invocations: u32,
     /// The exit code this stage contributes when it is not its status's default
@@ -120,6 +121,7 @@ pub(crate) fn stage_record(
         duration_ms: r.duration_ms,
         cost_usd: r.cost_usd,
         turns: r.turns,
+        tokens: r.tokens,
         reused: r.reused.then_some(true),
     }
 }

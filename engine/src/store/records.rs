@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::pipeline::model::StageKind;
 use crate::status::{EvidenceStatus, RunStatus, StageStatus};
+use crate::tokens::TokenUsage;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -66,6 +67,9 @@ pub struct Totals {
     pub cost_usd: f64,
     pub invocations: u32,
     pub turns: u32,
+    /// Tokens over every invocation that was spent (replayed ones spend nothing).
+    #[serde(default)]
+    pub tokens: TokenUsage,
 }
 
 /// The options a run was started with, including command-line overrides.
@@ -140,6 +144,10 @@ pub struct StageRecord {
     pub cost_usd: f64,
     #[serde(default)]
     pub turns: u32,
+    /// Tokens of the attempt that settled the stage (as `costUsd`); `runs show`
+    /// sums every attempt's `result.json`.
+    #[serde(default)]
+    pub tokens: TokenUsage,
     /// Set when the stage reused a previous run's result (resume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused: Option<bool>,

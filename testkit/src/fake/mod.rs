@@ -305,6 +305,7 @@ fn print_mode(
         max_budget_usd,
         cwd,
         env: Box::new(|name| std::env::var(name).ok()),
+        denials: Vec::new(),
     }
     .run()
 }

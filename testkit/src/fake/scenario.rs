@@ -35,6 +35,8 @@ pub enum Scenario {
     Garbage,
     /// Writes a file (`FAKE_CLAUDE_WRITE=path[=content]`, default `fake-output.txt`).
     WriteFile,
+    /// A Bash call the CLI refuses, then writes a file as `write-file` does.
+    RefusedThenWrite,
     /// Writes a file and commits it.
     GitCommit,
     /// Appends to a protected path (`FAKE_CLAUDE_PROTECTED`, default `specbridge.yaml`).
@@ -55,7 +57,7 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 22] = [
+    pub const ALL: [Scenario; 23] = [
         Scenario::Success,
         Scenario::TextOnly,
         Scenario::SchemaRetriesExhausted,
@@ -71,6 +73,7 @@ impl Scenario {
         Scenario::StderrFlood,
         Scenario::Garbage,
         Scenario::WriteFile,
+        Scenario::RefusedThenWrite,
         Scenario::GitCommit,
         Scenario::TouchProtected,
         Scenario::IgnoreSigterm,
@@ -97,6 +100,7 @@ impl Scenario {
             Scenario::StderrFlood => "stderr-flood",
             Scenario::Garbage => "garbage",
             Scenario::WriteFile => "write-file",
+            Scenario::RefusedThenWrite => "refused-then-write",
             Scenario::GitCommit => "git-commit",
             Scenario::TouchProtected => "touch-protected",
             Scenario::IgnoreSigterm => "ignore-sigterm",

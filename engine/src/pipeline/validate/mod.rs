@@ -15,6 +15,7 @@ use crate::pipeline::model::{
 use crate::pipeline::suggest::did_you_mean;
 use crate::safety;
 
+mod gate;
 mod paths;
 mod policy;
 mod runner;
@@ -73,6 +74,7 @@ pub fn validate(pipeline: &LoadedPipeline, repo_root: &Path) -> Vec<Diagnostic> 
     };
     c.top_level();
     c.stages();
+    c.gate();
     c.out.extend(forbidden::scan(
         &pipeline.document,
         &pipeline.index,

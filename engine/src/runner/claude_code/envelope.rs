@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use crate::tokens::TokenUsage;
+
 /// A tool call the CLI refused (`permission_denials`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PermissionDenial {
@@ -25,6 +27,8 @@ pub struct ResultEnvelope {
     pub num_turns: Option<u64>,
     /// `total_cost_usd`; 1.0.0 calls it `cost_usd` (and `total_cost`).
     pub total_cost_usd: Option<f64>,
+    /// From `modelUsage`, else `usage`; missing in 1.0.0.
+    pub tokens: Option<TokenUsage>,
     /// Missing before 1.0.128.
     pub permission_denials: Option<Vec<PermissionDenial>>,
     /// Missing before 2.1.100.
@@ -58,6 +62,7 @@ impl ResultEnvelope {
             total_cost_usd: number("total_cost_usd")
                 .or_else(|| number("cost_usd"))
                 .or_else(|| number("total_cost")),
+            tokens: TokenUsage::from_envelope(value),
             permission_denials: object
                 .get("permission_denials")
                 .and_then(Value::as_array)

@@ -34,6 +34,7 @@ use crate::store::{now_rfc3339, sha256_hex, RunHandle, RunLog};
 use crate::supervisor::{
     self, CancelToken, ObserverControl, ProcessRecord, SpawnSpec, StdoutObserver, SupervisorError,
 };
+use crate::tokens::TokenUsage;
 
 /// Called with a fresh snapshot whenever the stream shows progress (a turn, a tool
 /// call, the result). Runs on the supervisor's task: keep it quick.
@@ -91,6 +92,7 @@ pub struct InvocationOutcome {
     pub ended_at: String,
     pub duration_ms: u64,
     pub cost_usd: f64,
+    pub tokens: TokenUsage,
     pub turns: u32,
     /// Answered from a recording: nothing was spawned and nothing was spent.
     pub replayed: bool,
@@ -114,6 +116,7 @@ impl InvocationOutcome {
             ended_at: now,
             duration_ms: 0,
             cost_usd: 0.0,
+            tokens: TokenUsage::default(),
             turns: 0,
             replayed: false,
         }
@@ -264,6 +267,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
                 let mut outcome = finish(&spec, attempt_rel, record, state, None);
                 // The recorded cost was spent when it was recorded, not now.
                 outcome.cost_usd = 0.0;
+                outcome.tokens = TokenUsage::default();
                 outcome.replayed = true;
                 outcome
             }
@@ -421,6 +425,7 @@ fn finish(
         failure_reason,
         structured_output,
         cost_usd: classification.total_cost_usd.unwrap_or(0.0),
+        tokens: classification.tokens.unwrap_or_default(),
         turns: classification
             .num_turns
             .map(|t| u32::try_from(t).unwrap_or(u32::MAX))
@@ -562,6 +567,7 @@ fn write_unspawned_result(spec: &InvokeSpec<'_>, attempt_rel: &str, outcome: &In
         terminal_reason: None,
         num_turns: None,
         total_cost_usd: None,
+        tokens: None,
         session_id: None,
         api_error_status: None,
     };

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::envelope::{json_from_result_text, ResultEnvelope};
 use crate::status::StageStatus;
+use crate::tokens::TokenUsage;
 
 /// How the structured output travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,6 +60,7 @@ pub struct Classification {
     pub terminal_reason: Option<String>,
     pub num_turns: Option<u64>,
     pub total_cost_usd: Option<f64>,
+    pub tokens: Option<TokenUsage>,
     pub session_id: Option<String>,
     pub api_error_status: Option<u16>,
 }
@@ -77,6 +79,7 @@ pub fn classify(input: ClassifyInput<'_>) -> Classification {
         terminal_reason: envelope.and_then(|e| e.terminal_reason.clone()),
         num_turns: envelope.and_then(|e| e.num_turns),
         total_cost_usd: envelope.and_then(|e| e.total_cost_usd),
+        tokens: envelope.and_then(|e| e.tokens),
         session_id: envelope.and_then(|e| e.session_id.clone()),
         api_error_status: envelope.and_then(|e| e.api_error_status),
     }

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::envelope::ResultEnvelope;
 use super::outcome::Classification;
 use crate::status::StageStatus;
+use crate::tokens::TokenUsage;
 
 pub const RESULT_RECORD_SCHEMA_VERSION: u32 = 1;
 
@@ -23,6 +24,10 @@ pub struct ResultRecord {
     pub terminal_reason: Option<String>,
     pub num_turns: Option<u64>,
     pub total_cost_usd: Option<f64>,
+    /// Input, output, cache-read and cache-creation tokens over every model the
+    /// invocation used; missing when the CLI does not report usage (1.0.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenUsage>,
     pub session_id: Option<String>,
     /// Tool calls the CLI refused; empty also when the CLI does not report them.
     pub permission_denials: Vec<PermissionDenialRecord>,
@@ -57,6 +62,7 @@ impl ResultRecord {
             terminal_reason: classification.terminal_reason.clone(),
             num_turns: classification.num_turns,
             total_cost_usd: classification.total_cost_usd,
+            tokens: classification.tokens,
             session_id: classification.session_id.clone(),
             permission_denials: envelope
                 .and_then(|e| e.permission_denials.as_ref())

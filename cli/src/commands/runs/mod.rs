@@ -1,4 +1,8 @@
-//! `specbridge runs list` and `runs show`.
+//! `specbridge runs list`, `runs show` (a run, or one stage with `stage.rs`) and
+//! `runs report` (`report.rs`).
+
+pub mod report;
+pub mod stage;
 
 use std::path::Path;
 
@@ -8,8 +12,9 @@ use specbridge_engine::store::{PlanRecord, RunStore, StageRecord};
 
 use crate::commands::Workspace;
 use crate::error::{CliError, CliResult};
+use crate::inspect::{self, StageStory};
 use crate::printer::Printer;
-use crate::table::{cost, duration, Table};
+use crate::table::{cost, duration, tokens, tokens_short, Table};
 
 pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
     let store = RunStore::new(&ws.root);
@@ -31,6 +36,7 @@ pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
                 "stagesSucceeded": r.stage_counts.get("succeeded").copied().unwrap_or(0),
                 "stagesTotal": r.stage_counts.values().sum::<u32>(),
                 "costUsd": r.totals.cost_usd,
+                "tokens": r.totals.tokens,
                 "exitCode": r.exit_code,
             })),
             Err(e) => rows.push(json!({
@@ -89,8 +95,34 @@ pub fn show(
         .read_run(&id)
         .map_err(|e| CliError::Config(e.to_string()))?;
     let stages = read_stages(&dir);
+    // Per stage, every attempt's result.json: stage.json holds only the attempt
+    // that settled the stage, and replayed attempts spent nothing.
+    let stories: Vec<StageStory> = stages
+        .iter()
+        .map(|s| StageStory::read(&dir, s.clone(), 0))
+        .collect();
+    let mut recorded = inspect::Spend::default();
+    for st in &stories {
+        recorded.cost_usd += st.recorded_not_spent.cost_usd;
+        recorded.tokens += st.recorded_not_spent.tokens;
+        recorded.invocations += st.recorded_not_spent.invocations;
+    }
     if json_out {
-        let mut v = json!({ "run": run, "stages": stages });
+        let spend: serde_json::Map<String, Value> = stories
+            .iter()
+            .map(|st| {
+                (
+                    st.stage.stage_id.clone(),
+                    json!({ "spent": st.spent, "recordedNotSpent": st.recorded_not_spent }),
+                )
+            })
+            .collect();
+        let mut v = json!({
+            "run": run,
+            "stages": stages,
+            "spend": spend,
+            "recordedNotSpent": recorded,
+        });
         if verbose {
             v["attempts"] = stages
                 .iter()
@@ -113,7 +145,16 @@ pub fn show(
             run.totals.turns,
             cost(run.totals.cost_usd)
         ),
+        format!("tokens    {}", tokens(&run.totals.tokens)),
     ];
+    if recorded.invocations > 0 {
+        head.push(format!(
+            "replayed  {} invocations answered from a recording: {} and {} tokens recorded, not spent",
+            recorded.invocations,
+            cost(recorded.cost_usd),
+            crate::table::thousands(recorded.tokens.total())
+        ));
+    }
     if let Some(code) = run.exit_code {
         head.push(format!("exit code {code}"));
     }
@@ -130,16 +171,26 @@ pub fn show(
     }
     printer.out("");
     let mut t = Table::new(&[
-        "STAGE", "STATUS", "ATTEMPTS", "DURATION", "TURNS", "COST", "EVIDENCE", "OUTCOME",
+        "STAGE", "STATUS", "ATTEMPTS", "DURATION", "TURNS", "COST", "TOKENS", "EVIDENCE", "OUTCOME",
     ]);
-    for s in &stages {
+    for (s, st) in stages.iter().zip(&stories) {
+        let replayed_only = st.spent.invocations == 0 && st.recorded_not_spent.invocations > 0;
         t.row(vec![
             s.stage_id.clone(),
             s.status.as_str().to_string(),
             s.attempts.to_string(),
             duration(s.duration_ms),
             s.turns.to_string(),
-            cost(s.cost_usd),
+            if replayed_only {
+                format!("{} recorded", cost(st.recorded_not_spent.cost_usd))
+            } else {
+                cost(st.spent.cost_usd)
+            },
+            tokens_short(if replayed_only {
+                &st.recorded_not_spent.tokens
+            } else {
+                &st.spent.tokens
+            }),
             s.evidence_status.map_or("-", |e| e.as_str()).to_string(),
             s.outcome.clone().unwrap_or_default(),
         ]);
@@ -162,6 +213,17 @@ pub fn show(
         }
     }
     printer.out(format!("\nrecords: {}", dir.display()));
+    if let Some(first) = stages.first() {
+        printer.out(format!(
+            "next: specbridge runs show {} {}   (one stage: tool calls, verification, evidence)",
+            short(&id),
+            first.stage_id
+        ));
+        printer.out(format!(
+            "next: specbridge runs report {}   (the whole run as one HTML page)",
+            short(&id)
+        ));
+    }
     Ok(0)
 }
 
@@ -266,6 +328,10 @@ pub fn read_stages(dir: &Path) -> Vec<StageRecord> {
     stages
 }
 
+fn short(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
 /// The shortest prefix of `id` (at least 8 characters) that no other run shares.
 fn short_id(id: &str, all: &[String]) -> String {
     let mut n = 8.min(id.len());
@@ -273,4 +339,17 @@ fn short_id(id: &str, all: &[String]) -> String {
         n += 1;
     }
     id[..n].to_string()
+}
+
+pub fn show_stage(
+    ws: &Workspace,
+    printer: Printer,
+    selector: &str,
+    args: stage::StageArgs<'_>,
+) -> CliResult {
+    let store = RunStore::new(&ws.root);
+    let (id, dir) = store
+        .select(selector)
+        .map_err(|e| CliError::Config(e.to_string()))?;
+    stage::show(printer, &dir, &id, args)
 }

@@ -1,0 +1,268 @@
+//! The tool calls of an attempt: from `tool-calls.jsonl` when the attempt has one,
+//! else read back from the stream-json in `raw-stdout.log`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// How long an input summary or a result excerpt may be.
+const SUMMARY_CHARS: usize = 160;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    pub tool: String,
+    pub input: String,
+    /// The CLI refused the call (a permission denial, or a tool it does not offer).
+    pub refused: bool,
+    /// The tool's error or the refusal's message.
+    pub error: Option<String>,
+    /// The start of what the tool returned.
+    pub result: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TranscriptSource {
+    ToolCalls,
+    Stream,
+    None,
+}
+
+pub fn read(dir: &Path, result: Option<&Value>) -> (Vec<ToolCall>, TranscriptSource) {
+    if let Ok(text) = std::fs::read_to_string(dir.join("tool-calls.jsonl")) {
+        let calls = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| from_tool_calls_line(&v))
+            .collect();
+        return (calls, TranscriptSource::ToolCalls);
+    }
+    match std::fs::read(dir.join("raw-stdout.log")) {
+        Ok(bytes) => {
+            let denied = denied_ids(result);
+            let calls = from_stream(&String::from_utf8_lossy(&bytes), &denied);
+            (calls, TranscriptSource::Stream)
+        }
+        Err(_) => (Vec::new(), TranscriptSource::None),
+    }
+}
+
+/// One line of `tool-calls.jsonl`, read leniently: the names of its fields are
+/// accepted in either case style, and a missing verdict counts as allowed.
+fn from_tool_calls_line(v: &Value) -> ToolCall {
+    let field = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| v.get(*n))
+            .filter(|x| !x.is_null())
+    };
+    let text = |names: &[&str]| {
+        field(names).map(|x| match x {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    };
+    let refused = match field(&["refused", "denied"]).and_then(Value::as_bool) {
+        Some(r) => r,
+        None => match field(&["allowed"]) {
+            Some(Value::Bool(allowed)) => !allowed,
+            _ => text(&["decision", "status", "verdict"])
+                .is_some_and(|s| matches!(s.as_str(), "refused" | "denied" | "deny")),
+        },
+    };
+    let input = match field(&["inputSummary", "input_summary", "summary"]) {
+        Some(Value::String(s)) => s.clone(),
+        _ => field(&["input"])
+            .map(|i| summarize_input("", i))
+            .unwrap_or_default(),
+    };
+    ToolCall {
+        tool: text(&["tool", "toolName", "tool_name", "name"]).unwrap_or_else(|| "?".into()),
+        input: clip(&input),
+        refused,
+        error: text(&["error", "reason", "message"]).map(|e| clip(&e)),
+        result: text(&["result", "output"]).map(|r| clip(&r)),
+    }
+}
+
+fn denied_ids(result: Option<&Value>) -> BTreeSet<String> {
+    result
+        .and_then(|r| r.get("permissionDenials"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|d| d.get("toolUseId").and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What the CLI answers a call it refused with (FACTS: tools and permissions).
+const REFUSAL_MARKERS: &[&str] = &[
+    "haven't granted",
+    "No such tool available",
+    "needs approval",
+    "requires approval",
+    "denied by your permission settings",
+    "sensitive file",
+];
+
+/// Tool calls in stream-json: each `tool_use` block of an assistant message, settled
+/// by the `tool_result` block with its id in a later user message.
+pub fn from_stream(stdout: &str, denied: &BTreeSet<String>) -> Vec<ToolCall> {
+    let mut calls: Vec<ToolCall> = Vec::new();
+    let mut by_id: HashMap<String, usize> = HashMap::new();
+    for line in stdout.lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let blocks = event
+            .pointer("/message/content")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        match event.get("type").and_then(Value::as_str) {
+            Some("assistant") => {
+                for b in blocks.iter().filter(|b| b["type"] == "tool_use") {
+                    let tool = b["name"].as_str().unwrap_or("?").to_string();
+                    let id = b["id"].as_str().unwrap_or_default().to_string();
+                    // Partial messages repeat a block; the first one stands.
+                    if !id.is_empty() && by_id.contains_key(&id) {
+                        continue;
+                    }
+                    by_id.insert(id.clone(), calls.len());
+                    calls.push(ToolCall {
+                        input: clip(&summarize_input(&tool, &b["input"])),
+                        refused: denied.contains(&id),
+                        tool,
+                        error: None,
+                        result: None,
+                    });
+                }
+            }
+            Some("user") => {
+                for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
+                    let Some(&i) = b["tool_use_id"].as_str().and_then(|id| by_id.get(id)) else {
+                        continue;
+                    };
+                    let content = result_text(&b["content"]);
+                    if b["is_error"].as_bool() == Some(true) {
+                        if REFUSAL_MARKERS.iter().any(|m| content.contains(m)) {
+                            calls[i].refused = true;
+                        }
+                        calls[i].error = Some(clip(&content));
+                    } else {
+                        calls[i].result = Some(clip(&content));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    calls
+}
+
+fn result_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The part of a tool's input that says what it did: the command, the path, the
+/// pattern; other inputs as compact JSON.
+fn summarize_input(tool: &str, input: &Value) -> String {
+    let s = |k: &str| input.get(k).and_then(Value::as_str);
+    let chosen = match tool {
+        "Bash" => s("command").map(str::to_owned),
+        "Read" | "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => {
+            s("file_path").or(s("notebook_path")).map(str::to_owned)
+        }
+        "Glob" | "Grep" => s("pattern").map(|p| match s("path") {
+            Some(path) => format!("{p} in {path}"),
+            None => p.to_owned(),
+        }),
+        "WebFetch" => s("url").map(str::to_owned),
+        "WebSearch" => s("query").map(str::to_owned),
+        _ => None,
+    };
+    chosen.unwrap_or_else(|| match input {
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+/// One line, at most [`SUMMARY_CHARS`] characters.
+fn clip(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= SUMMARY_CHARS {
+        one_line
+    } else {
+        let mut cut: String = one_line.chars().take(SUMMARY_CHARS - 1).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captured_stream_gives_the_read_and_its_result() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../testkit/fixtures/claude-code/stream-json/2.1.332-tool-call.jsonl"
+        );
+        let Ok(text) = std::fs::read_to_string(path) else {
+            panic!("fixture missing: {path}");
+        };
+        let calls = from_stream(&text, &BTreeSet::new());
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].tool, "Read");
+        assert!(calls[0].input.ends_with("README.md"));
+        assert!(!calls[0].refused);
+        assert!(calls[0].result.as_deref().unwrap().contains("demo repo"));
+    }
+
+    #[test]
+    fn refusals_come_from_denials_or_the_refusal_message() {
+        let stream = [
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"a","name":"Write","input":{"file_path":"x.txt","content":"hi"}}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"a","is_error":true,"content":"Claude requested permissions to write to x.txt, but you haven't granted it yet."}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"b","name":"Bash","input":{"command":"cargo test"}}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"b","is_error":true,"content":"test failed"}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"c","name":"Bash","input":{"command":"curl x"}}]}}"#,
+        ]
+        .join("\n");
+        let denied = BTreeSet::from(["c".to_string()]);
+        let calls = from_stream(&stream, &denied);
+        assert_eq!(calls.len(), 3);
+        assert!(calls[0].refused && calls[0].input == "x.txt");
+        assert!(!calls[1].refused && calls[1].error.as_deref() == Some("test failed"));
+        assert!(calls[2].refused && calls[2].input == "curl x");
+    }
+
+    #[test]
+    fn tool_calls_lines_are_read_in_either_style() {
+        let a = from_tool_calls_line(&serde_json::json!({
+            "tool": "Bash", "inputSummary": "rm -rf x", "allowed": false, "error": "denied"
+        }));
+        assert!(a.refused && a.input == "rm -rf x" && a.error.as_deref() == Some("denied"));
+        let b = from_tool_calls_line(&serde_json::json!({
+            "tool_name": "Read", "input": {"file_path": "a.rs"}, "decision": "allowed"
+        }));
+        assert!(!b.refused);
+        assert_eq!(b.tool, "Read");
+    }
+}

@@ -1,0 +1,1 @@
+//! The HTML report of a run.
