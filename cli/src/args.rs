@@ -152,6 +152,9 @@ pub struct OverrideArgs {
     /// Print one JSON summary on stdout and nothing else there
     #[arg(long)]
     pub json: bool,
+    /// Probe the runner again instead of using the detection remembered in the cache folder
+    #[arg(long)]
+    pub refresh_runner: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,11 +1,15 @@
 //! Detecting the agent runner once before a run (DESIGN §5): every runner command
-//! the planned agent stages use is probed with `runner doctor`'s detection.
+//! the planned agent stages use is probed with `runner doctor`'s detection, less
+//! `auth status` (a run that is not logged in ends `runner-unavailable`, exit 3),
+//! and remembered for a while in the user's cache folder (`--refresh-runner`
+//! probes again).
 
 use std::path::Path;
 
 use specbridge_engine::exit;
 use specbridge_engine::pipeline::RunnerKind;
-use specbridge_engine::runner::claude_code::{diagnose, DoctorOptions, DoctorReport, DoctorStatus};
+use specbridge_engine::runner::claude_code::detection_cache::{detect_cached, CacheUse};
+use specbridge_engine::runner::claude_code::{DoctorOptions, DoctorReport, DoctorStatus};
 use specbridge_engine::scheduler::Node;
 use specbridge_engine::store::RunnerInfo;
 use specbridge_stages::agent::assumed_capabilities;
@@ -47,6 +51,7 @@ pub fn detect(
     root: &Path,
     commands: &[String],
     dry_run: bool,
+    refresh: bool,
     printer: Printer,
 ) -> CliResult<Detection> {
     let mut detection = Detection::default();
@@ -69,9 +74,14 @@ pub fn detect(
             .warnings
             .push(specbridge_engine::runner::claude_code::request::scrubbed_warning(&scrubbed));
     }
+    let cache = if refresh {
+        CacheUse::Refresh
+    } else {
+        CacheUse::Use
+    };
     for command in commands {
         let probed = probe_path(root, command);
-        let report = runtime.block_on(diagnose(&probed, &options));
+        let (report, _) = runtime.block_on(detect_cached(&probed, &options, cache));
         match (&report.capabilities, report.status) {
             (Some(caps), DoctorStatus::Available) => {
                 for gap in &report.degraded {

@@ -101,7 +101,13 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
         runner,
         mut warnings,
         ..
-    } = detect::detect(&ws.root, &commands, false, printer)?;
+    } = detect::detect(
+        &ws.root,
+        &commands,
+        false,
+        args.overrides.refresh_runner,
+        printer,
+    )?;
     warnings.extend(sandbox.warnings);
     for w in &warnings {
         printer.err(format!("{}: {w}", printer.warning_label()));

@@ -152,7 +152,13 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
         mut runner,
         mut warnings,
         assumption,
-    } = detect::detect(&ws.root, &commands, args.dry_run, printer)?;
+    } = detect::detect(
+        &ws.root,
+        &commands,
+        args.dry_run,
+        args.overrides.refresh_runner,
+        printer,
+    )?;
     if let Some(recording) = &replay.forced {
         let from = recording.dir().display().to_string();
         warnings.push(format!("agent stages are replayed from {from}"));

@@ -275,13 +275,22 @@ fn not_logged_in_during_a_run_is_runner_unavailable() {
 }
 
 #[test]
-fn detection_refuses_a_logged_out_runner_before_creating_the_run() {
+fn a_logged_out_runner_is_found_by_its_first_invocation() {
+    // Detection does not ask `auth status`: the invocation fails unauthenticated,
+    // which is classified runner-unavailable, exit 3, as the probe would have.
     let ctx = generate_ctx("not-logged-in");
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 3, "{}", out.snapshot());
-    assert!(out.stderr.contains("is not logged in"), "{}", out.stderr);
-    assert!(!ctx.path(".specbridge/runs").exists());
-    assert!(ctx.fake_agent_runs().is_empty());
+    assert!(
+        out.stderr.contains("the runner is not authenticated"),
+        "{}",
+        out.snapshot()
+    );
+    assert_eq!(ctx.fake_agent_runs().len(), 1);
+    assert!(!ctx
+        .fake_log()
+        .iter()
+        .any(|i| i.argv.first().map(String::as_str) == Some("auth")));
 }
 
 #[test]
@@ -297,10 +306,11 @@ fn detection_refuses_version_1_0_0_with_nothing_spawned() {
     ");
     assert!(!ctx.path(".specbridge/runs").exists());
     assert!(ctx.fake_agent_runs().is_empty());
-    let probes: Vec<Vec<String>> = ctx.fake_log().into_iter().map(|i| i.argv).collect();
+    let mut probes: Vec<Vec<String>> = ctx.fake_log().into_iter().map(|i| i.argv).collect();
+    probes.sort();
     assert_eq!(
         probes,
-        [vec!["--version".to_string()], vec!["--help".to_string()]]
+        [vec!["--help".to_string()], vec!["--version".to_string()]]
     );
 
     let fake = crate::common::fake_claude_bin();

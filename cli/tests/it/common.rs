@@ -13,6 +13,8 @@ pub struct TestContext {
     pub env: Vec<(String, String)>,
     /// A folder outside the repository (the fake agent's invocation log, pid files).
     pub aux: Option<tempfile::TempDir>,
+    /// `XDG_CACHE_HOME` of every command: runner detection is remembered per test.
+    pub cache: tempfile::TempDir,
 }
 
 /// What a finished command printed, with temporary paths replaced by `[ROOT]`.
@@ -34,6 +36,10 @@ impl TestContext {
             dir,
             env: Vec::new(),
             aux: None,
+            cache: tempfile::Builder::new()
+                .prefix("specbridge-cache-")
+                .tempdir()
+                .expect("create cache dir"),
         };
         ctx.git(&["init", "-q", "-b", "main"]);
         ctx.git(&["config", "user.email", "test@example.com"]);
@@ -94,7 +100,8 @@ impl TestContext {
             // A target folder outside the test repository is read-only to the
             // confined `cargo test` of a check or verification command.
             .env_remove("CARGO_TARGET_DIR")
-            .env("GIT_CONFIG_NOSYSTEM", "1");
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("XDG_CACHE_HOME", self.cache.path());
         for name in FAKE_CLAUDE_VARS {
             cmd.env_remove(name);
         }

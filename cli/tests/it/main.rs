@@ -2,6 +2,7 @@
 
 mod agent;
 mod common;
+mod detection_cache;
 mod doctor;
 mod execute;
 mod fanout;

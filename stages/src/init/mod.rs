@@ -47,8 +47,6 @@ pub const TEMPLATES: &[Template] = &[Template {
 pub const SPEC_FILE: &str = "SPEC.md";
 const SPEC_STUB: &str = include_str!("../../templates/SPEC.md");
 
-/// Run folders must not be committed with the code they describe.
-
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
     #[error("unknown template `{name}`; available: {available}")]

@@ -353,7 +353,9 @@ fn doctor_reads_the_real_help_and_auth_status() {
 }
 
 #[test]
-fn not_logged_in_stops_before_any_invocation() {
+fn not_logged_in_ends_the_first_invocation_runner_unavailable() {
+    // Detection does not ask `auth status` before a run: the invocation itself
+    // fails unauthenticated, without a model request, and the run exits 3.
     let Some(sandbox) = generate_sandbox("  maxTurns: 4\n", Script::new([Reply::text("unused")]))
     else {
         return;
@@ -362,7 +364,11 @@ fn not_logged_in_stops_before_any_invocation() {
     cmd.env_remove("ANTHROPIC_API_KEY").arg("run");
     let out = sandbox.run_command(cmd);
     assert_eq!(out.code, 3, "{}", out.snapshot());
-    assert!(out.stderr.contains("not logged in"), "{}", out.snapshot());
+    assert!(
+        out.stderr.contains("the runner is not authenticated"),
+        "{}",
+        out.snapshot()
+    );
     assert_eq!(sandbox.model_requests().len(), 0);
     assert_eq!(sandbox.changed_paths(), Vec::<String>::new());
 }

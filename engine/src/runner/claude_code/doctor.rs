@@ -1,12 +1,12 @@
 //! Detection of an installed Claude Code CLI: `runner doctor`, and the check made
 //! once before each run (DESIGN §5).
 //!
-//! Probes, in order: `--version`, `--help`, and `auth status` only where the help's
-//! command list has `auth` (older versions take `auth status` as a prompt: a billed
-//! request, or an interactive UI that hangs). The output of `auth status` names
+//! Probes `--version` and `--help` at the same time, then `auth status` only where
+//! the help's command list has `auth` (older versions take `auth status` as a
+//! prompt: a billed request, or an interactive UI that hangs) and only for the
+//! doctor: before a run authentication is checked by the run itself. The output of `auth status` names
 //! local folders and account details, so only a one-word summary leaves this module.
 
-use std::path::Path;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -156,6 +156,26 @@ impl DoctorOptions {
 
 /// Probes `command` and reports what it is and whether specbridge can use it.
 pub async fn diagnose(command: &str, options: &DoctorOptions) -> DoctorReport {
+    diagnose_with(command, options, AuthCheck::Probe).await
+}
+
+/// Whether detection asks `auth status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthCheck {
+    /// `runner doctor`: ask, where the version has the command.
+    Probe,
+    /// Before a run: do not ask. An invocation that fails unauthenticated is
+    /// classified `runner-unavailable` (exit 3) anyway, and on a fresh `HOME` the
+    /// probe itself makes the CLI's next call slower.
+    Lazy,
+}
+
+/// [`diagnose`], with `auth status` asked or not.
+pub async fn diagnose_with(
+    command: &str,
+    options: &DoctorOptions,
+    auth: AuthCheck,
+) -> DoctorReport {
     let mut report = DoctorReport::new(command);
     let path_var = std::env::var_os("PATH");
     let Some(program) = resolve_executable(command, path_var.as_deref()) else {
@@ -172,7 +192,12 @@ pub async fn diagnose(command: &str, options: &DoctorOptions) -> DoctorReport {
     };
     report.resolved_path = Some(program.display().to_string());
 
-    let version_out = match run_probe(&program, &["--version"], options, &mut report).await {
+    // Independent questions: asked at the same time, judged in order.
+    let (version, help) = tokio::join!(
+        probe(&program, &["--version"], options.probe_timeout),
+        probe(&program, &["--help"], options.probe_timeout)
+    );
+    let version_out = match required(&["--version"], version, &mut report) {
         Some(out) => out,
         None => return report,
     };
@@ -183,7 +208,7 @@ pub async fn diagnose(command: &str, options: &DoctorOptions) -> DoctorReport {
             .push("`--version` printed no version number".into());
     }
 
-    let help_out = match run_probe(&program, &["--help"], options, &mut report).await {
+    let help_out = match required(&["--help"], help, &mut report) {
         Some(out) => out,
         None => return report,
     };
@@ -198,19 +223,21 @@ pub async fn diagnose(command: &str, options: &DoctorOptions) -> DoctorReport {
         );
     }
 
-    if caps.auth_command {
-        match probe(&program, &["auth", "status"], options.probe_timeout).await {
-            Ok(out) => report.auth = summarise_auth(&out),
-            Err(e) => {
-                report.auth = AuthStatus::Unknown;
-                report.warnings.push(format!("`auth status` {e}"));
+    match auth {
+        AuthCheck::Lazy => {}
+        AuthCheck::Probe if caps.auth_command => {
+            match probe(&program, &["auth", "status"], options.probe_timeout).await {
+                Ok(out) => report.auth = summarise_auth(&out),
+                Err(e) => {
+                    report.auth = AuthStatus::Unknown;
+                    report.warnings.push(format!("`auth status` {e}"));
+                }
             }
         }
-    } else {
-        report.warnings.push(
+        AuthCheck::Probe => report.warnings.push(
             "this version has no `auth` command, so authentication was not checked; a run reports it if it is missing"
                 .into(),
-        );
+        ),
     }
     report.status = if !report.missing.is_empty() {
         DoctorStatus::Incompatible
@@ -223,16 +250,15 @@ pub async fn diagnose(command: &str, options: &DoctorOptions) -> DoctorReport {
     report
 }
 
-/// Runs one of the probes that must succeed; on failure fills in the report's
+/// Judges one of the probes that must succeed; on failure fills in the report's
 /// error (redacted: a failing CLI may print its environment) and returns `None`.
-async fn run_probe(
-    program: &Path,
+fn required(
     args: &[&str],
-    options: &DoctorOptions,
+    result: Result<ProbeOutput, ProbeError>,
     report: &mut DoctorReport,
 ) -> Option<ProbeOutput> {
     let shown = format!("`{} {}`", report.command, args.join(" "));
-    let failure = match probe(program, args, options.probe_timeout).await {
+    let failure = match result {
         Ok(out) if out.success() => return Some(out),
         Ok(out) => {
             let status = match out.exit_code {

@@ -3,6 +3,7 @@
 
 pub mod argv;
 pub mod capabilities;
+pub mod detection_cache;
 pub mod doctor;
 pub mod envelope;
 pub mod help;
@@ -21,5 +22,7 @@ pub use argv::{
     assemble, InvocationInput, InvocationRequest, Operation, OutputFormat, SkippedFlag, ToolPolicy,
 };
 pub use capabilities::{Capabilities, CapabilityGap};
-pub use doctor::{diagnose, AuthStatus, DoctorOptions, DoctorReport, DoctorStatus};
+pub use doctor::{
+    diagnose, diagnose_with, AuthCheck, AuthStatus, DoctorOptions, DoctorReport, DoctorStatus,
+};
 pub use invoke::{invoke, InvocationOutcome, InvokeSpec, ProgressCallback};

@@ -1,0 +1,238 @@
+//! Remembering a runner's detection between runs, so that `run` and `resume` do not
+//! spawn `--version` and `--help` before every run (DESIGN §5).
+//!
+//! One file, `<cache>/specbridge/runner-detection.json` (`$XDG_CACHE_HOME`, else
+//! `~/.cache`), maps each executable's canonical path to the report detection made
+//! for it. An entry is used only while the file at that path still has the recorded
+//! size, modification time and inode, the same specbridge version wrote it, and it
+//! is younger than [`CACHE_LIFETIME`] (an npm install replaces the script a
+//! `node_modules/.bin` link points at, which changes the key; a wrapper script
+//! that starts another program does not, which the lifetime bounds). Only usable
+//! runners are remembered: a refusal is always probed afresh, so its message is
+//! never stale. The cache is an optimisation only: a missing, unreadable or
+//! corrupt file, or one that cannot be written, is ignored.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::doctor::{diagnose_with, AuthCheck, DoctorOptions, DoctorReport, DoctorStatus};
+use super::probe::resolve_executable;
+
+/// How long a remembered detection is trusted.
+pub const CACHE_LIFETIME: Duration = Duration::from_secs(15 * 60);
+
+/// The cache file's name inside `<cache>/specbridge/`.
+pub const CACHE_FILE: &str = "runner-detection.json";
+
+const FORMAT: u32 = 1;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CacheFile {
+    format: u32,
+    #[serde(default)]
+    entries: BTreeMap<String, Entry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Key {
+    size: u64,
+    mtime_ns: i128,
+    inode: u64,
+    specbridge_version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Entry {
+    key: Key,
+    /// Seconds since the epoch.
+    checked_at: u64,
+    report: DoctorReport,
+}
+
+/// Whether detection may answer from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheUse {
+    /// Use a valid entry; probe and remember otherwise.
+    Use,
+    /// `--refresh-runner`: probe, and remember the new result.
+    Refresh,
+}
+
+/// How a detection was answered (for tests and `--verbose`-style reporting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Cache,
+    Probed,
+}
+
+/// The cache folder: `$XDG_CACHE_HOME/specbridge` or `~/.cache/specbridge`.
+pub fn cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| Path::new(v).is_absolute())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })?;
+    Some(base.join("specbridge"))
+}
+
+/// Detection for a run: `--version` and `--help` (no `auth status`), answered from
+/// the cache when it still describes the same executable.
+pub async fn detect_cached(
+    command: &str,
+    options: &DoctorOptions,
+    cache: CacheUse,
+) -> (DoctorReport, Source) {
+    let path_var = std::env::var_os("PATH");
+    let located = resolve_executable(command, path_var.as_deref())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| key_of(&p).map(|k| (p, k)));
+    let file = cache_dir().map(|d| d.join(CACHE_FILE));
+    if let (Some((path, key)), Some(file), CacheUse::Use) = (&located, &file, cache) {
+        if let Some(mut report) = lookup(file, path, key, SystemTime::now()) {
+            report.command = command.to_string();
+            return (report, Source::Cache);
+        }
+    }
+    let report = diagnose_with(command, options, AuthCheck::Lazy).await;
+    if let (Some((path, key)), Some(file)) = (located, file) {
+        if report.status == DoctorStatus::Available {
+            remember(&file, &path, key, &report, SystemTime::now());
+        }
+    }
+    (report, Source::Probed)
+}
+
+fn key_of(path: &Path) -> Option<Key> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some(Key {
+        size: meta.size(),
+        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        inode: meta.ino(),
+        specbridge_version: env!("CARGO_PKG_VERSION").to_string(),
+    })
+}
+
+fn epoch_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn read(file: &Path) -> Option<CacheFile> {
+    let bytes = std::fs::read(file).ok()?;
+    serde_json::from_slice::<CacheFile>(&bytes)
+        .ok()
+        .filter(|c| c.format == FORMAT)
+}
+
+fn lookup(file: &Path, path: &Path, key: &Key, now: SystemTime) -> Option<DoctorReport> {
+    let entry = read(file)?.entries.remove(&path.display().to_string())?;
+    let age = epoch_secs(now).checked_sub(entry.checked_at)?;
+    (entry.key == *key
+        && age < CACHE_LIFETIME.as_secs()
+        && entry.report.status == DoctorStatus::Available)
+        .then_some(entry.report)
+}
+
+fn remember(file: &Path, path: &Path, key: Key, report: &DoctorReport, now: SystemTime) {
+    let mut cache = read(file).unwrap_or(CacheFile {
+        format: FORMAT,
+        entries: BTreeMap::new(),
+    });
+    let now_secs = epoch_secs(now);
+    // Expired entries of executables no longer used would otherwise stay forever.
+    cache
+        .entries
+        .retain(|_, e| now_secs.saturating_sub(e.checked_at) < CACHE_LIFETIME.as_secs());
+    cache.entries.insert(
+        path.display().to_string(),
+        Entry {
+            key,
+            checked_at: now_secs,
+            report: report.clone(),
+        },
+    );
+    let _ = write_atomically(file, &cache);
+}
+
+/// Write to a private temporary file beside the cache, then rename it over: a
+/// concurrent reader sees the old file or the new one, never half of either.
+fn write_atomically(file: &Path, cache: &CacheFile) -> std::io::Result<()> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = tempfile::NamedTempFile::new_in(dir)?;
+    serde_json::to_writer(&tmp, cache)?;
+    tmp.persist(file).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::claude_code::doctor::AuthStatus;
+
+    fn report() -> DoctorReport {
+        DoctorReport {
+            schema_version: 1,
+            runner: "claude-code".into(),
+            status: DoctorStatus::Available,
+            command: "claude".into(),
+            resolved_path: Some("/x/claude".into()),
+            version: Some("2.1.332".into()),
+            capabilities: None,
+            missing: Vec::new(),
+            degraded: Vec::new(),
+            auth: AuthStatus::NotChecked,
+            warnings: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn key(size: u64) -> Key {
+        Key {
+            size,
+            mtime_ns: 7,
+            inode: 3,
+            specbridge_version: "0.1.0".into(),
+        }
+    }
+
+    #[test]
+    fn an_entry_answers_only_for_the_same_file_within_its_lifetime() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sub").join(CACHE_FILE);
+        let exe = Path::new("/x/claude");
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        remember(&file, exe, key(10), &report(), t0);
+        let later = |s| t0 + Duration::from_secs(s);
+        assert!(lookup(&file, exe, &key(10), later(60)).is_some());
+        assert!(lookup(&file, exe, &key(11), later(60)).is_none(), "size");
+        assert!(lookup(&file, Path::new("/y"), &key(10), later(1)).is_none());
+        let expired = later(CACHE_LIFETIME.as_secs());
+        assert!(lookup(&file, exe, &key(10), expired).is_none(), "expired");
+        // A clock set back is not a fresh entry either.
+        assert!(lookup(&file, exe, &key(10), t0 - Duration::from_secs(1)).is_none());
+    }
+
+    #[test]
+    fn a_corrupt_file_is_ignored_and_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(CACHE_FILE);
+        let exe = Path::new("/x/claude");
+        std::fs::write(&file, b"{\"format\": 1, \"entries\": {\"/x/claude\": 5").unwrap();
+        let now = SystemTime::now();
+        assert!(lookup(&file, exe, &key(1), now).is_none());
+        remember(&file, exe, key(1), &report(), now);
+        assert!(lookup(&file, exe, &key(1), now).is_some());
+    }
+}
