@@ -76,7 +76,10 @@ fn assert_stopped_at_init(scenario: &str, expected_in_reason: &str) {
 
 #[test]
 fn an_init_event_offering_another_tool_stops_the_agent_at_once() {
-    assert_stopped_at_init("init-extra-tool", "offered tools that were not asked for: Bash");
+    assert_stopped_at_init(
+        "init-extra-tool",
+        "offered tools that were not asked for: Bash",
+    );
 }
 
 #[test]
@@ -89,7 +92,10 @@ fn a_write_outside_the_repository_in_the_stream_is_a_safety_violation() {
     let outside = tempfile::tempdir().unwrap();
     let target = outside.path().join("escaped.txt");
     let mut ctx = execute_ctx("write-file", "");
-    ctx.set_env("FAKE_CLAUDE_WRITE", &format!("{}=escaped", target.display()));
+    ctx.set_env(
+        "FAKE_CLAUDE_WRITE",
+        &format!("{}=escaped", target.display()),
+    );
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 6, "{}", out.snapshot());
     let stage = stage(&ctx);

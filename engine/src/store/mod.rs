@@ -12,12 +12,12 @@ mod tamper;
 pub mod tree_lock;
 
 pub use atomic::{sha256_file, sha256_hex, write_atomic, write_json_atomic, WriteError};
+pub use confined::{write_confined, ConfinedWriteError};
 pub use events::{verify_chain, ChainCheck, EventLog};
 pub use lock::{LockError, RunLock};
 pub use records::*;
 pub use run::{read_json, RunHandle, RunStore, StoreError};
 pub use select::{is_safe_component, RunSelectError, MAX_ID_BYTES, MAX_NAME_BYTES};
-pub use confined::{write_confined, ConfinedWriteError};
 pub use tamper::RecordChange;
 pub use tree_lock::{lock_tree_for, TreeLock, TreeLockError, TREE_LOCK_FILE};
 

@@ -72,7 +72,10 @@ fn announced(events: &Path) -> BTreeMap<String, String> {
     let Ok(file) = std::fs::File::open(events) else {
         return out;
     };
-    for line in std::io::BufReader::new(file).split(b'\n').map_while(Result::ok) {
+    for line in std::io::BufReader::new(file)
+        .split(b'\n')
+        .map_while(Result::ok)
+    {
         let Ok(event) = serde_json::from_slice::<Value>(&line) else {
             continue;
         };

@@ -236,10 +236,7 @@ fn protected_paths(ctx: &CallContext<'_>) -> Vec<Protected> {
         })
         .collect();
     for rule in &ctx.policy.disallowed_tools {
-        let Some((tool, spec)) = rule
-            .strip_suffix(')')
-            .and_then(|r| r.split_once('('))
-        else {
+        let Some((tool, spec)) = rule.strip_suffix(')').and_then(|r| r.split_once('(')) else {
             continue;
         };
         let Some(path) = spec.strip_prefix("./") else {
@@ -258,7 +255,9 @@ fn protected_paths(ctx: &CallContext<'_>) -> Vec<Protected> {
 }
 
 fn normalize(rel: &str) -> String {
-    rel.trim_start_matches("./").trim_end_matches('/').to_string()
+    rel.trim_start_matches("./")
+        .trim_end_matches('/')
+        .to_string()
 }
 
 /// Why the policy refuses a call; `None` when it allows it.
