@@ -468,6 +468,10 @@ fn observe(
             policy: &spec.request.tool_policy,
             root: spec.cwd,
             protected: spec.protected,
+            recorded_root: spec
+                .replay
+                .and(state.init())
+                .and_then(|init| init.cwd.as_deref()),
         },
     );
     let mut lines = Vec::new();

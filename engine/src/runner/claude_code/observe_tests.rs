@@ -95,6 +95,7 @@ fn verdicts(calls: &[ObservedCall], p: &ToolPolicy, root: &Path) -> Vec<(bool, b
             policy: p,
             root,
             protected: &protected,
+            recorded_root: None,
         },
     )
     .iter()
@@ -289,4 +290,28 @@ fn calls_and_results_are_paired_from_the_stream() {
             error_text: None
         })
     );
+}
+
+#[test]
+fn a_recording_is_judged_against_the_folder_it_was_made_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = policy(&["Read", "Write"], &["Edit(./**)"], &[]);
+    let calls = [
+        call("Write", json!({"file_path": "/tmp/rec-root/src/lib.rs"}), None),
+        call("Write", json!({"file_path": "/tmp/rec-root-other/x"}), None),
+        call("Write", json!({"file_path": "/tmp/rec-root/.git/config"}), None),
+    ];
+    let records = check_calls(
+        &calls,
+        &CallContext {
+            policy: &p,
+            root: dir.path(),
+            protected: &[],
+            recorded_root: Some("/tmp/rec-root"),
+        },
+    );
+    let violations: Vec<bool> = records.iter().map(|r| r.violation).collect();
+    assert_eq!(violations, [false, true, true]);
+    // The record keeps the input as it was recorded.
+    assert_eq!(records[0].input["file_path"], "/tmp/rec-root/src/lib.rs");
 }
