@@ -297,9 +297,17 @@ fn a_recording_is_judged_against_the_folder_it_was_made_in() {
     let dir = tempfile::tempdir().unwrap();
     let p = policy(&["Read", "Write"], &["Edit(./**)"], &[]);
     let calls = [
-        call("Write", json!({"file_path": "/tmp/rec-root/src/lib.rs"}), None),
+        call(
+            "Write",
+            json!({"file_path": "/tmp/rec-root/src/lib.rs"}),
+            None,
+        ),
         call("Write", json!({"file_path": "/tmp/rec-root-other/x"}), None),
-        call("Write", json!({"file_path": "/tmp/rec-root/.git/config"}), None),
+        call(
+            "Write",
+            json!({"file_path": "/tmp/rec-root/.git/config"}),
+            None,
+        ),
     ];
     let records = check_calls(
         &calls,
