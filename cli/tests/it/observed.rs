@@ -225,3 +225,31 @@ fn a_resume_with_execute_stages_is_refused_while_another_run_holds_the_tree() {
     );
     assert_eq!(record["resumes"], serde_json::json!([]), "{record:#}");
 }
+
+#[test]
+fn a_prompt_replaced_by_a_symlink_out_of_the_repository_during_the_run_is_not_read() {
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/doc.md", "Write the document.\n");
+    ctx.write_agent_pipeline(
+        RUNNER,
+        "  - id: swap
+    kind: check
+    argv: [ln, -sf, /etc/passwd, prompts/doc.md]
+  - id: doc
+    kind: generate
+    needs: [swap]
+    prompt: prompts/doc.md
+    output: { schema: builtin:document }
+",
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    let stage = read_json(&ctx.only_run_dir().join("stages/doc/stage.json"));
+    assert_eq!(stage["status"], "safety-violation", "{stage:#}");
+    let reason = stage["outcome"].as_str().unwrap();
+    assert!(
+        reason.contains("refusing the prompt file of stage `doc`: it resolves to `/etc/passwd`"),
+        "{reason}"
+    );
+    assert!(ctx.fake_agent_runs().is_empty(), "the agent was started");
+}
