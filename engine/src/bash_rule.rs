@@ -208,8 +208,7 @@ fn split_command(command: &str) -> Option<Vec<String>> {
                 }
                 ';' | '\n' | '|' | '&' => {
                     // `2>&1`, `>&2`: a duplication, not a separator.
-                    if c == '&' && matches!(chars.get(i.wrapping_sub(1)), Some('>') | Some('<'))
-                    {
+                    if c == '&' && matches!(chars.get(i.wrapping_sub(1)), Some('>') | Some('<')) {
                         current.push(c);
                     } else {
                         flush(&mut current, &mut parts);

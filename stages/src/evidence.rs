@@ -397,7 +397,9 @@ fn walk_store(base: &Path, dir: &Path, own: &Path, out: &mut BTreeMap<String, (u
             continue;
         };
         // Rewritten by whichever run takes the working tree, beside this one.
-        if Path::new(specbridge_engine::store::TREE_LOCK_FILE).strip_prefix(".specbridge") == Ok(rel) {
+        if Path::new(specbridge_engine::store::TREE_LOCK_FILE).strip_prefix(".specbridge")
+            == Ok(rel)
+        {
             continue;
         }
         let mtime = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());

@@ -126,7 +126,8 @@ pub fn consumers<'a>(file: &'a PipelineFile, source: &str) -> Vec<&'a StageDef> 
 pub fn check_consumers(file: &PipelineFile, source: &str, output: &Value) -> Result<(), String> {
     for c in consumers(file, source) {
         let fe = c.for_each.as_ref().expect("a consumer has forEach");
-        items(output, &fe.items, source, &c.id).map_err(|e| format!("fan-out of `{}`: {e}", c.id))?;
+        items(output, &fe.items, source, &c.id)
+            .map_err(|e| format!("fan-out of `{}`: {e}", c.id))?;
     }
     Ok(())
 }

@@ -18,8 +18,7 @@ use specbridge_engine::runner::claude_code::outcome::validate_output;
 use specbridge_engine::runner::claude_code::Operation;
 use specbridge_engine::scheduler::{StageReport, StageRun};
 use specbridge_engine::store::{
-    now_rfc3339, sha256_hex, write_confined, ConfinedWriteError, FileRef, RunHandle,
-    SCHEMA_VERSION,
+    now_rfc3339, sha256_hex, write_confined, ConfinedWriteError, FileRef, RunHandle, SCHEMA_VERSION,
 };
 use specbridge_engine::StageStatus;
 

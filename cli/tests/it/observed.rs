@@ -1,7 +1,8 @@
 //! What specbridge observes of the agent against the fake CLI (DESIGN §7, "Observed,
 //! not assumed"): an `init` event that differs from the request stops the agent at
 //! once; tool calls the policy refuses that ran anyway are safety violations found in
-//! the stream; every call is recorded in `tool-calls.jsonl`.
+//! the stream; every call is recorded in `tool-calls.jsonl`; a resume takes the
+//! working-tree lock as a run does.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -76,7 +77,10 @@ fn assert_stopped_at_init(scenario: &str, expected_in_reason: &str) {
 
 #[test]
 fn an_init_event_offering_another_tool_stops_the_agent_at_once() {
-    assert_stopped_at_init("init-extra-tool", "offered tools that were not asked for: Bash");
+    assert_stopped_at_init(
+        "init-extra-tool",
+        "offered tools that were not asked for: Bash",
+    );
 }
 
 #[test]
@@ -89,7 +93,10 @@ fn a_write_outside_the_repository_in_the_stream_is_a_safety_violation() {
     let outside = tempfile::tempdir().unwrap();
     let target = outside.path().join("escaped.txt");
     let mut ctx = execute_ctx("write-file", "");
-    ctx.set_env("FAKE_CLAUDE_WRITE", &format!("{}=escaped", target.display()));
+    ctx.set_env(
+        "FAKE_CLAUDE_WRITE",
+        &format!("{}=escaped", target.display()),
+    );
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 6, "{}", out.snapshot());
     let stage = stage(&ctx);
@@ -157,4 +164,92 @@ fn a_bash_command_matching_its_rule_is_allowed_and_recorded() {
     assert_eq!(bash["input"]["command"], "touch bash-ran.txt");
     assert_eq!(bash["seq"], 1);
     assert!(calls.iter().any(|c| c["tool"] == "StructuredOutput"));
+}
+
+#[test]
+fn a_resume_with_execute_stages_is_refused_while_another_run_holds_the_tree() {
+    let mut ctx = execute_ctx("api-500", "");
+    ctx.set_env("FAKE_CLAUDE_HANG_SECS", "30");
+    let failed = ctx.run(&["run"]);
+    assert_eq!(failed.code, 4, "{}", failed.snapshot());
+    let first_id = ctx
+        .only_run_dir()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+
+    let mut holder = ctx
+        .command()
+        .args(["run", "--allow-dirty"])
+        .env("FAKE_CLAUDE_SCENARIO", "hang-before-result")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the run that holds the tree");
+    let lock = ctx.path(".specbridge/worktree.lock");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let holder_id = loop {
+        let text = std::fs::read_to_string(&lock).unwrap_or_default();
+        let id = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["runId"].as_str().map(str::to_owned))
+            .filter(|id| *id != first_id);
+        if let Some(id) = id {
+            break id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second run never took the tree"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+
+    let resumed = ctx
+        .command()
+        .args(["resume", &first_id])
+        .output()
+        .expect("run resume");
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(resumed.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("in use by run {holder_id}")),
+        "{stderr}"
+    );
+    // Refused before anything was done to the run.
+    let record = read_json(
+        &ctx.root()
+            .join(format!(".specbridge/runs/{first_id}/run.json")),
+    );
+    assert_eq!(record["resumes"], serde_json::json!([]), "{record:#}");
+}
+
+#[test]
+fn a_prompt_replaced_by_a_symlink_out_of_the_repository_during_the_run_is_not_read() {
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/doc.md", "Write the document.\n");
+    ctx.write_agent_pipeline(
+        RUNNER,
+        "  - id: swap
+    kind: check
+    argv: [ln, -sf, /etc/passwd, prompts/doc.md]
+  - id: doc
+    kind: generate
+    needs: [swap]
+    prompt: prompts/doc.md
+    output: { schema: builtin:document }
+",
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    let stage = read_json(&ctx.only_run_dir().join("stages/doc/stage.json"));
+    assert_eq!(stage["status"], "safety-violation", "{stage:#}");
+    let reason = stage["outcome"].as_str().unwrap();
+    assert!(
+        reason.contains("refusing the prompt file of stage `doc`: it resolves to `/etc/passwd`"),
+        "{reason}"
+    );
+    assert!(ctx.fake_agent_runs().is_empty(), "the agent was started");
 }

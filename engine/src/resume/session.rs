@@ -203,13 +203,9 @@ impl OpenedRun {
     ) -> Result<ResumeResult, ResumeError> {
         let started = Instant::now();
         let nodes = self.nodes(&spec.source)?;
-        let _tree_lock = crate::orchestrate::lock_working_tree(
-            &spec.root,
-            "resume",
-            Some(&self.id),
-            &nodes,
-        )
-        .map_err(OrchestrateError::from)?;
+        let _tree_lock =
+            crate::orchestrate::lock_working_tree(&spec.root, "resume", Some(&self.id), &nodes)
+                .map_err(OrchestrateError::from)?;
         let OpenedRun {
             id,
             dir,

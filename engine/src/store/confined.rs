@@ -71,7 +71,11 @@ pub fn write_confined(root: &Path, rel: &str, bytes: &[u8]) -> Result<String, Co
     } else {
         format!("{walked}/{file_name}")
     };
-    match fstatat(Some(dir.as_raw_fd()), *file_name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+    match fstatat(
+        Some(dir.as_raw_fd()),
+        *file_name,
+        AtFlags::AT_SYMLINK_NOFOLLOW,
+    ) {
         Ok(stat) => match SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT {
             SFlag::S_IFLNK => {
                 return Err(ConfinedWriteError::Symlink {
@@ -92,7 +96,10 @@ pub fn write_confined(root: &Path, rel: &str, bytes: &[u8]) -> Result<String, Co
     }
 
     // Short, so that a long document name never makes the temporary one too long.
-    let tmp_name = format!(".sb-tmp-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let tmp_name = format!(
+        ".sb-tmp-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
     let fd = openat(
         Some(dir.as_raw_fd()),
         tmp_name.as_str(),
@@ -262,11 +269,22 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         for rel in ["", "/etc/passwd", "../x.md", "a/../../x.md"] {
             let err = write_confined(root.path(), rel, b"x").unwrap_err();
-            assert!(matches!(err, ConfinedWriteError::NotInside { .. }), "{rel}: {err}");
+            assert!(
+                matches!(err, ConfinedWriteError::NotInside { .. }),
+                "{rel}: {err}"
+            );
         }
-        for rel in [".git/config", "a/.specbridge/x", ".claude/settings.json", ".GIT/hooks/x"] {
+        for rel in [
+            ".git/config",
+            "a/.specbridge/x",
+            ".claude/settings.json",
+            ".GIT/hooks/x",
+        ] {
             let err = write_confined(root.path(), rel, b"x").unwrap_err();
-            assert!(matches!(err, ConfinedWriteError::Forbidden { .. }), "{rel}: {err}");
+            assert!(
+                matches!(err, ConfinedWriteError::Forbidden { .. }),
+                "{rel}: {err}"
+            );
         }
     }
 }

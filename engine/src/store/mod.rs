@@ -18,6 +18,7 @@ mod tamper;
 pub mod tree_lock;
 
 pub use atomic::{sha256_file, sha256_hex, write_repository_file, WriteError};
+pub use confined::{write_confined, ConfinedWriteError};
 pub use events::{verify_chain, ChainCheck};
 pub use lock::{LockError, RunLock};
 pub use log::RunLog;
@@ -25,7 +26,6 @@ pub use private::{add_exclude_line, excludes_run_store, git_exclude_file, EXCLUD
 pub use records::*;
 pub use run::{read_json, RunHandle, RunStore, StoreError};
 pub use select::{is_safe_component, RunSelectError, MAX_ID_BYTES, MAX_NAME_BYTES};
-pub use confined::{write_confined, ConfinedWriteError};
 pub use tamper::RecordChange;
 pub use tree_lock::{lock_tree_for, TreeLock, TreeLockError, TREE_LOCK_FILE};
 

@@ -72,7 +72,10 @@ fn announced(events: &Path) -> BTreeMap<String, String> {
     let Ok(file) = std::fs::File::open(events) else {
         return out;
     };
-    for line in std::io::BufReader::new(file).split(b'\n').map_while(Result::ok) {
+    for line in std::io::BufReader::new(file)
+        .split(b'\n')
+        .map_while(Result::ok)
+    {
         let Ok(event) = serde_json::from_slice::<Value>(&line) else {
             continue;
         };
@@ -87,4 +90,44 @@ fn announced(events: &Path) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::RunStore;
+
+    #[test]
+    fn a_changed_deleted_record_or_an_edited_log_is_named() {
+        let repo = tempfile::tempdir().unwrap();
+        let run = RunStore::new(repo.path()).create().unwrap();
+        run.write_bytes("pipeline.yaml", b"name: a\n").unwrap();
+        run.write_json("stages/a/stage.json", &serde_json::json!({"x": 1}))
+            .unwrap();
+        // Rewritten by specbridge: the last announcement counts.
+        run.write_json("stages/a/stage.json", &serde_json::json!({"x": 2}))
+            .unwrap();
+        assert_eq!(run.changed_records(), []);
+
+        std::fs::write(run.dir().join("pipeline.yaml"), b"name: b\n").unwrap();
+        std::fs::remove_file(run.dir().join("stages/a/stage.json")).unwrap();
+        let changes: Vec<String> = run
+            .changed_records()
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                "the run record `pipeline.yaml` changed after specbridge wrote it",
+                "the run record `stages/a/stage.json` was deleted after specbridge wrote it",
+            ]
+        );
+
+        let events = run.dir().join("events.jsonl");
+        let mut text = std::fs::read_to_string(&events).unwrap();
+        text.push_str("{\"seq\":99}\n");
+        std::fs::write(&events, text).unwrap();
+        let changes = run.changed_records();
+        assert_eq!(changes[0].path, "events.jsonl", "{changes:?}");
+    }
 }

@@ -43,8 +43,16 @@ pub struct TreeLockHolder {
 impl std::fmt::Display for TreeLockHolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.run_id {
-            Some(id) => write!(f, "run {id} (`specbridge {}`, pid {}, since {})", self.command, self.pid, self.since),
-            None => write!(f, "another `specbridge {}` (pid {}, starting since {})", self.command, self.pid, self.since),
+            Some(id) => write!(
+                f,
+                "run {id} (`specbridge {}`, pid {}, since {})",
+                self.command, self.pid, self.since
+            ),
+            None => write!(
+                f,
+                "another `specbridge {}` (pid {}, starting since {})",
+                self.command, self.pid, self.since
+            ),
         }
     }
 }
@@ -60,7 +68,11 @@ pub struct TreeLock {
 impl TreeLock {
     /// Takes the lock without waiting. `command` is `run` or `resume`; the run id
     /// is added with [`TreeLock::set_run`] once known.
-    pub fn acquire(root: &Path, command: &str, run_id: Option<&str>) -> Result<TreeLock, TreeLockError> {
+    pub fn acquire(
+        root: &Path,
+        command: &str,
+        run_id: Option<&str>,
+    ) -> Result<TreeLock, TreeLockError> {
         let path = root.join(TREE_LOCK_FILE);
         let io = |source| TreeLockError::Io {
             path: path.clone(),
@@ -151,9 +163,14 @@ mod tests {
         let err = TreeLock::acquire(root.path(), "resume", Some("0191-second")).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("run 0191-first"), "{text}");
-        assert!(text.contains(&format!("pid {}", std::process::id())), "{text}");
+        assert!(
+            text.contains(&format!("pid {}", std::process::id())),
+            "{text}"
+        );
         drop(first);
         TreeLock::acquire(root.path(), "run", None).unwrap();
-        assert!(lock_tree_for(root.path(), "run", None, false).unwrap().is_none());
+        assert!(lock_tree_for(root.path(), "run", None, false)
+            .unwrap()
+            .is_none());
     }
 }

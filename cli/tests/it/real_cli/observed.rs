@@ -108,9 +108,10 @@ fn an_agent_editing_its_own_run_records_is_a_safety_violation_at_once() {
     }) else {
         return;
     };
-    sandbox
-        .ctx
-        .write("prompts/implement.md", "Write notes.txt with the word hello.\n");
+    sandbox.ctx.write(
+        "prompts/implement.md",
+        "Write notes.txt with the word hello.\n",
+    );
     sandbox.ctx.write(
         "tamper.sh",
         "for f in .specbridge/runs/*/pipeline.yaml; do sed -i s/real-cli/tampered/ \"$f\"; done\n",
@@ -148,12 +149,9 @@ stages:
     );
     // At once: nothing built on the attempt.
     assert_eq!(sandbox.stage_json("after")["status"], "skipped");
-    let calls = std::fs::read_to_string(
-        sandbox
-            .attempt_dir("implement", 1)
-            .join("tool-calls.jsonl"),
-    )
-    .unwrap();
+    let calls =
+        std::fs::read_to_string(sandbox.attempt_dir("implement", 1).join("tool-calls.jsonl"))
+            .unwrap();
     assert!(calls.contains("\"policy\":\"allowed\""), "{calls}");
     assert!(!calls.contains("\"violation\":true"), "{calls}");
 }
@@ -210,7 +208,10 @@ stages:
                 break id.to_owned();
             }
         }
-        assert!(Instant::now() < deadline, "the first run never took the lock");
+        assert!(
+            Instant::now() < deadline,
+            "the first run never took the lock"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
 
@@ -223,7 +224,10 @@ stages:
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains(&format!("in use by run {first_id} (`specbridge run`, pid {}", first.id())),
+        stderr.contains(&format!(
+            "in use by run {first_id} (`specbridge run`, pid {}",
+            first.id()
+        )),
         "{stderr}"
     );
     let status = first.wait().expect("the first run ends");
@@ -233,6 +237,10 @@ stages:
     let stage = sandbox.stage_json("implement");
     assert_eq!(stage["status"], "succeeded", "{stage:#}");
     assert_eq!(stage["evidenceStatus"], "verified", "{stage:#}");
-    let changed = read_json(&sandbox.attempt_dir("implement", 1).join("changed-files.json"));
+    let changed = read_json(
+        &sandbox
+            .attempt_dir("implement", 1)
+            .join("changed-files.json"),
+    );
     assert_eq!(changed["added"], json!(["first.txt"]), "{changed:#}");
 }

@@ -19,7 +19,9 @@ impl Checker<'_> {
         if prompt.contains('\n') {
             return; // inline template text
         }
-        if let Err(why) = crate::pipeline::inside::check_inside(self.root, &self.p.dir().join(prompt)) {
+        if let Err(why) =
+            crate::pipeline::inside::check_inside(self.root, &self.p.dir().join(prompt))
+        {
             let at = self.at_value(&p);
             self.error(
                 "prompt-outside-repo",

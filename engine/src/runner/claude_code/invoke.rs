@@ -463,6 +463,10 @@ fn observe(
             policy: &spec.request.tool_policy,
             root: spec.cwd,
             protected: spec.protected,
+            recorded_root: spec
+                .replay
+                .and(state.init())
+                .and_then(|init| init.cwd.as_deref()),
         },
     );
     let mut lines = Vec::new();
@@ -478,15 +482,13 @@ fn observe(
         .write_bytes(&format!("{attempt_rel}/tool-calls.jsonl"), &lines)
         .map_err(|e| format!("failed to write tool-calls.jsonl: {e}"));
     let mut violations: Vec<String> = Vec::new();
-    if let Some(mismatch) = state.init().and_then(|i| check_init(i, &init_expectation(spec))) {
+    if let Some(mismatch) = state
+        .init()
+        .and_then(|i| check_init(i, &init_expectation(spec)))
+    {
         violations.push(mismatch.to_string());
     }
-    violations.extend(
-        calls
-            .iter()
-            .filter(|c| c.violation)
-            .map(describe_violation),
-    );
+    violations.extend(calls.iter().filter(|c| c.violation).map(describe_violation));
     violations.extend(
         spec.run
             .changed_records()

@@ -161,6 +161,9 @@ pub struct CallContext<'a> {
     pub root: &'a Path,
     /// Paths relative to the root that no file tool may change.
     pub protected: &'a [String],
+    /// A played-back recording ran in another folder: absolute paths under it are
+    /// read as paths under `root`. `None` for a live agent.
+    pub recorded_root: Option<&'a str>,
 }
 
 /// Checks every call; the records, in stream order.
@@ -171,7 +174,8 @@ pub fn check_calls(calls: &[ObservedCall], ctx: &CallContext<'_>) -> Vec<ToolCal
         .iter()
         .enumerate()
         .map(|(i, call)| {
-            let reason = refusal(call, ctx.policy, &root, &protected);
+            let judged = rebased(call, ctx.recorded_root);
+            let reason = refusal(&judged, ctx.policy, &root, &protected);
             let outcome = match &call.result {
                 Some(r) if r.is_error => CallOutcome::Failed,
                 Some(_) => CallOutcome::Succeeded,
@@ -195,6 +199,26 @@ pub fn check_calls(calls: &[ObservedCall], ctx: &CallContext<'_>) -> Vec<ToolCal
             }
         })
         .collect()
+}
+
+/// The call with absolute paths under the recording's folder made relative.
+fn rebased(call: &ObservedCall, recorded_root: Option<&str>) -> ObservedCall {
+    let mut call = call.clone();
+    let Some(recorded) = recorded_root.map(|r| r.trim_end_matches('/')) else {
+        return call;
+    };
+    if let Value::Object(fields) = &mut call.input {
+        for field in PATH_FIELDS.iter().chain(["pattern"].iter()) {
+            if let Some(Value::String(path)) = fields.get_mut(*field) {
+                if let Some(rest) = path.strip_prefix(recorded) {
+                    if rest.is_empty() || rest.starts_with('/') {
+                        *path = format!(".{rest}");
+                    }
+                }
+            }
+        }
+    }
+    call
 }
 
 /// The message naming a violating call.
@@ -236,10 +260,7 @@ fn protected_paths(ctx: &CallContext<'_>) -> Vec<Protected> {
         })
         .collect();
     for rule in &ctx.policy.disallowed_tools {
-        let Some((tool, spec)) = rule
-            .strip_suffix(')')
-            .and_then(|r| r.split_once('('))
-        else {
+        let Some((tool, spec)) = rule.strip_suffix(')').and_then(|r| r.split_once('(')) else {
             continue;
         };
         let Some(path) = spec.strip_prefix("./") else {
@@ -258,7 +279,9 @@ fn protected_paths(ctx: &CallContext<'_>) -> Vec<Protected> {
 }
 
 fn normalize(rel: &str) -> String {
-    rel.trim_start_matches("./").trim_end_matches('/').to_string()
+    rel.trim_start_matches("./")
+        .trim_end_matches('/')
+        .to_string()
 }
 
 /// Why the policy refuses a call; `None` when it allows it.

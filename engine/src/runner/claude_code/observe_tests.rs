@@ -44,14 +44,20 @@ fn extra_tools_or_another_mode_are_mismatches() {
         tools_restricted: true,
         schema: false,
     };
-    let m = check_init(&init(&["Read", "Bash", "StructuredOutput"], "default"), &expected)
-        .expect("mismatch");
+    let m = check_init(
+        &init(&["Read", "Bash", "StructuredOutput"], "default"),
+        &expected,
+    )
+    .expect("mismatch");
     assert_eq!(m.extra_tools, ["Bash", "StructuredOutput"]);
     assert_eq!(m.mode, None);
     let m = check_init(&init(&["Read"], "acceptEdits"), &expected).expect("mismatch");
     assert!(m.extra_tools.is_empty());
     assert_eq!(m.mode, Some(("manual".into(), "acceptEdits".into())));
-    assert!(m.to_string().contains("permission mode `acceptEdits`"), "{m}");
+    assert!(
+        m.to_string().contains("permission mode `acceptEdits`"),
+        "{m}"
+    );
 }
 
 #[test]
@@ -62,7 +68,10 @@ fn without_tools_flag_only_denied_tools_must_be_missing() {
         tools_restricted: false,
         schema: false,
     };
-    assert_eq!(check_init(&init(&["Read", "Task", "Glob"], "default"), &expected), None);
+    assert_eq!(
+        check_init(&init(&["Read", "Task", "Glob"], "default"), &expected),
+        None
+    );
     let m = check_init(&init(&["Read", "Write"], "default"), &expected).unwrap();
     assert_eq!(m.extra_tools, ["Write"]);
 }
@@ -87,6 +96,7 @@ fn verdicts(calls: &[ObservedCall], p: &ToolPolicy, root: &Path) -> Vec<(bool, b
             policy: p,
             root,
             protected: &protected,
+            recorded_root: None,
         },
     )
     .iter()
@@ -101,30 +111,101 @@ fn file_tools_outside_the_repository_or_on_protected_paths_are_refused() {
     std::fs::create_dir_all(root.join("src")).unwrap();
     std::os::unix::fs::symlink(dir.path(), root.join("up")).unwrap();
     std::os::unix::fs::symlink(root.join(".git"), root.join("notes")).unwrap();
-    let p = policy(&["Read", "Write", "Edit", "Glob", "Grep"], &["Edit(./**)"], &[]);
+    let p = policy(
+        &["Read", "Write", "Edit", "Glob", "Grep"],
+        &["Edit(./**)"],
+        &[],
+    );
     let inside = root.join("src/a.rs").display().to_string();
     let cases = [
-        (call("Write", json!({"file_path": inside}), None), (false, false)),
-        (call("Write", json!({"file_path": "src/b.rs"}), None), (false, false)),
-        (call("Write", json!({"file_path": "/tmp/x"}), None), (true, true)),
-        (call("Write", json!({"file_path": "../x"}), None), (true, true)),
-        (call("Write", json!({"file_path": "src/../../x"}), None), (true, true)),
-        (call("Edit", json!({"file_path": "up/x"}), None), (true, true)),
-        (call("Write", json!({"file_path": "/tmp/x"}), Some("denied")), (true, false)),
-        (call("Write", json!({"file_path": "notes/config"}), None), (true, true)),
-        (call("Edit", json!({"file_path": ".specbridge/runs/x/run.json"}), None), (true, true)),
-        (call("Edit", json!({"file_path": "specbridge.yaml"}), None), (true, true)),
-        (call("Read", json!({"file_path": "specbridge.yaml"}), None), (false, false)),
-        (call("Read", json!({"file_path": "/etc/passwd"}), None), (true, true)),
-        (call("Glob", json!({"pattern": "/etc/*"}), None), (true, true)),
-        (call("Glob", json!({"pattern": "../**/*.md"}), None), (true, true)),
-        (call("Glob", json!({"pattern": "**/*.rs"}), None), (false, false)),
-        (call("Grep", json!({"pattern": "x", "path": "/root"}), None), (true, true)),
-        (call("Grep", json!({"pattern": "../x"}), None), (false, false)),
-        (call("Read", json!({"file_path": "~/.ssh/id_rsa"}), None), (true, true)),
-        (call("NotebookEdit", json!({"notebook_path": "a.ipynb"}), None), (true, true)),
-        (call("StructuredOutput", json!({"x": 1}), None), (false, false)),
-        (call("WebFetch", json!({"url": "http://x"}), None), (true, true)),
+        (
+            call("Write", json!({"file_path": inside}), None),
+            (false, false),
+        ),
+        (
+            call("Write", json!({"file_path": "src/b.rs"}), None),
+            (false, false),
+        ),
+        (
+            call("Write", json!({"file_path": "/tmp/x"}), None),
+            (true, true),
+        ),
+        (
+            call("Write", json!({"file_path": "../x"}), None),
+            (true, true),
+        ),
+        (
+            call("Write", json!({"file_path": "src/../../x"}), None),
+            (true, true),
+        ),
+        (
+            call("Edit", json!({"file_path": "up/x"}), None),
+            (true, true),
+        ),
+        (
+            call("Write", json!({"file_path": "/tmp/x"}), Some("denied")),
+            (true, false),
+        ),
+        (
+            call("Write", json!({"file_path": "notes/config"}), None),
+            (true, true),
+        ),
+        (
+            call(
+                "Edit",
+                json!({"file_path": ".specbridge/runs/x/run.json"}),
+                None,
+            ),
+            (true, true),
+        ),
+        (
+            call("Edit", json!({"file_path": "specbridge.yaml"}), None),
+            (true, true),
+        ),
+        (
+            call("Read", json!({"file_path": "specbridge.yaml"}), None),
+            (false, false),
+        ),
+        (
+            call("Read", json!({"file_path": "/etc/passwd"}), None),
+            (true, true),
+        ),
+        (
+            call("Glob", json!({"pattern": "/etc/*"}), None),
+            (true, true),
+        ),
+        (
+            call("Glob", json!({"pattern": "../**/*.md"}), None),
+            (true, true),
+        ),
+        (
+            call("Glob", json!({"pattern": "**/*.rs"}), None),
+            (false, false),
+        ),
+        (
+            call("Grep", json!({"pattern": "x", "path": "/root"}), None),
+            (true, true),
+        ),
+        (
+            call("Grep", json!({"pattern": "../x"}), None),
+            (false, false),
+        ),
+        (
+            call("Read", json!({"file_path": "~/.ssh/id_rsa"}), None),
+            (true, true),
+        ),
+        (
+            call("NotebookEdit", json!({"notebook_path": "a.ipynb"}), None),
+            (true, true),
+        ),
+        (
+            call("StructuredOutput", json!({"x": 1}), None),
+            (false, false),
+        ),
+        (
+            call("WebFetch", json!({"url": "http://x"}), None),
+            (true, true),
+        ),
     ];
     let calls: Vec<ObservedCall> = cases.iter().map(|(c, _)| c.clone()).collect();
     let got = verdicts(&calls, &p, &root);
@@ -142,12 +223,31 @@ fn bash_must_match_an_allowed_rule_and_no_deny_rule() {
         &["Bash(rm:*)"],
     );
     let cases = [
-        (call("Bash", json!({"command": "git status"}), None), (false, false)),
-        (call("Bash", json!({"command": "cargo test -q"}), None), (false, false)),
+        (
+            call("Bash", json!({"command": "git status"}), None),
+            (false, false),
+        ),
+        (
+            call("Bash", json!({"command": "cargo test -q"}), None),
+            (false, false),
+        ),
         (call("Bash", json!({"command": "ls"}), None), (true, true)),
-        (call("Bash", json!({"command": "git status && curl x"}), None), (true, true)),
-        (call("Bash", json!({"command": "touch /x"}), Some("needs approval")), (true, false)),
-        (call("Bash", json!({"command": "cargo test; rm -rf x"}), None), (true, true)),
+        (
+            call("Bash", json!({"command": "git status && curl x"}), None),
+            (true, true),
+        ),
+        (
+            call(
+                "Bash",
+                json!({"command": "touch /x"}),
+                Some("needs approval"),
+            ),
+            (true, false),
+        ),
+        (
+            call("Bash", json!({"command": "cargo test; rm -rf x"}), None),
+            (true, true),
+        ),
     ];
     let calls: Vec<ObservedCall> = cases.iter().map(|(c, _)| c.clone()).collect();
     for ((c, want), got) in cases.iter().zip(verdicts(&calls, &p, dir.path())) {
@@ -191,4 +291,36 @@ fn calls_and_results_are_paired_from_the_stream() {
             error_text: None
         })
     );
+}
+
+#[test]
+fn a_recording_is_judged_against_the_folder_it_was_made_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = policy(&["Read", "Write"], &["Edit(./**)"], &[]);
+    let calls = [
+        call(
+            "Write",
+            json!({"file_path": "/tmp/rec-root/src/lib.rs"}),
+            None,
+        ),
+        call("Write", json!({"file_path": "/tmp/rec-root-other/x"}), None),
+        call(
+            "Write",
+            json!({"file_path": "/tmp/rec-root/.git/config"}),
+            None,
+        ),
+    ];
+    let records = check_calls(
+        &calls,
+        &CallContext {
+            policy: &p,
+            root: dir.path(),
+            protected: &[],
+            recorded_root: Some("/tmp/rec-root"),
+        },
+    );
+    let violations: Vec<bool> = records.iter().map(|r| r.violation).collect();
+    assert_eq!(violations, [false, true, true]);
+    // The record keeps the input as it was recorded.
+    assert_eq!(records[0].input["file_path"], "/tmp/rec-root/src/lib.rs");
 }

@@ -191,7 +191,8 @@ impl StreamState {
                 continue;
             };
             let is_error = block.get("is_error").and_then(Value::as_bool) == Some(true);
-            let error_text = is_error.then(|| cut(&result_text(block.get("content")), MAX_ERROR_TEXT));
+            let error_text =
+                is_error.then(|| cut(&result_text(block.get("content")), MAX_ERROR_TEXT));
             if let Some(call) = self
                 .calls
                 .iter_mut()
