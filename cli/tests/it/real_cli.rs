@@ -10,4 +10,5 @@
 mod execute;
 mod generate;
 mod harness;
+mod secrets;
 mod spec_to_task;
