@@ -55,10 +55,18 @@ fn a_canary_the_model_echoes_everywhere_never_reaches_the_run_folder() {
     for file in sandbox.ctx.specbridge_files() {
         let bytes = std::fs::read(&file).unwrap();
         for canary in [CANARY, CANARY_SHAPED] {
+            let at = bytes
+                .windows(canary.len())
+                .position(|w| w == canary.as_bytes());
             assert!(
-                !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
-                "{} holds {canary}",
-                file.display()
+                at.is_none(),
+                "{} holds {canary}: …{}…",
+                file.display(),
+                at.map(|i| String::from_utf8_lossy(
+                    &bytes[i.saturating_sub(120)..(i + canary.len() + 40).min(bytes.len())]
+                )
+                .into_owned())
+                    .unwrap_or_default()
             );
         }
         found += 1;
