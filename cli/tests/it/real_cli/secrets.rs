@@ -78,6 +78,9 @@ fn a_canary_the_model_echoes_everywhere_never_reaches_the_run_folder() {
         stdout.contains("I will look for <redacted> and <redacted>."),
         "{stdout}"
     );
+    // stream-json encodes the structured output's newlines as `\n`: the token right
+    // after one is still found (a plain word boundary would miss it).
+    assert!(stdout.contains(r"# Notes\n\n<redacted>\n"), "{stdout}");
     let output = super::harness::read_json(&sandbox.run_dir().join("stages/notes/output.json"));
     assert_eq!(output["summary"], "the secret is <redacted>");
     assert!(!out.stdout.contains(CANARY) && !out.stderr.contains(CANARY));
