@@ -26,6 +26,27 @@ fn announce(run: &RunHandle, rel: &str) {
         .unwrap();
 }
 
+/// Appends an event line with an intact chain but without the store (so without
+/// redaction). The handle's own log is stale afterwards: append nothing through it.
+fn append_raw_event(path: &Path, kind: &str, data: Value) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let last = text.lines().last().unwrap();
+    let seq = serde_json::from_str::<Value>(last).unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let mut event = json!({
+        "seq": seq + 1,
+        "at": "2026-01-01T00:00:00.000Z",
+        "type": kind,
+        "prev": specbridge_engine::store::sha256_hex(last.as_bytes()),
+    });
+    for (k, v) in data.as_object().unwrap() {
+        event[k] = v.clone();
+    }
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    writeln!(f, "{}", serde_json::to_string(&event).unwrap()).unwrap();
+}
+
 /// A finished three-stage run (generate → execute → check) written the way the
 /// engine writes one, with the handle kept so tests can write more through it.
 struct Fixture {
@@ -680,17 +701,22 @@ fn a_secret_in_a_raw_log_is_reported_with_its_line() {
 #[test]
 fn a_secret_in_a_record_or_the_event_log_is_reported() {
     let fx = Fixture::finished();
-    fx.run
-        .event(
-            "note",
-            json!({ "text": "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789" }),
-        )
-        .unwrap();
+    let token = json!({ "text": "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789" });
     let mut argv = execute_argv();
     argv.push("--api-key=sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz012345");
-    fx.run
-        .write_json("stages/implement/attempt-001/process.json", &process(argv))
-        .unwrap();
+    let rel = "stages/implement/attempt-001/process.json";
+
+    // Through the store, both are redacted: nothing for audit to find.
+    fx.run.event("note", token.clone()).unwrap();
+    fx.run.write_json(rel, &process(argv.clone())).unwrap();
+    let clean = fx.audit();
+    assert_eq!(clean.with_code(FindingCode::SecretInFile).count(), 0);
+
+    // Around the store (by hand, or by an older specbridge), audit finds them.
+    let bytes = serde_json::to_vec_pretty(&process(argv)).unwrap();
+    std::fs::write(fx.path(rel), bytes).unwrap();
+    announce(&fx.run, rel);
+    append_raw_event(&fx.path("events.jsonl"), "note", token);
     let report = fx.audit();
     let files: Vec<_> = report
         .with_code(FindingCode::SecretInFile)

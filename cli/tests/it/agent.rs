@@ -494,7 +494,11 @@ fn canary_secrets_never_reach_the_run_folder() {
     ctx.set_env("MY_SERVICE_PASSWORD", CANARY_PLAIN_ENV);
     ctx.set_env(
         "FAKE_CLAUDE_OUTPUT",
-        &format!(r#"{{"summary": "key {CANARY_OUTPUT}", "markdown": "token {CANARY_GITHUB}"}}"#),
+        // Not in `markdown`: a document holding a secret is refused, not written
+        // (secrets::a_generated_document_holding_a_secret_is_not_written).
+        &format!(
+            r#"{{"summary": "key {CANARY_OUTPUT}, token {CANARY_GITHUB}", "markdown": "the notes"}}"#
+        ),
     );
     ctx.set_env("FAKE_CLAUDE_RESULT", &format!("done, {CANARY_RESULT}"));
     ctx.write(

@@ -11,5 +11,6 @@ mod execute;
 mod generate;
 mod harness;
 mod observed;
+mod secrets;
 mod spec_to_task;
 mod verify_sandbox;

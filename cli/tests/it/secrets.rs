@@ -150,6 +150,11 @@ fn a_failure_reason_naming_a_secret_is_redacted_in_records_and_events() {
     );
     let events = std::fs::read_to_string(ctx.only_run_dir().join("events.jsonl")).unwrap();
     assert!(events.contains("failed to find executable `<redacted>`"));
+    // Nor on the terminal.
+    for canary in canaries() {
+        assert!(!out.stdout.contains(canary), "{}", out.snapshot());
+        assert!(!out.stderr.contains(canary), "{}", out.snapshot());
+    }
     assert_no_canary_on_disk(&ctx);
     // The pipeline is kept as loaded, secrets redacted.
     let kept = std::fs::read_to_string(ctx.only_run_dir().join("pipeline.yaml")).unwrap();

@@ -19,7 +19,7 @@ static PATTERN: LazyLock<Regex> = LazyLock::new(|| {
     let parts: Vec<String> = SHAPES
         .iter()
         .enumerate()
-        .map(|(i, s)| format!("(?P<s{i}>{})", s.pattern))
+        .map(|(i, s)| format!("(?P<s{i}>{})", s.anonymous_pattern()))
         .collect();
     Regex::new(&parts.join("|")).expect("secret pattern compiles")
 });

@@ -41,7 +41,7 @@ pub const MIN_SECRET_LEN: usize = 8;
 static SHAPE_RES: LazyLock<Vec<(Regex, &'static Shape)>> = LazyLock::new(|| {
     SHAPES
         .iter()
-        .map(|s| (Regex::new(s.pattern).expect("valid shape"), s))
+        .map(|s| (Regex::new(&s.compiled_pattern()).expect("valid shape"), s))
         .collect()
 });
 
@@ -52,7 +52,7 @@ static BOUNDARY_RE: LazyLock<Regex> = LazyLock::new(|| {
     let mut parts: Vec<String> = SHAPES
         .iter()
         .filter(|s| s.name != "private-key")
-        .map(|s| format!("(?:{})", s.pattern))
+        .map(|s| format!("(?:{})", s.anonymous_pattern()))
         .collect();
     parts.push(format!("(?:{})", shapes::PEM_BEGIN));
     parts.push(format!("(?:{})", shapes::PEM_END));
@@ -207,14 +207,17 @@ impl Redactor {
             Some(re) => re.replace_all(bytes, REDACTED.as_bytes()).into_owned(),
             None => bytes.to_vec(),
         };
-        for (re, shape) in SHAPE_RES.iter() {
+        for (re, _) in SHAPE_RES.iter() {
             if re.is_match(&out) {
-                let with: &[u8] = if shape.keeps_prefix {
-                    b"${1}<redacted>"
-                } else {
-                    REDACTED.as_bytes()
-                };
-                out = re.replace_all(&out, with).into_owned();
+                out = re
+                    .replace_all(&out, |caps: &regex::bytes::Captures<'_>| {
+                        // `keep` holds the escape when both matched.
+                        let kept = caps.name("keep").or_else(|| caps.name("esc"));
+                        let mut with = kept.map_or_else(Vec::new, |m| m.as_bytes().to_vec());
+                        with.extend_from_slice(REDACTED.as_bytes());
+                        with
+                    })
+                    .into_owned();
             }
         }
         out

@@ -10,9 +10,9 @@ pub struct Shape {
     /// What it is, for messages (`a GitHub token`).
     pub label: &'static str,
     /// A bytes regex. Where the shape includes words that are not secret (`Bearer `,
-    /// `aws_secret_access_key=`), they are capture group 1 and are kept.
+    /// `aws_secret_access_key=`), they are the group `keep` and are kept.
     pub pattern: &'static str,
-    /// Whether capture group 1 is kept in front of the placeholder.
+    /// Whether the group `keep` is kept in front of the placeholder.
     pub keeps_prefix: bool,
 }
 
@@ -59,7 +59,7 @@ pub const SHAPES: &[Shape] = &[
         label: "an AWS secret access key",
         // 40 base64 characters after a name that says what they are, as in an
         // env file, a credentials file, JSON (quotes escaped or not) or YAML.
-        pattern: r#"(?i:((?-u:\b)(?:aws_?)?secret_?access_?key\\?["']?[ \t]*[:=][ \t]*\\?["']?))[A-Za-z0-9/+]{40}[A-Za-z0-9/+=]*"#,
+        pattern: r#"(?i:(?P<keep>(?-u:\b)(?:aws_?)?secret_?access_?key\\?["']?[ \t]*[:=][ \t]*\\?["']?))[A-Za-z0-9/+]{40}[A-Za-z0-9/+=]*"#,
         keeps_prefix: true,
     },
     Shape {
@@ -89,7 +89,7 @@ pub const SHAPES: &[Shape] = &[
     Shape {
         name: "bearer",
         label: "a bearer token",
-        pattern: r"(?i:((?-u:\b)bearer[ \t]+))[A-Za-z0-9\-._~+/]{8,}=*",
+        pattern: r"(?i:(?P<keep>(?-u:\b)bearer[ \t]+))[A-Za-z0-9\-._~+/]{8,}=*",
         keeps_prefix: true,
     },
     Shape {
@@ -113,6 +113,28 @@ pub(crate) const PEM_BEGIN: &str = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----";
 pub(crate) const PEM_END: &str = r"-----END[A-Z0-9 ]*PRIVATE KEY-----";
 /// Longer than any footer: what the stream writer keeps while it looks for one.
 pub(crate) const PEM_MARKER_MAX: usize = 96;
+
+/// What a left word boundary also accepts: a JSON or C escape (`\n`, `\t`) just
+/// before the token. In a log of JSON lines a secret at the start of a line of the
+/// agent's text follows `\n`, and `n` is a word character: a plain `\b` would let
+/// it through. The escape is the group `esc`, kept in front of the placeholder.
+const LEFT_BOUNDARY: &str = r"(?-u:\b)";
+const LEFT_BOUNDARY_OR_ESCAPE: &str = r"(?:(?-u:\b)|(?P<esc>\\[nrtfb]))";
+
+impl Shape {
+    /// The pattern the redactor compiles: the left boundary also after an escape.
+    pub fn compiled_pattern(&self) -> String {
+        self.pattern
+            .replacen(LEFT_BOUNDARY, LEFT_BOUNDARY_OR_ESCAPE, 1)
+    }
+
+    /// The same without group names, to be one alternative among others (audit).
+    pub fn anonymous_pattern(&self) -> String {
+        self.compiled_pattern()
+            .replace("(?P<esc>", "(?:")
+            .replace("(?P<keep>", "(?:")
+    }
+}
 
 /// The shape named `name`.
 pub fn shape(name: &str) -> Option<&'static Shape> {

@@ -95,6 +95,29 @@ fn a_private_key_block_is_redacted_whole_and_an_unterminated_one_to_the_end() {
 }
 
 #[test]
+fn a_token_after_a_json_escape_is_redacted_and_the_escape_kept() {
+    // Found by the real CLI: stream-json encodes a newline before a token as `\n`.
+    let r = plain();
+    for secret in shaped().into_iter().filter(|s| !s.starts_with("-----")) {
+        for esc in ["\\n", "\\t", "\\r"] {
+            let text = format!(r##"{{"markdown":"# Notes{esc}{esc}{secret}{esc}"}}"##);
+            assert_eq!(
+                r.redact_str(&text),
+                format!(r##"{{"markdown":"# Notes{esc}{esc}<redacted>{esc}"}}"##),
+                "{secret} after {esc}"
+            );
+        }
+    }
+    assert_eq!(
+        r.redact_str(r#""a\nBearer abcdefghij12""#),
+        r#""a\nBearer <redacted>""#
+    );
+    // An escape is not a reason to redact what is not a token.
+    let text = r"x\ntask-ant-api03-abcdefghijk x\nghp_short";
+    assert_eq!(r.redact_str(text), text);
+}
+
+#[test]
 fn keeps_the_bearer_word() {
     let r = plain();
     assert_eq!(

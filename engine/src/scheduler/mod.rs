@@ -235,6 +235,7 @@ pub async fn run_plan(
                 attempt,
                 run: run.clone(),
             };
+            let run_for_redaction = run.clone();
             running.spawn(async move {
                 // The stage's duration is the scheduler's to measure: it covers
                 // everything the stage did (agent, snapshots, verification), not
@@ -252,6 +253,12 @@ pub async fn run_plan(
                     StageKind::Check => exec.clone().execute(stage).await,
                 };
                 let mut report = report;
+                // The outcome is shown on the terminal as well as recorded: the
+                // run's redactor applies to both (records are redacted again by
+                // the store, which changes nothing).
+                report.outcome = report
+                    .outcome
+                    .map(|o| run_for_redaction.redactor().redact_str(&o));
                 if report.started_at.is_none() {
                     report.started_at = started_at;
                 }

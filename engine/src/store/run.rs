@@ -319,4 +319,65 @@ mod tests {
         let reopened = store.open("latest", Redactor::default()).unwrap();
         assert_eq!(reopened.id(), id);
     }
+
+    #[test]
+    fn every_way_of_writing_redacts_and_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        const CANARY: &str = "canary-store-0a1b2c3d";
+        let repo = tempfile::tempdir().unwrap();
+        let store = RunStore::new(repo.path());
+        let run = store
+            .create(Redactor::from_pairs([("MY_TOKEN", CANARY)]))
+            .unwrap();
+        run.write_json("a.json", &json!({ CANARY: [format!("x {CANARY}")] }))
+            .unwrap();
+        run.write_bytes("b.txt", format!("y {CANARY}\n").as_bytes())
+            .unwrap();
+        run.event("note", json!({ "text": CANARY })).unwrap();
+        let mut log = run.log("stages/s/attempt-001/raw-stdout.log").unwrap();
+        // Cut inside the secret, at a 64 KiB read boundary.
+        let text = format!("{} {CANARY} end\n", "z".repeat(65536 - 8));
+        let (first, second) = text.as_bytes().split_at(65536);
+        log.write_chunk(first).unwrap();
+        log.write_chunk(second).unwrap();
+        log.write_json_line(&json!({ "input": format!("\"{CANARY}\"") }))
+            .unwrap();
+        let sha = log.complete().unwrap();
+        assert_eq!(log.complete().unwrap(), sha, "completing twice is harmless");
+
+        let mut files = Vec::new();
+        let mut dirs = vec![repo.path().join(".specbridge")];
+        while let Some(dir) = dirs.pop() {
+            let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", dir.display());
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else {
+                    files.push(p);
+                }
+            }
+        }
+        assert!(files.len() >= 5);
+        for f in files {
+            let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", f.display());
+            let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+            assert!(!text.contains(CANARY), "{}: {text}", f.display());
+        }
+        let log_text =
+            std::fs::read_to_string(run.dir().join("stages/s/attempt-001/raw-stdout.log")).unwrap();
+        assert!(
+            log_text.ends_with("z <redacted> end\n{\"input\":\"\\\"<redacted>\\\"\"}\n"),
+            "{}",
+            &log_text[65000..]
+        );
+        assert_eq!(sha, crate::store::sha256_hex(log_text.as_bytes()));
+        let events = std::fs::read_to_string(run.dir().join("events.jsonl")).unwrap();
+        assert!(
+            events.contains(&sha),
+            "the log is announced with its sha256"
+        );
+    }
 }
