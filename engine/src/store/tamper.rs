@@ -99,7 +99,9 @@ mod tests {
     #[test]
     fn a_changed_deleted_record_or_an_edited_log_is_named() {
         let repo = tempfile::tempdir().unwrap();
-        let run = RunStore::new(repo.path()).create().unwrap();
+        let run = RunStore::new(repo.path())
+            .create(crate::redact::Redactor::default())
+            .unwrap();
         run.write_bytes("pipeline.yaml", b"name: a\n").unwrap();
         run.write_json("stages/a/stage.json", &serde_json::json!({"x": 1}))
             .unwrap();
