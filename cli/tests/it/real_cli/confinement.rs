@@ -512,6 +512,10 @@ fn an_allowed_bash_rule_runs_inside_the_sandbox() {
         let r = tool_result(&sandbox, id);
         assert!(r.is_error, "{id} succeeded: {r:?}");
     }
+    // Refused by the sandbox while running, not by a permission check before it.
+    let write = tool_result(&sandbox, "t_outside").text();
+    assert!(write.contains("Read-only file system"), "{write}");
+    assert!(denied_ids(&sandbox, "implement").is_empty());
     std::thread::sleep(Duration::from_millis(200));
     assert!(
         !hit.load(Ordering::SeqCst),
