@@ -29,6 +29,13 @@ pub fn all() -> Vec<(&'static str, Value)> {
                 .expect("schema is JSON"),
         ),
         (
+            "request.schema.json",
+            serde_json::from_str(
+                &crate::runner::claude_code::request::RequestRecord::json_schema(),
+            )
+            .expect("schema is JSON"),
+        ),
+        (
             "doctor.schema.json",
             crate::runner::claude_code::doctor::report_schema(),
         ),

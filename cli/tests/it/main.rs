@@ -11,3 +11,4 @@ mod replay;
 mod resume;
 mod run_checks;
 mod validate;
+mod validate_policy;
