@@ -15,7 +15,8 @@ use specbridge_engine::runner::claude_code::capabilities::{parse_version, Capabi
 use specbridge_engine::runner::claude_code::help::HelpText;
 
 fn captured_2_1_332() -> Capabilities {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/fixtures/claude-code/versions/2.1.332");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testkit/fixtures/claude-code/versions/2.1.332");
     let version = std::fs::read_to_string(dir.join("version.txt")).unwrap();
     let help = std::fs::read_to_string(dir.join("help.txt")).unwrap();
     Capabilities::detect(parse_version(&version), &HelpText::parse(&help))
@@ -112,7 +113,11 @@ fn runner_section() -> impl Strategy<Value = Value> {
         (list(), list(), list(), list()),
         (
             list(),
-            proptest::option::of(proptest::collection::btree_map(env_name(), "[a-z]{0,4}", 0..3)),
+            proptest::option::of(proptest::collection::btree_map(
+                env_name(),
+                "[a-z]{0,4}",
+                0..3,
+            )),
             proptest::option::of(prop_oneof![
                 Just("default".to_string()),
                 Just("acceptEdits".to_string()),
@@ -123,23 +128,25 @@ fn runner_section() -> impl Strategy<Value = Value> {
             sandbox(),
         ),
     )
-        .prop_map(|((tools, rules, deny, args), (sources, env, mode, sandbox))| {
-            let mut r = serde_json::Map::new();
-            let mut put = |k: &str, v: Option<Value>| {
-                if let Some(v) = v {
-                    r.insert(k.into(), v);
-                }
-            };
-            put("tools", tools.map(|v| json!(v)));
-            put("allowedBashRules", rules.map(|v| json!(v)));
-            put("disallowedTools", deny.map(|v| json!(v)));
-            put("commandArgs", args.map(|v| json!(v)));
-            put("settingSources", sources.map(|v| json!(v)));
-            put("env", env.map(|v| json!(v)));
-            put("permissionMode", mode.map(|v| json!(v)));
-            put("sandbox", sandbox);
-            Value::Object(r)
-        })
+        .prop_map(
+            |((tools, rules, deny, args), (sources, env, mode, sandbox))| {
+                let mut r = serde_json::Map::new();
+                let mut put = |k: &str, v: Option<Value>| {
+                    if let Some(v) = v {
+                        r.insert(k.into(), v);
+                    }
+                };
+                put("tools", tools.map(|v| json!(v)));
+                put("allowedBashRules", rules.map(|v| json!(v)));
+                put("disallowedTools", deny.map(|v| json!(v)));
+                put("commandArgs", args.map(|v| json!(v)));
+                put("settingSources", sources.map(|v| json!(v)));
+                put("env", env.map(|v| json!(v)));
+                put("permissionMode", mode.map(|v| json!(v)));
+                put("sandbox", sandbox);
+                Value::Object(r)
+            },
+        )
 }
 
 proptest! {

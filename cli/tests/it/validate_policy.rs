@@ -28,33 +28,58 @@ macro_rules! refused {
         assert_eq!(out.code, $code, "{}", out.snapshot());
         insta::assert_snapshot!($name, out.snapshot());
         let dry = ctx.run(&["run", "--dry-run"]);
-        assert_eq!(dry.code, $code, "run disagrees with validate: {}", dry.snapshot());
+        assert_eq!(
+            dry.code,
+            $code,
+            "run disagrees with validate: {}",
+            dry.snapshot()
+        );
     }};
 }
 
 #[test]
 fn bash_star_in_rules() {
-    refused!("policy_bash_star", "  tools: [Read, Bash]\n  allowedBashRules: [\"Bash(*)\", \"Bash\", \"bash(:*)\"]\n", 6);
+    refused!(
+        "policy_bash_star",
+        "  tools: [Read, Bash]\n  allowedBashRules: [\"Bash(*)\", \"Bash\", \"bash(:*)\"]\n",
+        6
+    );
 }
 
 #[test]
 fn a_rule_smuggled_into_a_bash_rule() {
-    refused!("policy_rule_smuggling", "  tools: [Read, Bash]\n  allowedBashRules: [\"Bash(git status) Edit(/**)\"]\n", 6);
+    refused!(
+        "policy_rule_smuggling",
+        "  tools: [Read, Bash]\n  allowedBashRules: [\"Bash(git status) Edit(/**)\"]\n",
+        6
+    );
 }
 
 #[test]
 fn rules_in_tools() {
-    refused!("policy_rules_in_tools", "  tools: [Read, \"Bash(*)\", \"Edit(/**)\"]\n", 6);
+    refused!(
+        "policy_rules_in_tools",
+        "  tools: [Read, \"Bash(*)\", \"Edit(/**)\"]\n",
+        6
+    );
 }
 
 #[test]
 fn network_and_subagent_tools() {
-    refused!("policy_refused_tools", "  tools: [Read, WebFetch, WebSearch, Task]\n", 6);
+    refused!(
+        "policy_refused_tools",
+        "  tools: [Read, WebFetch, WebSearch, Task]\n",
+        6
+    );
 }
 
 #[test]
 fn unknown_tool_with_did_you_mean() {
-    refused!("policy_unknown_tool", "  tools: [Raed, Edit, AskUserQuestion]\n", 2);
+    refused!(
+        "policy_unknown_tool",
+        "  tools: [Raed, Edit, AskUserQuestion]\n",
+        2
+    );
 }
 
 #[test]
