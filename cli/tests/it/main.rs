@@ -6,6 +6,7 @@ mod doctor;
 mod execute;
 mod fanout;
 mod init;
+mod policy_env;
 mod real_cli;
 mod replay;
 mod resume;
