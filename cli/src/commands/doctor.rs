@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use specbridge_engine::runner::claude_code::doctor::SandboxReport;
 use specbridge_engine::runner::claude_code::{
     diagnose, AuthStatus, DoctorOptions, DoctorReport, DoctorStatus,
 };
@@ -34,7 +35,11 @@ pub fn run(
         .enable_all()
         .build()
         .map_err(|e| CliError::Other(format!("failed to start the async runtime: {e}")))?;
-    let report = runtime.block_on(diagnose(&command, &DoctorOptions::from_env()));
+    let mut report = runtime.block_on(diagnose(&command, &DoctorOptions::from_env()));
+    if report.capabilities.is_some() {
+        let support = specbridge_engine::sandbox::SandboxSupport::detect();
+        report.sandbox = Some(SandboxReport::check(report.capabilities.as_ref(), &support));
+    }
     if json {
         printer.json(&report);
     } else {
@@ -71,6 +76,12 @@ fn print_table(report: &DoctorReport, printer: Printer, source: &str) {
     }
     if let Some(e) = &report.error {
         printer.out(format!("  error    {e}"));
+    }
+    if let Some(s) = &report.sandbox {
+        match &s.problem {
+            None => printer.out("  sandbox  works (stages that allow Bash run inside it)"),
+            Some(p) => printer.out(format!("  sandbox  cannot run: {p}")),
+        }
     }
     print_gaps(
         printer,

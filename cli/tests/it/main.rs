@@ -7,9 +7,10 @@ mod doctor;
 mod execute;
 mod fanout;
 mod init;
-mod observed;
 mod init_projects;
 mod inspect;
+mod observed;
+mod policy_env;
 mod real_cli;
 mod replay;
 mod resume;
@@ -19,3 +20,5 @@ mod secrets;
 mod signals;
 mod validate;
 mod validate_confinement;
+mod validate_policy;
+

@@ -7,6 +7,7 @@
 //! user's repository. Without the CLI the tests skip with a message, except in CI
 //! (`CI=true`), where they fail. `docs/testing.md` lists what each one pins down.
 
+mod confinement;
 mod execute;
 mod generate;
 mod harness;

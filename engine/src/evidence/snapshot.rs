@@ -256,7 +256,14 @@ fn git_control(git: &Git) -> Result<BTreeMap<String, String>, EvidenceError> {
     let dir = git.root().join(dir);
     let mut files = BTreeMap::new();
     for name in ["config", "config.worktree"] {
-        control_file(&dir.join(name), format!(".git/{name}"), &mut files)?;
+        let path = dir.join(name);
+        // Claude Code's sandbox leaves an empty `config.worktree` behind (a mount
+        // point that keeps sandboxed commands from writing it). git reads no
+        // setting from an empty file, so empty counts as absent.
+        if name == "config.worktree" && std::fs::metadata(&path).is_ok_and(|m| m.len() == 0) {
+            continue;
+        }
+        control_file(&path, format!(".git/{name}"), &mut files)?;
     }
     for sub in ["hooks", "info"] {
         let Ok(read) = std::fs::read_dir(dir.join(sub)) else {

@@ -187,11 +187,15 @@ pub fn classify(args: &[String]) -> Vec<ArgVerdict> {
             Some(name) => {
                 values_due = 0;
                 let joined = arg.trim().contains('=');
+                // A refused flag's value is not reported again as a stray word.
+                let refused_value = usize::from(!joined);
                 if let Some((_, why)) = WIDENING.iter().find(|(f, _)| *f == name) {
+                    values_due = refused_value;
                     ArgVerdict::Widening(why)
                 } else if name.starts_with("--dangerously") {
                     ArgVerdict::Widening("it switches permission checks off")
                 } else if let Some((_, why)) = MANAGED.iter().find(|(f, _)| *f == name) {
+                    values_due = refused_value;
                     ArgVerdict::Managed(why)
                 } else if let Some((_, arity)) = PASS_THROUGH.iter().find(|(f, _)| *f == name) {
                     if *arity == Arity::One && !joined {
@@ -199,6 +203,7 @@ pub fn classify(args: &[String]) -> Vec<ArgVerdict> {
                     }
                     ArgVerdict::PassThrough(*arity)
                 } else {
+                    values_due = refused_value;
                     ArgVerdict::Unknown
                 }
             }

@@ -47,9 +47,11 @@ fn no_bare_file_tool_or_shell_rule_is_ever_allowed() {
     }
 }
 
+type Edit = Box<dyn Fn(&mut ResolvedRunner)>;
+
 #[test]
 fn each_refusal_has_its_class() {
-    let cases: Vec<(Box<dyn Fn(&mut ResolvedRunner)>, &str, RefusalClass)> = vec![
+    let cases: Vec<(Edit, &str, RefusalClass)> = vec![
         (
             Box::new(|r| r.allowed_bash_rules = vec!["Bash(*)".into()]),
             "bash-allows-everything",

@@ -82,7 +82,9 @@ fn execute_stage_writes_runs_allowed_commands_and_is_refused_destruction() {
             ),
             bash("t_status", "git status"),
             bash("t_rm", "rm -rf src"),
-            bash("t_echo", "echo x > keep.txt"),
+            // Inside the sandbox the CLI lets a redirection into the working
+            // directory through, but not into a protected path (a deny rule).
+            bash("t_echo", "echo x > specbridge.yaml"),
             task_result(&["notes.txt"], &["git status"]),
         ])
     }) else {
@@ -111,11 +113,12 @@ fn execute_stage_writes_runs_allowed_commands_and_is_refused_destruction() {
     let status = tool_result_of(&sandbox, "t_status");
     assert!(!status.is_error, "{status:?}");
     assert!(status.text().contains("notes.txt"), "{status:?}");
-    for id in ["t_rm", "t_echo"] {
-        let refused = tool_result_of(&sandbox, id);
-        assert!(refused.is_error, "{refused:?}");
-        assert!(refused.text().contains("needs approval"), "{refused:?}");
-    }
+    let refused = tool_result_of(&sandbox, "t_rm");
+    assert!(refused.is_error, "{refused:?}");
+    assert!(refused.text().contains("needs approval"), "{refused:?}");
+    let refused = tool_result_of(&sandbox, "t_echo");
+    assert!(refused.is_error, "{refused:?}");
+    assert!(refused.text().contains("has been denied"), "{refused:?}");
     assert_eq!(sandbox.model_requests().len(), 5);
     assert_eq!(sandbox.server.remaining(), 0);
 

@@ -104,6 +104,37 @@ pub struct DoctorReport {
     pub warnings: Vec<String>,
     /// Why the status is `unavailable` or `error`.
     pub error: Option<String>,
+    /// Whether stages that allow Bash can run inside the CLI's sandbox here.
+    /// `None` when not checked.
+    #[serde(default)]
+    pub sandbox: Option<SandboxReport>,
+}
+
+/// The sandbox around Bash commands on this machine with this CLI.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxReport {
+    pub works: bool,
+    /// Why not, with the install hint where that is the cause.
+    pub problem: Option<String>,
+}
+
+impl SandboxReport {
+    /// The CLI must honour the sandbox settings and the machine must run
+    /// bubblewrap and socat.
+    pub fn check(caps: Option<&Capabilities>, support: &crate::sandbox::SandboxSupport) -> Self {
+        let problem = match caps {
+            Some(c) if !c.sandbox_settings => Some(format!(
+                "this Claude Code version is not known to honour the sandbox settings (verified from {}); stages that allow Bash need `runner.sandbox: off`",
+                super::capabilities::SANDBOX_VERIFIED_SINCE
+            )),
+            _ => support.problem(true),
+        };
+        SandboxReport {
+            works: problem.is_none(),
+            problem,
+        }
+    }
 }
 
 impl DoctorReport {
@@ -121,6 +152,7 @@ impl DoctorReport {
             auth: AuthStatus::NotChecked,
             warnings: Vec::new(),
             error: None,
+            sandbox: None,
         }
     }
 
