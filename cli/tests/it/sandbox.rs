@@ -377,6 +377,17 @@ fn validate_reports_bad_sandbox_values_where_they_are() {
             out.snapshot()
         );
     }
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        "version: 1\nname: v\nstages:\n  - id: t\n    kind: check\n    argv: [cargo, test]\n    sandbox: of\n",
+    );
+    let out = ctx.run(&["validate"]);
+    assert!(
+        out.stderr.contains("specbridge.yaml:7:14: error: `of` is not a valid value for `stages[0].sandbox`: expected `off` or a mapping"),
+        "{}",
+        out.snapshot()
+    );
     // On an agent stage it is the wrong key, said so with the right one.
     let ctx = TestContext::new();
     ctx.write(
