@@ -8,7 +8,7 @@
 //! repository is confined unless it says `sandbox: off` — is the one a reader of
 //! the pipeline can check.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use specbridge_engine::pipeline::{CommandSandbox, PipelineFile, StageKind};
 use specbridge_engine::sandbox::{expand_writable, home_dir, AppliedSandbox, Confinement};
@@ -127,6 +127,45 @@ pub fn preflight(
     })
 }
 
+/// A warning per confined `cargo` command when `CARGO_TARGET_DIR` names a folder
+/// outside the repository that the command cannot write: cargo would fail on its
+/// lock file there, which reads as a failed test.
+pub fn cargo_target_warnings(
+    commands: &[PlannedCommand],
+    root: &Path,
+    cargo_target_dir: Option<&Path>,
+) -> Vec<String> {
+    let Some(target) = cargo_target_dir.filter(|t| t.is_absolute()) else {
+        return Vec::new();
+    };
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if canon(target).starts_with(canon(root)) {
+        return Vec::new();
+    }
+    let home = home_dir();
+    commands
+        .iter()
+        .filter(|c| !c.is_off())
+        .filter(|c| c.argv.first().is_some_and(|p| Path::new(p).ends_with("cargo")))
+        .filter(|c| {
+            let writable = match &c.sandbox {
+                Some(CommandSandbox::Confined(o)) => o.writable.as_slice(),
+                _ => &[],
+            };
+            !writable.iter().any(|w| {
+                expand_writable(w, home.as_deref()).is_ok_and(|w| target.starts_with(w))
+            })
+        })
+        .map(|c| {
+            format!(
+                "{} is confined, and CARGO_TARGET_DIR ({}) is outside the repository: cargo cannot write there; add it to the command's `sandbox.writable` or unset CARGO_TARGET_DIR",
+                c.describe(),
+                target.display()
+            )
+        })
+        .collect()
+}
+
 /// A command ready to spawn: the program and arguments (bubblewrap first when
 /// confined) and the sandbox record.
 #[derive(Debug, Clone)]
@@ -228,6 +267,20 @@ stages:
         let err = preflight(&cmds, || Err("bwrap is not on PATH; install".into())).unwrap_err();
         assert!(err.contains("verification `unit` of stage `impl`"), "{err}");
         assert!(err.contains("bwrap is not on PATH") && err.contains("sandbox: off"));
+    }
+
+    #[test]
+    fn a_cargo_target_dir_outside_the_repository_is_warned_unless_opened() {
+        let (file, nodes) = pipeline(
+            "version: 1\nname: t\nstages:\n  - { id: a, kind: check, argv: [cargo, test] }\n  - { id: b, kind: check, argv: [cargo, build], sandbox: { writable: [/shared] } }\n  - { id: c, kind: check, argv: [make] }\n",
+        );
+        let cmds = planned_commands(&file, &nodes);
+        let root = Path::new("/repo");
+        let w = cargo_target_warnings(&cmds, root, Some(Path::new("/shared/target")));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("check stage `a`") && w[0].contains("/shared/target"));
+        assert!(cargo_target_warnings(&cmds, root, Some(Path::new("/repo/target"))).is_empty());
+        assert!(cargo_target_warnings(&cmds, root, None).is_empty());
     }
 
     #[test]

@@ -92,7 +92,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
         return Ok(exit::OK);
     }
 
-    let sandbox = run_cmd::command_sandbox(&source.file, &nodes, false)?;
+    let sandbox = run_cmd::command_sandbox(&ws.root, &source.file, &nodes, false)?;
     let mut ctx = ctx;
     ctx.bubblewrap = sandbox.bubblewrap;
     let commands = detect::runner_commands(&ctx, &nodes);

@@ -128,7 +128,7 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
     if !args.dry_run {
         preflight(ws, &nodes, options.allow_dirty, None)?;
     }
-    let sandbox = command_sandbox(&source.file, &nodes, args.dry_run)?;
+    let sandbox = command_sandbox(&ws.root, &source.file, &nodes, args.dry_run)?;
     let cancel = CancelToken::new();
     let mut ctx = RunContext::new(
         &ws.root,
@@ -219,23 +219,32 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
 /// created: a confined command without a working bubblewrap refuses the run
 /// (exit 2). A dry run only warns; it spawns nothing, not even the probe.
 pub(crate) fn command_sandbox(
+    root: &Path,
     file: &PipelineFile,
     nodes: &[Node],
     dry_run: bool,
 ) -> CliResult<confine::SandboxPreflight> {
     let commands = confine::planned_commands(file, nodes);
-    if dry_run {
-        return Ok(confine::preflight(&commands, || Ok("bwrap".into()))
+    let mut found = if dry_run {
+        confine::preflight(&commands, || Ok("bwrap".into()))
             .map(|p| confine::SandboxPreflight {
                 bubblewrap: None,
                 ..p
             })
-            .unwrap_or_default());
-    }
-    confine::preflight(&commands, || {
-        SandboxSupport::detect().bubblewrap_for_commands()
-    })
-    .map_err(CliError::Config)
+            .unwrap_or_default()
+    } else {
+        confine::preflight(&commands, || {
+            SandboxSupport::detect().bubblewrap_for_commands()
+        })
+        .map_err(CliError::Config)?
+    };
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(std::path::PathBuf::from);
+    found.warnings.extend(confine::cargo_target_warnings(
+        &commands,
+        root,
+        target.as_deref(),
+    ));
+    Ok(found)
 }
 
 /// Live progress of a run: stage lines, and agent detail through the executor.

@@ -377,6 +377,17 @@ fn validate_reports_bad_sandbox_values_where_they_are() {
             out.snapshot()
         );
     }
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        "version: 1\nname: v\nstages:\n  - id: t\n    kind: check\n    argv: [cargo, test]\n    sandbox: of\n",
+    );
+    let out = ctx.run(&["validate"]);
+    assert!(
+        out.stderr.contains("specbridge.yaml:7:14: error: `of` is not a valid value for `stages[0].sandbox`: expected `off` or a mapping"),
+        "{}",
+        out.snapshot()
+    );
     // On an agent stage it is the wrong key, said so with the right one.
     let ctx = TestContext::new();
     ctx.write(
@@ -398,4 +409,21 @@ fn validate_reports_bad_sandbox_values_where_they_are() {
     assert_eq!(out.code, 2, "{}", out.snapshot());
     let text = format!("{}{}", out.stdout, out.stderr);
     assert!(text.contains("specbridge.yaml:6:"), "{text}");
+}
+
+#[test]
+fn a_cargo_target_dir_outside_the_repository_is_named_before_the_run() {
+    let mut ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        "version: 1\nname: t\nstages:\n  - { id: test, kind: check, argv: [cargo, test, --offline] }\n",
+    );
+    ctx.set_env("CARGO_TARGET_DIR", "/var/cache/shared-target");
+    let out = ctx.run(&["run", "--dry-run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(
+        out.stderr.contains("check stage `test` (`cargo test --offline`) is confined, and CARGO_TARGET_DIR (/var/cache/shared-target) is outside the repository"),
+        "{}",
+        out.snapshot()
+    );
 }

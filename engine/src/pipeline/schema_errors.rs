@@ -191,6 +191,18 @@ impl Ctx<'_> {
                         .with_path(path),
                 );
             }
+            (Some("CommandSandbox"), Value::String(s)) => {
+                return self.push(
+                    Diagnostic::error(
+                        "invalid-value",
+                        self.file,
+                        format!("`{s}` is not a valid value for `{path}`: expected `off` or a mapping such as `{{ writable: [\"~/.cache/x\"], network: true }}`"),
+                    )
+                    .at(self.index.value(path))
+                    .with_path(path)
+                    .with_help("leave `sandbox` out to run the command confined with nothing opened up"),
+                );
+            }
             (Some("ByteSize"), Value::String(s)) => {
                 let msg = UnitError::Size(s.clone()).to_string();
                 return self.push(
