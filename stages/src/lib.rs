@@ -16,6 +16,7 @@ pub mod init;
 pub mod input_hash;
 pub mod previous;
 pub mod prompt;
+pub mod reverify;
 pub mod schema;
 pub mod upstream;
 pub mod verify;

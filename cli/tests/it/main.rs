@@ -7,6 +7,7 @@ mod execute;
 mod fanout;
 mod init;
 mod real_cli;
+mod repair;
 mod replay;
 mod resume;
 mod run_checks;

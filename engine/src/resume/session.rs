@@ -158,6 +158,8 @@ pub struct ResumeSpec {
     pub kill_grace: Duration,
     /// `--rerun` patterns: stages run again on purpose, with their dependents.
     pub rerun: Vec<String>,
+    /// `--reverify`: unverified execute stages first get a verification-only attempt.
+    pub reverify: bool,
 }
 
 /// How a resume went.
@@ -296,6 +298,7 @@ impl OpenedRun {
             spec.root.clone(),
             stages,
             Forced::new(spec.rerun.clone()),
+            spec.reverify,
         );
         let opts = SchedulerOptions {
             concurrency: spec.options.concurrency.max(1) as usize,
