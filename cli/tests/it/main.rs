@@ -2,6 +2,7 @@
 
 mod agent;
 mod common;
+mod crash;
 mod doctor;
 mod execute;
 mod fanout;

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use serde_json::{json, Value};
 
-use crate::store::atomic::{sha256_file, write_atomic, write_json_atomic, WriteError};
+use crate::store::atomic::{sha256_file, write_atomic, WriteError};
 use crate::store::events::{EventError, EventLog};
 use crate::store::lock::{LockError, RunLock};
 use crate::store::records::RunRecord;
@@ -132,6 +132,27 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Store
 
 /// An open, locked run. Every record written through it is announced in the
 /// event log with its path and sha256, which is what audit checks files against.
+/// Test hook: `SPECBRIDGE_TEST_ABORT_AFTER_WRITES=N` aborts the process (SIGABRT,
+/// no cleanup, as a crash) right after the N-th store write of this process — an
+/// event appended or a record file renamed into place. Used by the crash-injection
+/// tests (docs/testing.md); unset, it costs one relaxed atomic add per write.
+fn crash_point() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let limit = LIMIT.get_or_init(|| {
+        std::env::var("SPECBRIDGE_TEST_ABORT_AFTER_WRITES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(limit) = limit {
+        if WRITES.fetch_add(1, Ordering::Relaxed) + 1 == *limit {
+            std::process::abort();
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct RunHandle {
     id: String,
@@ -171,7 +192,9 @@ impl RunHandle {
     /// Append an event.
     pub fn event(&self, kind: &str, data: Value) -> Result<u64, StoreError> {
         let mut log = self.events.lock().expect("event log lock");
-        Ok(log.append(kind, data)?)
+        let seq = log.append(kind, data)?;
+        crash_point();
+        Ok(seq)
     }
 
     /// Write a JSON record atomically and announce it.
@@ -180,18 +203,27 @@ impl RunHandle {
         rel: &str,
         value: &T,
     ) -> Result<String, StoreError> {
-        let path = self.path(rel)?;
-        let sha = write_json_atomic(&path, value)?;
-        self.event("record-written", json!({ "path": rel, "sha256": sha }))?;
-        Ok(sha)
+        let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| WriteError {
+            path: rel.to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        bytes.push(b'\n');
+        self.write_bytes(rel, &bytes)
     }
 
     /// Write bytes atomically and announce them.
     pub fn write_bytes(&self, rel: &str, bytes: &[u8]) -> Result<String, StoreError> {
         let path = self.path(rel)?;
-        let sha = write_atomic(&path, bytes)?;
-        self.event("record-written", json!({ "path": rel, "sha256": sha }))?;
-        Ok(sha)
+        // Intent first: a crash between the rename and the `record-written` event
+        // leaves a file that matches an announced intent, which recovery can tell
+        // from tampering (docs/audit.md, "Crash recovery").
+        let sha = crate::store::atomic::sha256_hex(bytes);
+        self.event("record-intent", json!({ "path": rel, "sha256": sha }))?;
+        crash_point();
+        let written = write_atomic(&path, bytes)?;
+        crash_point();
+        self.event("record-written", json!({ "path": rel, "sha256": written }))?;
+        Ok(written)
     }
 
     /// Announce a file that was written in place (a streamed log), after it is
