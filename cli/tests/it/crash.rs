@@ -14,9 +14,14 @@ const PIPELINE: &str = "  - id: spec
     kind: generate
     prompt: prompts/spec.md
     output: { schema: builtin:document }
+  - id: design
+    kind: generate
+    needs: [spec]
+    prompt: prompts/design.md
+    output: { schema: builtin:document }
   - id: implement
     kind: execute
-    needs: [spec]
+    needs: [design]
     prompt: prompts/implement.md
     verification:
       - { name: feature done, argv: [grep, -q, done, feature.txt] }
@@ -24,6 +29,12 @@ const PIPELINE: &str = "  - id: spec
     kind: check
     needs: [implement]
     argv: [grep, -q, done, feature.txt]
+  - id: polish
+    kind: execute
+    needs: [gate]
+    prompt: prompts/polish.md
+    verification:
+      - { name: polished, argv: [grep, -q, done, polish.txt] }
 ";
 
 fn repo() -> TestContext {
@@ -33,14 +44,20 @@ fn repo() -> TestContext {
     let mut steps = Vec::new();
     for _ in 0..4 {
         steps.push(r#"{"match": "Write the spec", "scenario": "success"}"#);
+        steps.push(r#"{"match": "Write the design", "scenario": "success"}"#);
         steps.push(
             r#"{"match": "Implement the feature", "scenario": "write-file", "write": "feature.txt=done"}"#,
+        );
+        steps.push(
+            r#"{"match": "Polish it", "scenario": "write-file", "write": "polish.txt=done"}"#,
         );
     }
     std::fs::write(&script, format!("[{}]", steps.join(","))).unwrap();
     ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
     ctx.write("prompts/spec.md", "Write the spec.\n");
+    ctx.write("prompts/design.md", "Write the design.\n");
     ctx.write("prompts/implement.md", "Implement the feature.\n");
+    ctx.write("prompts/polish.md", "Polish it.\n");
     ctx.write_agent_pipeline("  timeout: 20s\n  killGrace: 200ms\n", PIPELINE);
     ctx
 }
@@ -71,6 +88,15 @@ fn passed(events: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether an execute agent was spawned and its attempt never recorded the tree
+/// after it (`git-after.json`).
+fn agent_cut_off_unrecorded(events: &str) -> bool {
+    ["implement", "polish"].iter().any(|stage| {
+        events.contains(&format!("\"stage\":\"{stage}\",\"attempt\":1,\"pid\""))
+            && !events.contains(&format!("stages/{stage}/attempt-001/git-after.json"))
+    })
+}
+
 /// Crash after write `n`, resume, check. `Err` describes what went wrong.
 fn crash_at(n: usize) -> Result<&'static str, String> {
     let mut ctx = repo();
@@ -99,6 +125,13 @@ fn crash_at(n: usize) -> Result<&'static str, String> {
     let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap_or_default();
     let before = passed(&events);
     let out = ctx.run(&["resume", "latest"]);
+    if out.code == 2 && out.stderr.contains("--allow-dirty") && agent_cut_off_unrecorded(&events) {
+        // The documented limit (docs/resume.md): what an execute agent changed
+        // after its attempt last recorded the tree is not known to be the run's,
+        // so the resume refuses it like any foreign change — clearly, exit 2,
+        // nothing lost.
+        return Ok("refused: agent change unrecorded");
+    }
     if out.code != 0 {
         return Err(format!(
             "{n}: resume exited {}: {}",
@@ -129,7 +162,10 @@ fn every_crash_point_of_a_run_resumes_to_success() {
     let events = std::fs::read_to_string(full.only_run_dir().join("events.jsonl")).unwrap();
     let total = writes_of(&events);
     eprintln!("crash sweep over {total} write points");
-    assert!(total >= 60, "a run of {total} writes is too small to sweep");
+    assert!(
+        total >= 200,
+        "a run of {total} writes is too small to sweep"
+    );
 
     let next = AtomicUsize::new(1);
     let failures = Mutex::new(Vec::new());
@@ -157,8 +193,9 @@ fn every_crash_point_of_a_run_resumes_to_success() {
         failures.join("\n\n")
     );
     let outcomes = outcomes.into_inner().unwrap();
+    eprintln!("crash sweep outcomes: {outcomes:?}");
     assert!(
-        outcomes.get("resumed").copied().unwrap_or(0) + 5 >= total,
+        outcomes.get("resumed").copied().unwrap_or(0) * 4 >= total * 3,
         "{outcomes:?}"
     );
 }
