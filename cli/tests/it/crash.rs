@@ -88,12 +88,15 @@ fn passed(events: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether an execute agent was spawned and its attempt never recorded the tree
-/// after it (`git-after.json`).
+/// Whether an execute agent was spawned and its attempt never recorded what it
+/// changed (`changed-files.json`, which tells the run's changes from others).
 fn agent_cut_off_unrecorded(events: &str) -> bool {
     ["implement", "polish"].iter().any(|stage| {
+        let recorded = format!("\"path\":\"stages/{stage}/attempt-001/changed-files.json\"");
         events.contains(&format!("\"stage\":\"{stage}\",\"attempt\":1,\"pid\""))
-            && !events.contains(&format!("stages/{stage}/attempt-001/git-after.json"))
+            && !events
+                .lines()
+                .any(|l| l.contains("\"type\":\"record-written\"") && l.contains(&recorded))
     })
 }
 
