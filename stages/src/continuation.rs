@@ -46,11 +46,19 @@ impl Continuation {
 
 /// How the previous attempt ended, if it was cut off: its `result.json` outcome,
 /// or `interrupted` when it has none (specbridge died while it ran).
-fn cut_off(attempt_dir: &Path) -> Option<String> {
+fn cut_off(run_dir: &Path, node_id: &str, attempt: u32, attempt_dir: &Path) -> Option<String> {
     match read_json::<Value>(&attempt_dir.join("result.json")) {
         Ok(result) => {
             let outcome = result.get("outcome").and_then(Value::as_str)?;
-            matches!(outcome, "timed-out" | "cancelled").then(|| outcome.to_string())
+            if matches!(outcome, "timed-out" | "cancelled") {
+                return Some(outcome.to_string());
+            }
+            // The agent ended, but specbridge died before the attempt was settled
+            // (its evidence, its stage record): the change it made is the
+            // attempt's, to be judged from its baseline.
+            let status =
+                crate::previous::finished(run_dir, node_id, attempt).map(|(status, _)| status);
+            (status.as_deref() == Some("interrupted")).then(|| "interrupted".to_string())
         }
         Err(_) => attempt_dir
             .join("request.json")
@@ -70,7 +78,7 @@ pub fn plan(
 ) -> Option<Continuation> {
     let previous = attempt.checked_sub(1).filter(|p| *p >= 1)?;
     let dir = run.dir().join(RunHandle::attempt_rel(node_id, previous));
-    let previous_outcome = cut_off(&dir)?;
+    let previous_outcome = cut_off(run.dir(), node_id, previous, &dir)?;
     let baseline_attempt = read_json::<Value>(&dir.join("continuation.json"))
         .ok()
         .and_then(|c| c.get("baselineAttempt").and_then(Value::as_u64))

@@ -70,6 +70,16 @@ impl StageExecutor for PipelineExecutor {
         })
     }
 
+    fn reverify(self: Arc<Self>, sr: StageRun) -> Option<BoxFuture<StageReport>> {
+        let stage = self.ctx.stage(Self::def_id(&sr.node)).cloned()?;
+        if stage.kind != StageKind::Execute {
+            return None;
+        }
+        Some(Box::pin(async move {
+            crate::reverify::run_reverify(&self.ctx, &self.ledger, &stage, &sr).await
+        }))
+    }
+
     fn expand(&self, placeholder: &Node, run: &RunHandle) -> Result<Vec<Node>, String> {
         let stage = self
             .ctx

@@ -17,6 +17,7 @@ pub mod init;
 pub mod input_hash;
 pub mod previous;
 pub mod prompt;
+pub mod reverify;
 pub mod schema;
 pub mod secrets;
 pub mod upstream;

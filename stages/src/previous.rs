@@ -122,7 +122,11 @@ pub fn prompt_with(
 }
 
 /// Status and outcome from the `stage-finished` event of that attempt.
-fn finished(run_dir: &Path, stage: &str, number: u32) -> Option<(String, Option<String>)> {
+pub(crate) fn finished(
+    run_dir: &Path,
+    stage: &str,
+    number: u32,
+) -> Option<(String, Option<String>)> {
     let text = std::fs::read_to_string(run_dir.join("events.jsonl")).ok()?;
     text.lines()
         .rev()

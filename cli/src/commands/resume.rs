@@ -127,6 +127,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
         executor,
         kill_grace,
         rerun: args.rerun.clone(),
+        reverify: args.reverify,
     };
     if !json_out {
         printer.err(format!("run {} resumed", opened.id));

@@ -2,6 +2,7 @@
 
 mod agent;
 mod common;
+mod crash;
 mod detection_cache;
 mod doctor;
 mod execute;
@@ -12,6 +13,7 @@ mod inspect;
 mod observed;
 mod policy_env;
 mod real_cli;
+mod repair;
 mod replay;
 mod resume;
 mod run_checks;
@@ -21,4 +23,3 @@ mod signals;
 mod validate;
 mod validate_confinement;
 mod validate_policy;
-

@@ -54,6 +54,9 @@ pub struct EventFacts {
     pub events: u64,
     pub present: bool,
     pub announced: BTreeMap<String, Announcement>,
+    /// `record-intent` events not followed by a `record-written` of their path:
+    /// a write the process may have died in (docs/audit.md, "Crash recovery").
+    pub intents: BTreeMap<String, Announcement>,
     pub stages: BTreeMap<String, StageEvent>,
     pub run: Option<RunEvent>,
 }
@@ -129,7 +132,13 @@ fn visit(facts: &mut EventFacts, line: u64, ev: &Value) {
     match kind {
         "record-written" => {
             if let (Some(path), Some(sha256)) = (str_field("path"), str_field("sha256")) {
+                facts.intents.remove(&path);
                 facts.announced.insert(path, Announcement { sha256, line });
+            }
+        }
+        "record-intent" => {
+            if let (Some(path), Some(sha256)) = (str_field("path"), str_field("sha256")) {
+                facts.intents.insert(path, Announcement { sha256, line });
             }
         }
         "stage-started" => {

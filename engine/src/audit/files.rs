@@ -68,6 +68,9 @@ pub fn check_files(
         }
         match scans.get(rel) {
             Some(scan) if scan.sha256 == ann.sha256 => {}
+            Some(scan) if unconfirmed(facts, rel, &scan.sha256) => {
+                findings.push(unconfirmed_finding(rel))
+            }
             Some(scan) => findings.push(
                 Finding::new(
                     FindingCode::FileHashMismatch,
@@ -100,6 +103,10 @@ pub fn check_files(
     for rel in scans.keys() {
         let hidden = rel.split('/').any(|c| c.starts_with('.'));
         if rel.ends_with(".json") && !hidden && !facts.announced.contains_key(rel) {
+            if unconfirmed(facts, rel, &scans[rel].sha256) {
+                findings.push(unconfirmed_finding(rel));
+                continue;
+            }
             findings.push(
                 Finding::new(
                     FindingCode::UnannouncedRecord,
@@ -110,6 +117,19 @@ pub fn check_files(
         }
     }
     Ok(scans.len() as u64)
+}
+
+/// Whether `rel` holds exactly what a pending `record-intent` announced.
+fn unconfirmed(facts: &EventFacts, rel: &str, sha256: &str) -> bool {
+    facts.intents.get(rel).is_some_and(|i| i.sha256 == sha256)
+}
+
+fn unconfirmed_finding(rel: &str) -> Finding {
+    Finding::new(
+        FindingCode::WriteUnconfirmed,
+        "matches a record-intent event that no record-written confirmed: specbridge stopped between writing it and logging it; resuming the run confirms it",
+    )
+    .file(rel)
 }
 
 fn short(sha: &str) -> &str {

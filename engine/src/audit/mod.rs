@@ -9,7 +9,7 @@
 //! evidence and output; `run.json` and `stage.json` against the events.
 
 mod consistency;
-mod events;
+pub(crate) mod events;
 mod files;
 pub mod forbidden;
 mod records;

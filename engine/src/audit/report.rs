@@ -57,6 +57,10 @@ pub enum FindingCode {
     RunJsonMismatch,
     /// A `stage.json` disagrees with the last event of that stage.
     StageJsonMismatch,
+    /// A record matches the sha256 of a `record-intent` event that no
+    /// `record-written` confirmed: specbridge stopped between writing it and
+    /// logging it. Resume confirms it.
+    WriteUnconfirmed,
 }
 
 impl FindingCode {
@@ -81,13 +85,16 @@ impl FindingCode {
             FindingCode::VerifiedWithoutChange => "verified-without-change",
             FindingCode::RunJsonMismatch => "run-json-mismatch",
             FindingCode::StageJsonMismatch => "stage-json-mismatch",
+            FindingCode::WriteUnconfirmed => "write-unconfirmed",
         }
     }
 
     /// Every finding is an error except the traces a crash leaves behind.
     pub fn severity(self) -> Severity {
         match self {
-            FindingCode::TornTail | FindingCode::OutputSchemaMissing => Severity::Warning,
+            FindingCode::TornTail
+            | FindingCode::OutputSchemaMissing
+            | FindingCode::WriteUnconfirmed => Severity::Warning,
             _ => Severity::Error,
         }
     }

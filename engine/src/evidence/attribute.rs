@@ -50,6 +50,19 @@ pub struct ChangedFiles {
     pub ambiguous: Vec<String>,
     /// Written by specbridge itself (documents).
     pub own_writes: Vec<String>,
+    /// Whose change `added`, `modified` and `deleted` are: absent means the
+    /// attempt's agent; `human` for `resume --reverify`, which spawns no agent and
+    /// records the change made by hand since the last attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributed_to: Option<ChangeAuthor>,
+}
+
+/// Who made a recorded change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeAuthor {
+    Agent,
+    Human,
 }
 
 impl ChangedFiles {

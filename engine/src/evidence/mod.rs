@@ -17,7 +17,7 @@ mod snapshot;
 mod status;
 pub mod verification;
 
-pub use attribute::{attribute, ChangedFiles, OwnWrite};
+pub use attribute::{attribute, ChangeAuthor, ChangedFiles, OwnWrite};
 pub use diff::{attempt_diff, AttemptDiff, DiffInfo, DEFAULT_DIFF_MAX_BYTES};
 pub use error::EvidenceError;
 pub use paths::normalize_rel_path;

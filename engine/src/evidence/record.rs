@@ -24,6 +24,9 @@ pub enum EvidenceKind {
     /// Read-only: any change is a violation; there is no evidence status.
     Generate,
     Execute,
+    /// `resume --reverify`: an execute stage's verification run again on the
+    /// working tree as changed by hand; no agent ran in this attempt.
+    Reverify,
 }
 
 /// `evidence.json`: the outcome of one attempt as shown by git, protected paths and

@@ -20,6 +20,9 @@ pub enum Reason {
     GateFailed,
     /// Named with `resume --rerun` (or it depends on such a stage).
     Forced,
+    /// `resume --reverify`: an unverified execute stage's verification runs again
+    /// on the working tree, with no agent.
+    Reverify,
     TimedOut,
     Cancelled,
     /// It was running when specbridge stopped.
@@ -55,6 +58,7 @@ impl Reason {
             Reason::Failed => "failed",
             Reason::GateFailed => "did not pass its gate",
             Reason::Forced => "rerun requested",
+            Reason::Reverify => "re-verify",
             Reason::TimedOut => "timed out",
             Reason::Cancelled => "cancelled",
             Reason::Interrupted => "interrupted",

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 
-use crate::resume::decide::{decide, Current, Decision, Reason};
+use crate::resume::decide::{decide, Current, Decision, Reason, Why};
 use crate::resume::force::Forced;
 use crate::scheduler::{BoxFuture, Node, StageExecutor, StageReport, StageRun};
 use crate::status::StageStatus;
@@ -25,6 +25,9 @@ pub struct ResumeExecutor {
     recorded: BTreeMap<String, StageRecord>,
     decisions: Mutex<Vec<Decision>>,
     forced: Forced,
+    /// `--reverify`: unverified execute stages get a verification-only attempt.
+    reverify: bool,
+    reverifying: Mutex<BTreeSet<String>>,
 }
 
 impl ResumeExecutor {
@@ -33,6 +36,7 @@ impl ResumeExecutor {
         root: PathBuf,
         recorded: BTreeMap<String, StageRecord>,
         forced: Forced,
+        reverify: bool,
     ) -> Arc<Self> {
         Arc::new(ResumeExecutor {
             inner,
@@ -40,7 +44,28 @@ impl ResumeExecutor {
             recorded,
             decisions: Mutex::new(Vec::new()),
             forced,
+            reverify,
+            reverifying: Mutex::new(BTreeSet::new()),
         })
+    }
+
+    /// Whether `rec` can be re-verified: an unverified execute stage whose inputs
+    /// and output are unchanged (it would be reused had it passed its gate).
+    fn can_reverify(
+        &self,
+        rec: &StageRecord,
+        current: Result<Current<'_>, &str>,
+        altered: Option<&str>,
+    ) -> bool {
+        if !self.reverify
+            || rec.kind != crate::pipeline::StageKind::Execute
+            || rec.status != StageStatus::Unverified
+        {
+            return false;
+        }
+        let mut passed: crate::resume::decide::Recorded<'_> = rec.into();
+        passed.status = StageStatus::Succeeded;
+        decide(Some(passed), current, altered).is_none()
     }
 
     /// Every decision taken so far, in the order taken.
@@ -129,6 +154,16 @@ pub fn retire(run: &RunHandle, rec: &StageRecord, reason: Reason) -> Result<Deci
 
 impl StageExecutor for ResumeExecutor {
     fn execute(self: Arc<Self>, stage: StageRun) -> BoxFuture<StageReport> {
+        let reverify = self
+            .reverifying
+            .lock()
+            .expect("reverify lock")
+            .contains(&stage.node.id);
+        if reverify {
+            if let Some(f) = self.inner.clone().reverify(stage.clone()) {
+                return f;
+            }
+        }
         self.inner.clone().execute(stage)
     }
 
@@ -183,6 +218,18 @@ impl StageExecutor for ResumeExecutor {
             None => Err("this stage kind cannot compute its input hash"),
         };
         let altered = rec.and_then(|r| altered_output(r, run.dir(), &self.root));
+        if rec.is_some_and(|r| self.can_reverify(r, current_ref, altered.as_deref())) {
+            self.reverifying
+                .lock()
+                .expect("reverify lock")
+                .insert(node.id.clone());
+            let why = Why::with(
+                Reason::Reverify,
+                "verification only, on the working tree as it is",
+            );
+            self.note(run, Decision::rerun(&node.id, why));
+            return None;
+        }
         match decide(rec.map(Into::into), current_ref, altered.as_deref()) {
             None => {
                 let rec = rec.expect("only a recorded stage is reused");

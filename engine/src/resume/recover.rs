@@ -161,3 +161,55 @@ pub fn mark_interrupted(
     }
     Ok(ids)
 }
+
+/// What a crash between a write and its event left, made whole before anything
+/// is scheduled (docs/audit.md, "Crash recovery"): a record that matches its
+/// pending `record-intent` is confirmed with a `record-written` event, and a
+/// `stage.json` whose finish was written but not logged gets its `stage-finished`
+/// event from the record. Every event it adds carries `"recovered": true`.
+/// Returns what it repaired, one line each.
+pub fn repair_unlogged(
+    run: &RunHandle,
+    stages: &BTreeMap<String, StageRecord>,
+) -> Result<Vec<String>, StoreError> {
+    let mut ignored = Vec::new();
+    let facts = crate::audit::events::read_events(run.dir(), &mut ignored)?;
+    let mut repaired = Vec::new();
+    for (rel, intent) in &facts.intents {
+        let Ok(path) = run.path(rel) else { continue };
+        if crate::store::sha256_file(&path).is_ok_and(|sha| sha == intent.sha256) {
+            run.event(
+                "record-written",
+                json!({ "path": rel, "sha256": intent.sha256, "recovered": true }),
+            )?;
+            repaired.push(format!("confirmed {rel}"));
+        }
+    }
+    for rec in stages.values() {
+        if rec.status == StageStatus::Running {
+            // `mark_interrupted` finishes these.
+            continue;
+        }
+        use crate::audit::events::StageEvent;
+        let logged = match facts.stages.get(&rec.stage_id) {
+            Some(StageEvent::Finished { status, .. }) => status.as_str() == rec.status.as_str(),
+            Some(StageEvent::Started { .. }) => false,
+            None => true,
+        };
+        if !logged {
+            run.event(
+                "stage-finished",
+                json!({
+                    "stage": rec.stage_id,
+                    "attempt": rec.attempts,
+                    "status": rec.status,
+                    "outcome": rec.outcome,
+                    "evidenceStatus": rec.evidence_status,
+                    "recovered": true,
+                }),
+            )?;
+            repaired.push(format!("logged the finish of {}", rec.stage_id));
+        }
+    }
+    Ok(repaired)
+}

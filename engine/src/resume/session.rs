@@ -15,7 +15,7 @@ use crate::orchestrate::{
 use crate::resume::decide::{Decision, Reason};
 use crate::resume::executor::{retire, ResumeExecutor};
 use crate::resume::force::Forced;
-use crate::resume::recover::{end_orphans, mark_interrupted, Orphan};
+use crate::resume::recover::{end_orphans, mark_interrupted, repair_unlogged, Orphan};
 use crate::scheduler::{self, Node, SchedulerOptions, StageExecutor, StageReport};
 use crate::status::{RunStatus, StageStatus};
 use crate::store::events::{set_aside_torn_tail, verify_chain, EventError};
@@ -49,7 +49,12 @@ pub enum ResumeError {
 /// Whether a finding means the records themselves cannot be trusted (tampering,
 /// or damage beyond what a crash leaves). Findings about what happened in the run
 /// — a secret in a log, a generate stage that changed the tree — are audit's to
-/// report and do not stop a resume.
+/// report and do not stop a resume. Neither do the traces of a crash between a
+/// write and its event: a record confirmed only by its `record-intent`
+/// (`write-unconfirmed`), and a `run.json` or `stage.json` whose finish was
+/// written but not logged (`run-json-mismatch`, `stage-json-mismatch` — their
+/// bytes are what specbridge announced, or `file-hash-mismatch` would refuse
+/// them). [`repair_unlogged`] and the resume's own records make those whole.
 pub fn is_integrity(code: FindingCode) -> bool {
     matches!(
         code,
@@ -61,8 +66,6 @@ pub fn is_integrity(code: FindingCode) -> bool {
             | FindingCode::UnannouncedRecord
             | FindingCode::FileUnreadable
             | FindingCode::RecordUnparseable
-            | FindingCode::RunJsonMismatch
-            | FindingCode::StageJsonMismatch
             | FindingCode::OutputInvalid
             | FindingCode::ForbiddenFlag
     )
@@ -158,6 +161,8 @@ pub struct ResumeSpec {
     pub kill_grace: Duration,
     /// `--rerun` patterns: stages run again on purpose, with their dependents.
     pub rerun: Vec<String>,
+    /// `--reverify`: unverified execute stages first get a verification-only attempt.
+    pub reverify: bool,
 }
 
 /// How a resume went.
@@ -244,6 +249,11 @@ impl OpenedRun {
             run.event("torn-tail-set-aside", json!({ "path": name }))?;
         }
 
+        let repaired = repair_unlogged(&run, &stages)?;
+        if !repaired.is_empty() {
+            run.event("crash-repaired", json!({ "repaired": repaired }))?;
+        }
+
         // Nothing new starts while an agent of the dead process may still be
         // changing the working tree.
         let orphans = end_orphans(&run, spec.kill_grace)?;
@@ -303,6 +313,7 @@ impl OpenedRun {
             spec.root.clone(),
             stages,
             Forced::new(spec.rerun.clone()),
+            spec.reverify,
         );
         let opts = SchedulerOptions {
             concurrency: spec.options.concurrency.max(1) as usize,

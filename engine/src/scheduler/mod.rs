@@ -50,6 +50,14 @@ pub trait StageExecutor: Send + Sync + 'static {
         ))
     }
 
+    /// `resume --reverify`: run only the verification of an execute stage again, on
+    /// the working tree as it is now, spawning no agent. `None` when this executor
+    /// cannot (the stage then runs as usual).
+    fn reverify(self: Arc<Self>, stage: StageRun) -> Option<BoxFuture<StageReport>> {
+        let _ = stage;
+        None
+    }
+
     /// Whether the run has been cancelled: no new stage starts once it has.
     fn cancelled(&self) -> bool {
         false

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use crate::redact::Redactor;
-use crate::store::atomic::{json_bytes, sha256_file, write_atomic, WriteError};
+use crate::store::atomic::{json_bytes, sha256_file, sha256_hex, write_atomic, WriteError};
 use crate::store::events::{EventError, EventLog};
 use crate::store::lock::{LockError, RunLock};
 use crate::store::log::RunLog;
@@ -140,6 +140,28 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Store
     })
 }
 
+/// Test hook: `SPECBRIDGE_TEST_ABORT_AFTER_WRITES=N` aborts the process (SIGABRT,
+/// no cleanup, as a crash) right after the N-th store write of this process — an
+/// event appended or a record file renamed into place. Used by the crash-injection
+/// tests (docs/testing.md); unset, it costs one relaxed atomic add per write.
+fn crash_point() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let limit = LIMIT.get_or_init(|| {
+        std::env::var("SPECBRIDGE_TEST_ABORT_AFTER_WRITES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(limit) = limit {
+        if WRITES.fetch_add(1, Ordering::Relaxed) + 1 == *limit {
+            std::process::abort();
+        }
+    }
+}
+
+
 /// An open, locked run, and the only writer of its records.
 ///
 /// Every byte written through it — JSON records, byte records, events, streamed
@@ -214,7 +236,9 @@ impl RunHandle {
 
     /// Append an event, its strings redacted.
     pub fn event(&self, kind: &str, data: Value) -> Result<u64, StoreError> {
-        append_event(&self.events, &self.redactor, kind, data)
+        let seq = append_event(&self.events, &self.redactor, kind, data)?;
+        crash_point();
+        Ok(seq)
     }
 
     /// Write a JSON record atomically, its strings (and keys) redacted, and
@@ -239,15 +263,25 @@ impl RunHandle {
         self.put(rel, &path, &self.redactor.redact_bytes(bytes))
     }
 
+    /// Intent first: a crash between the rename and the `record-written` event
+    /// leaves a file that matches an announced intent, which recovery can tell from
+    /// tampering (docs/audit.md, "Crash recovery"). The log stays held from the
+    /// intent to the announcement, so that a check of the records never sees a
+    /// file between the two.
     fn put(&self, rel: &str, path: &Path, redacted: &[u8]) -> Result<String, StoreError> {
-        // The log stays held from the write to its announcement, so that a check
-        // of the records never sees a file between the two.
         let mut log = self.events.lock().expect("event log lock");
-        let sha = write_atomic(path, redacted)?;
-        let mut data = json!({ "path": rel, "sha256": sha });
+        let sha = sha256_hex(redacted);
+        let mut intent = json!({ "path": rel, "sha256": sha });
+        self.redactor.redact_json(&mut intent);
+        log.append("record-intent", intent)?;
+        crash_point();
+        let written = write_atomic(path, redacted)?;
+        crash_point();
+        let mut data = json!({ "path": rel, "sha256": written });
         self.redactor.redact_json(&mut data);
         log.append("record-written", data)?;
-        Ok(sha)
+        crash_point();
+        Ok(written)
     }
 
     /// A record written as a stream (a process's output, JSON lines), redacted as
@@ -313,7 +347,7 @@ mod tests {
 
         let check = verify_chain(&run.dir().join("events.jsonl")).unwrap();
         assert!(check.is_intact());
-        assert_eq!(check.events, 2);
+        assert_eq!(check.events, 4, "an intent and an announcement per record");
         let id = run.id().to_string();
         drop(run);
         let reopened = store.open("latest", Redactor::default()).unwrap();

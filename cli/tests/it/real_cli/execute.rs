@@ -205,3 +205,74 @@ fn accept_edits_gets_deny_rules_that_stop_rm_under_the_real_cli() {
     assert!(disallowed.contains(&json!("Bash(rm:*)")), "{request:#}");
     assert!(disallowed.contains(&json!("Bash(mv:*)")), "{request:#}");
 }
+
+/// The real CLI writes the wrong content: verification fails, the stage is
+/// `unverified` (never `succeeded`), the check after it is `blocked`, exit 1. The
+/// user fixes the file by hand and commits; `resume --reverify` accepts it with no
+/// model request, the change attributed to `human`, and the run ends green.
+#[test]
+fn unverified_blocks_and_a_hand_fix_is_accepted_by_reverify() {
+    let Some(sandbox) = Sandbox::new(|root: &Path| {
+        Script::new([
+            Reply::tool_uses(
+                None,
+                vec![ToolCall::new(
+                    "Write",
+                    json!({"file_path": root.join("notes.txt"), "content": "helo\n"}),
+                )
+                .with_id("t_write")],
+            ),
+            task_result(&["notes.txt"], &[]),
+        ])
+    }) else {
+        return;
+    };
+    write_tracked_files(&sandbox);
+    sandbox.write_pipeline(
+        "  maxTurns: 6\n  tools: [Read, Glob, Grep, Edit, Write]\n",
+        &format!(
+            "{STAGE}  - id: after\n    kind: check\n    needs: [implement]\n    argv: [echo, after]\n"
+        ),
+    );
+
+    let out = sandbox.run(&["run"]);
+    assert_eq!(out.code, 1, "{}", out.snapshot());
+    let stage = sandbox.stage_json("implement");
+    assert_eq!(stage["status"], "unverified", "{stage:#}");
+    assert_eq!(stage["evidenceStatus"], "implemented-unverified");
+    let after = sandbox.stage_json("after");
+    assert_eq!(after["status"], "blocked", "{after:#}");
+    assert!(
+        after["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("blocked by `implement`"),
+        "{after:#}"
+    );
+    assert_eq!(sandbox.ctx.read("notes.txt"), "helo\n");
+    let requests = sandbox.model_requests().len();
+
+    sandbox.ctx.write("notes.txt", "hello\n");
+    sandbox.ctx.git(&["add", "notes.txt"]);
+    sandbox
+        .ctx
+        .git(&["commit", "-q", "-m", "fix the notes by hand"]);
+    let out = sandbox.run(&["resume", "latest", "--reverify"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(
+        sandbox.model_requests().len(),
+        requests,
+        "no agent was spawned"
+    );
+    let stage = sandbox.stage_json("implement");
+    assert_eq!(stage["status"], "succeeded", "{stage:#}");
+    assert_eq!(stage["evidenceStatus"], "verified");
+    let changed = read_json(
+        &sandbox
+            .attempt_dir("implement", 2)
+            .join("changed-files.json"),
+    );
+    assert_eq!(changed["attributedTo"], "human", "{changed:#}");
+    assert_eq!(sandbox.stage_json("after")["status"], "succeeded");
+    assert_eq!(sandbox.run(&["runs", "audit", "latest"]).code, 0);
+}
