@@ -10,6 +10,7 @@ mod init_projects;
 mod inspect;
 mod real_cli;
 mod replay;
+mod report;
 mod resume;
 mod run_checks;
 mod validate;
