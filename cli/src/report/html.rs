@@ -65,9 +65,9 @@ pub fn render(data: &ReportData, dir: &Path) -> String {
     for (i, story) in data.stories.iter().enumerate() {
         stage_details(&mut h, i, story, dir);
     }
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "</section><footer>Written by specbridge {} from the records in the run folder; nothing here was fetched from the network.</footer><script>{SCRIPT}</script></body></html>\n",
+        "</section><footer>Written by specbridge {} from the records in the run folder; nothing here was fetched from the network.</footer><script>{SCRIPT}</script></body></html>",
         esc(&run.specbridge_version)
     );
     h
