@@ -84,12 +84,19 @@ fn the_readme_main_job_runs_the_whole_pipeline_and_audits_clean() {
         .stdout
         .replace("[ROOT]", &ctx.root().display().to_string());
     let next = format!("specbridge -C {} runs show ", scaffold.display());
+    // It ends with how to look at the run, one command a line.
+    let hints: Vec<&str> = raw_stdout
+        .lines()
+        .rev()
+        .take_while(|l| l.starts_with("next: "))
+        .collect();
     assert!(
-        raw_stdout
-            .lines()
-            .last()
-            .is_some_and(|l| l.starts_with("next: ") && l.contains(&next)),
+        hints.iter().any(|l| l.contains(&next)),
         "it ends with how to look at the run: {raw_stdout}"
+    );
+    assert!(
+        hints.iter().all(|l| l.matches("specbridge ").count() == 1),
+        "one command per line: {hints:?}"
     );
 
     let run = only_run(&scaffold);
