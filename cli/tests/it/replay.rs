@@ -354,3 +354,28 @@ fn recorded_added_files_are_replayed_exactly() {
         std::fs::read(recording.join("stages/implement/attempt-001/diff.patch")).unwrap()
     );
 }
+
+#[test]
+fn no_keep_prints_no_path_it_deleted() {
+    let ctx = TestContext::new();
+    let example = workspace_root().join("examples/spec-to-task");
+    let recording = workspace_root().join(".specbridge-example");
+    let out = ctx.run(&[
+        "run",
+        "--scaffold",
+        &example.display().to_string(),
+        "--replay",
+        &recording.display().to_string(),
+        "--no-keep",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        !all.contains("specbridge-spec-to-task-"),
+        "a deleted scaffold path is printed: {all}"
+    );
+    assert!(
+        out.stdout.contains("deleted with the scaffold (--no-keep)"),
+        "{all}"
+    );
+}

@@ -117,8 +117,14 @@ fn generate_stage_cannot_write_and_specbridge_writes_the_document() {
     assert!(offered.contains(&"StructuredOutput"), "{offered:?}");
     // Tokens as the real CLI reports them (modelUsage), and the refused Write as
     // `runs show` reads it back from the real stream.
-    assert!(result["tokens"]["input"].as_u64().unwrap_or(0) > 0, "{result:#}");
-    assert!(result["tokens"]["output"].as_u64().unwrap_or(0) > 0, "{result:#}");
+    assert!(
+        result["tokens"]["input"].as_u64().unwrap_or(0) > 0,
+        "{result:#}"
+    );
+    assert!(
+        result["tokens"]["output"].as_u64().unwrap_or(0) > 0,
+        "{result:#}"
+    );
     let shown = sandbox
         .ctx
         .run(&["runs", "show", "latest", "requirements", "--json"]);
