@@ -114,6 +114,7 @@ pub enum GraphFormat {
 pub struct GraphArgs {
     #[command(flatten)]
     pub file: FileArg,
+    /// Drawing format
     #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
     pub format: GraphFormat,
     /// Draw the expanded graph of a recorded run, with each node's status
@@ -267,6 +268,7 @@ pub enum RunsCommand {
         /// Audit every run
         #[arg(long)]
         all: bool,
+        /// Print the findings as one JSON object
         #[arg(long)]
         json: bool,
     },
@@ -305,5 +307,32 @@ impl Command {
             | Command::Runs(RunsCommand::Audit { json, .. })
             | Command::Runner(RunnerCommand::Doctor { json, .. }) => *json,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// `--help` of every subcommand explains every option and argument.
+    #[test]
+    fn every_option_of_every_subcommand_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "specbridge", &mut missing);
+        assert!(missing.is_empty(), "options without help: {missing:?}");
     }
 }

@@ -245,3 +245,29 @@ fn no_escape_byte_when_colour_is_off() {
         }
     }
 }
+
+#[test]
+fn dry_run_shows_the_schema_by_its_digest_and_the_record_keeps_it_whole() {
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write("p.md", "Write it.\n");
+    ctx.write_agent_pipeline(
+        "",
+        "  - { id: g, kind: generate, prompt: p.md, output: { schema: builtin:document } }\n",
+    );
+    let out = ctx.run(&["run", "--dry-run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let digest = regex::Regex::new(r"--json-schema '?<schema sha256:[0-9a-f]{64}>'?").unwrap();
+    assert!(digest.is_match(&out.stdout), "{}", out.stdout);
+    assert!(!out.stdout.contains("\"properties\""), "{}", out.stdout);
+    let run = ctx.run(&["run"]);
+    assert_eq!(run.code, 0, "{}", run.snapshot());
+    let process = read_json(&ctx.only_run_dir().join("stages/g/attempt-001/process.json"));
+    let argv: Vec<&str> = process["redactedArgv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let at = argv.iter().position(|a| *a == "--json-schema").unwrap();
+    assert!(argv[at + 1].contains("\"properties\""), "{argv:?}");
+}

@@ -15,6 +15,7 @@ mod policy_env;
 mod real_cli;
 mod repair;
 mod replay;
+mod report;
 mod resume;
 mod run_checks;
 mod sandbox;

@@ -84,12 +84,19 @@ fn the_readme_main_job_runs_the_whole_pipeline_and_audits_clean() {
         .stdout
         .replace("[ROOT]", &ctx.root().display().to_string());
     let next = format!("specbridge -C {} runs show ", scaffold.display());
+    // It ends with how to look at the run, one command a line.
+    let hints: Vec<&str> = raw_stdout
+        .lines()
+        .rev()
+        .take_while(|l| l.starts_with("next: "))
+        .collect();
     assert!(
-        raw_stdout
-            .lines()
-            .last()
-            .is_some_and(|l| l.starts_with("next: ") && l.contains(&next)),
+        hints.iter().any(|l| l.contains(&next)),
         "it ends with how to look at the run: {raw_stdout}"
+    );
+    assert!(
+        hints.iter().all(|l| l.matches("specbridge ").count() == 1),
+        "one command per line: {hints:?}"
     );
 
     let run = only_run(&scaffold);
@@ -345,5 +352,30 @@ fn recorded_added_files_are_replayed_exactly() {
     assert_eq!(
         std::fs::read(run.join("stages/implement/attempt-001/diff.patch")).unwrap(),
         std::fs::read(recording.join("stages/implement/attempt-001/diff.patch")).unwrap()
+    );
+}
+
+#[test]
+fn no_keep_prints_no_path_it_deleted() {
+    let ctx = TestContext::new();
+    let example = workspace_root().join("examples/spec-to-task");
+    let recording = workspace_root().join(".specbridge-example");
+    let out = ctx.run(&[
+        "run",
+        "--scaffold",
+        &example.display().to_string(),
+        "--replay",
+        &recording.display().to_string(),
+        "--no-keep",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        !all.contains("specbridge-spec-to-task-"),
+        "a deleted scaffold path is printed: {all}"
+    );
+    assert!(
+        out.stdout.contains("deleted with the scaffold (--no-keep)"),
+        "{all}"
     );
 }

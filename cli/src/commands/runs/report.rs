@@ -2,9 +2,13 @@
 
 use std::path::PathBuf;
 
+use serde_json::json;
+use specbridge_engine::store::RunStore;
+
 use crate::commands::Workspace;
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
+use crate::report::{render, ReportData};
 
 pub fn run(
     ws: &Workspace,
@@ -13,6 +17,36 @@ pub fn run(
     output: Option<PathBuf>,
     json_out: bool,
 ) -> CliResult {
-    let _ = (ws, printer, selector, output, json_out);
-    Err(CliError::Other("not yet".into()))
+    let store = RunStore::new(&ws.root);
+    let (id, dir) = store
+        .select(selector)
+        .map_err(|e| CliError::Config(e.to_string()))?;
+    let record = store
+        .read_run(&id)
+        .map_err(|e| CliError::Config(e.to_string()))?;
+    let data = ReportData::read(&dir, record);
+    let page = render(&data, &dir);
+    // Outside the run folder: the audit checks every file in it against an
+    // announcement, and the report is not a record.
+    let path = output.unwrap_or_else(|| {
+        let specbridge_dir = store.runs_dir().parent().unwrap_or(store.runs_dir());
+        specbridge_dir.join("reports").join(format!("{id}.html"))
+    });
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| CliError::Other(format!("failed to create {}: {e}", parent.display())))?;
+    }
+    specbridge_engine::store::write_atomic(&path, page.as_bytes()).map_err(|e| {
+        CliError::Other(format!(
+            "failed to write {}: {}",
+            path.display(),
+            specbridge_engine::error_chain(&e)
+        ))
+    })?;
+    if json_out {
+        printer.json(&json!({ "runId": id, "report": path, "bytes": page.len() }));
+    } else {
+        printer.out(format!("wrote {} ({} bytes)", path.display(), page.len()));
+    }
+    Ok(0)
 }

@@ -115,6 +115,23 @@ fn generate_stage_cannot_write_and_specbridge_writes_the_document() {
         .collect();
     assert!(offered.contains(&"Read"), "{offered:?}");
     assert!(offered.contains(&"StructuredOutput"), "{offered:?}");
+    // Tokens as the real CLI reports them (modelUsage), and the refused Write as
+    // `runs show` reads it back from the real stream.
+    assert!(
+        result["tokens"]["input"].as_u64().unwrap_or(0) > 0,
+        "{result:#}"
+    );
+    assert!(
+        result["tokens"]["output"].as_u64().unwrap_or(0) > 0,
+        "{result:#}"
+    );
+    let shown = sandbox
+        .ctx
+        .run(&["runs", "show", "latest", "requirements", "--json"]);
+    let story: Value = serde_json::from_str(&shown.stdout).expect("one JSON object");
+    let calls = &story["stage"]["attempts"][0]["toolCalls"];
+    assert_eq!(calls[0]["tool"], "Write", "{story:#}");
+    assert_eq!(calls[0]["refused"], json!(true), "{story:#}");
     let requests = sandbox.model_requests();
     assert_eq!(
         requests.len(),
