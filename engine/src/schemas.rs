@@ -33,6 +33,8 @@ pub fn all() -> Vec<(&'static str, Value)> {
             gen(schema_for!(
                 crate::runner::claude_code::observe::ToolCallRecord
             )),
+        ),
+        (
             "request.schema.json",
             serde_json::from_str(
                 &crate::runner::claude_code::request::RequestRecord::json_schema(),

@@ -124,6 +124,7 @@ pub async fn run_reverify(
         status: Some(status),
         reasons: reasons.clone(),
         violations: Vec::new(),
+        findings: Vec::new(),
         head_before: before.head.clone(),
         head_after: after.head.clone(),
         changed: ChangeCounts::from(&changed),

@@ -2,9 +2,9 @@
 //! fsync of the folder so the rename itself survives a crash.
 //!
 //! The raw writer is private to the store: run records are written only through
-//! [`crate::store::RunHandle`], which redacts them first. What specbridge writes
-//! into the user's repository (documents) goes through
-//! [`write_repository_file`], which refuses the run store.
+//! [`crate::store::RunHandle`], which redacts them first. A report derived from
+//! the records goes through [`write_report`], which redacts too and refuses a run
+//! folder. Documents are written by `store::confined` (no symlink followed).
 
 use std::io::Write;
 use std::path::{Component, Path};
@@ -49,27 +49,34 @@ fn persist(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Result<String> {
     Ok(sha256_hex(bytes))
 }
 
-/// Write a file of the user's repository (a generated document) atomically. Refuses
-/// any path through a `.specbridge` folder: run records are written only by the run
-/// store, redacted. The caller checks the content for secrets first.
-pub fn write_repository_file(path: &Path, bytes: &[u8]) -> Result<String, WriteError> {
+/// Write a file derived from run records (an HTML report), redacted like every
+/// record and private to the user (0600, from the temporary file). Run folders
+/// themselves are written only by `RunHandle`, so a path inside one is refused.
+pub fn write_report(
+    path: &Path,
+    bytes: &[u8],
+    redactor: &crate::redact::Redactor,
+) -> Result<String, WriteError> {
     let err = |source| WriteError {
         path: path.display().to_string(),
         source,
     };
     if path
         .components()
-        .any(|c| c == Component::Normal(".specbridge".as_ref()))
+        .any(|c| c == Component::Normal("runs".as_ref()))
+        && path
+            .components()
+            .any(|c| c == Component::Normal(".specbridge".as_ref()))
     {
         return Err(err(std::io::Error::other(
-            "the run store is written only through the run's redacting writer",
+            "run folders are written only through the run's redacting writer",
         )));
     }
     let dir = path
         .parent()
         .ok_or_else(|| err(std::io::Error::other("no parent folder")))?;
     fs_err::create_dir_all(dir).map_err(err)?;
-    persist(path, dir, bytes).map_err(err)
+    persist(path, dir, &redactor.redact_bytes(bytes)).map_err(err)
 }
 
 /// Pretty JSON with a trailing newline.
@@ -131,13 +138,17 @@ mod tests {
     }
 
     #[test]
-    fn repository_files_never_land_in_the_run_store() {
+    fn reports_are_redacted_private_and_never_land_in_a_run_folder() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let doc = dir.path().join("docs/spec.md");
-        write_repository_file(&doc, b"# Spec\n").unwrap();
-        assert_eq!(std::fs::read(&doc).unwrap(), b"# Spec\n");
+        let redactor = crate::redact::Redactor::from_pairs([("MY_TOKEN", "canary-report-0a1b")]);
+        let report = dir.path().join(".specbridge/reports/r.html");
+        write_report(&report, b"<p>canary-report-0a1b</p>", &redactor).unwrap();
+        assert_eq!(std::fs::read(&report).unwrap(), b"<p><redacted></p>");
+        let mode = std::fs::metadata(&report).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
         let record = dir.path().join(".specbridge/runs/x/raw-stdout.log");
-        assert!(write_repository_file(&record, b"secret").is_err());
+        assert!(write_report(&record, b"secret", &redactor).is_err());
         assert!(!record.exists());
     }
 }

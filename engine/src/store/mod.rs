@@ -17,7 +17,7 @@ mod select;
 mod tamper;
 pub mod tree_lock;
 
-pub use atomic::{sha256_file, sha256_hex, write_repository_file, WriteError};
+pub use atomic::{sha256_file, sha256_hex, write_report, WriteError};
 pub use confined::{write_confined, ConfinedWriteError};
 pub use events::{verify_chain, ChainCheck};
 pub use lock::{LockError, RunLock};

@@ -32,11 +32,10 @@ pub fn run(
         let specbridge_dir = store.runs_dir().parent().unwrap_or(store.runs_dir());
         specbridge_dir.join("reports").join(format!("{id}.html"))
     });
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| CliError::Other(format!("failed to create {}: {e}", parent.display())))?;
-    }
-    specbridge_engine::store::write_atomic(&path, page.as_bytes()).map_err(|e| {
+    // Built from redacted records, and redacted once more with this process's
+    // environment: the page may be shared.
+    let redactor = specbridge_engine::redact::Redactor::from_process_env();
+    specbridge_engine::store::write_report(&path, page.as_bytes(), &redactor).map_err(|e| {
         CliError::Other(format!(
             "failed to write {}: {}",
             path.display(),

@@ -195,6 +195,7 @@ mod tests {
             auth: AuthStatus::NotChecked,
             warnings: Vec::new(),
             error: None,
+            sandbox: None,
         }
     }
 
