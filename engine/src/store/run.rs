@@ -283,7 +283,12 @@ mod tests {
             .collect();
         assert_eq!(
             types,
-            ["record-intent", "record-written", "record-intent", "record-written"]
+            [
+                "record-intent",
+                "record-written",
+                "record-intent",
+                "record-written"
+            ]
         );
         let id = run.id().to_string();
         drop(run);
