@@ -347,7 +347,25 @@ mod tests {
 
         let check = verify_chain(&run.dir().join("events.jsonl")).unwrap();
         assert!(check.is_intact());
-        assert_eq!(check.events, 4, "an intent and an announcement per record");
+        // Each write: its intent, then its confirmation.
+        assert_eq!(check.events, 4);
+        let log = std::fs::read_to_string(run.dir().join("events.jsonl")).unwrap();
+        let types: Vec<&str> = log
+            .lines()
+            .map(|l| {
+                let start = l.find("\"type\":\"").unwrap() + 8;
+                &l[start..start + l[start..].find('"').unwrap()]
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "record-intent",
+                "record-written",
+                "record-intent",
+                "record-written"
+            ]
+        );
         let id = run.id().to_string();
         drop(run);
         let reopened = store.open("latest", Redactor::default()).unwrap();
