@@ -319,7 +319,7 @@ mod tests {
             let stage = ctx.stage("requirements").unwrap().clone();
             let report = run_generate(&ctx, &setup, &TreeLedger::default(), &stage, &sr).await;
             assert_eq!(report.status, StageStatus::SafetyViolation, "{extra}: {report:?}");
-            assert!(report.outcome.unwrap().contains("turns off permission checks"));
+            assert!(report.outcome.unwrap().contains("`commandArgs` passes"));
             assert_eq!(report.invocations, 0);
             assert!(!marker.exists(), "{extra}: the agent was started");
         }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::pipeline::SandboxSettings;
+use crate::pipeline::{SandboxSetting, SandboxSettings, SandboxSwitch};
 
 fn runner() -> ResolvedRunner {
     ResolvedRunner::default()
