@@ -124,9 +124,7 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
                 format!("stage `{}` has no argv array to run", stage.id),
             )
         }
-        Err(e) => {
-            return StageReport::failed(StageStatus::Failed, format!("stage `{}`: {e}", stage.id))
-        }
+        Err(e) => return StageReport::failed(StageStatus::Failed, e),
     };
     let node_id = sr.node.id.clone();
     let attempt = sr.attempt;

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
+use specbridge_engine::runner::claude_code::observe::{CallVerdict, ToolCallRecord};
 
 /// How long an input summary or a result excerpt may be.
 const SUMMARY_CHARS: usize = 160;
@@ -33,10 +34,11 @@ pub enum TranscriptSource {
 
 pub fn read(dir: &Path, result: Option<&Value>) -> (Vec<ToolCall>, TranscriptSource) {
     if let Ok(text) = std::fs::read_to_string(dir.join("tool-calls.jsonl")) {
+        // The engine's own record type: one owner of the format.
         let calls = text
             .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .map(|v| from_tool_calls_line(&v))
+            .filter_map(|l| serde_json::from_str::<ToolCallRecord>(l).ok())
+            .map(|r| from_record(&r))
             .collect();
         return (calls, TranscriptSource::ToolCalls);
     }
@@ -50,41 +52,26 @@ pub fn read(dir: &Path, result: Option<&Value>) -> (Vec<ToolCall>, TranscriptSou
     }
 }
 
-/// One line of `tool-calls.jsonl`, read leniently: the names of its fields are
-/// accepted in either case style, and a missing verdict counts as allowed.
-fn from_tool_calls_line(v: &Value) -> ToolCall {
-    let field = |names: &[&str]| {
-        names
-            .iter()
-            .find_map(|n| v.get(*n))
-            .filter(|x| !x.is_null())
-    };
-    let text = |names: &[&str]| {
-        field(names).map(|x| match x {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-    };
-    let refused = match field(&["refused", "denied"]).and_then(Value::as_bool) {
-        Some(r) => r,
-        None => match field(&["allowed"]) {
-            Some(Value::Bool(allowed)) => !allowed,
-            _ => text(&["decision", "status", "verdict"])
-                .is_some_and(|s| matches!(s.as_str(), "refused" | "denied" | "deny")),
-        },
-    };
-    let input = match field(&["inputSummary", "input_summary", "summary"]) {
-        Some(Value::String(s)) => s.clone(),
-        _ => field(&["input"])
-            .map(|i| summarize_input("", i))
-            .unwrap_or_default(),
+/// One line of `tool-calls.jsonl`. A call the policy refuses is shown refused;
+/// its message is what the CLI answered, else why the policy refuses it. One that
+/// ran although refused (a violation) says so.
+fn from_record(r: &ToolCallRecord) -> ToolCall {
+    let refused = r.policy == CallVerdict::Refused;
+    let error = match (&r.result_error, &r.reason) {
+        _ if r.violation => Some(format!(
+            "ran although the policy refuses it: {}",
+            r.reason.as_deref().unwrap_or("refused")
+        )),
+        (Some(e), _) => Some(e.clone()),
+        (None, Some(reason)) if refused => Some(reason.clone()),
+        _ => None,
     };
     ToolCall {
-        tool: text(&["tool", "toolName", "tool_name", "name"]).unwrap_or_else(|| "?".into()),
-        input: clip(&input),
-        refused,
-        error: text(&["error", "reason", "message"]).map(|e| clip(&e)),
-        result: text(&["result", "output"]).map(|r| clip(&r)),
+        tool: r.tool.clone(),
+        input: clip(&summarize_input(&r.tool, &r.input)),
+        refused: refused && !r.violation,
+        error: error.map(|e| clip(&e)),
+        result: None,
     }
 }
 
@@ -253,16 +240,21 @@ mod tests {
         assert!(calls[2].refused && calls[2].input == "curl x");
     }
 
+    use specbridge_engine::runner::claude_code::observe::CallOutcome;
+
     #[test]
-    fn tool_calls_lines_are_read_in_either_style() {
-        let a = from_tool_calls_line(&serde_json::json!({
-            "tool": "Bash", "inputSummary": "rm -rf x", "allowed": false, "error": "denied"
-        }));
-        assert!(a.refused && a.input == "rm -rf x" && a.error.as_deref() == Some("denied"));
-        let b = from_tool_calls_line(&serde_json::json!({
-            "tool_name": "Read", "input": {"file_path": "a.rs"}, "decision": "allowed"
-        }));
-        assert!(!b.refused);
-        assert_eq!(b.tool, "Read");
+    fn tool_calls_records_are_read_with_the_engines_type() {
+        let line = serde_json::json!({
+            "schemaVersion": 1, "seq": 1, "toolUseId": "t1", "tool": "Bash",
+            "input": {"command": "rm -rf x"}, "policy": "refused",
+            "reason": "no allowed Bash rule matches", "outcome": "failed",
+            "resultError": "needs approval", "violation": false
+        });
+        let r: ToolCallRecord = serde_json::from_value(line).unwrap();
+        let a = from_record(&r);
+        assert!(a.refused && a.input == "rm -rf x" && a.error.as_deref() == Some("needs approval"));
+        let ran = ToolCallRecord { violation: true, outcome: CallOutcome::Succeeded, result_error: None, ..r };
+        let b = from_record(&ran);
+        assert!(!b.refused && b.error.unwrap().starts_with("ran although the policy refuses it"));
     }
 }

@@ -160,6 +160,13 @@ fn json_mode_prints_one_object_for_every_exit_code() {
     check_pipeline(&ctx, r#"["true"]"#, "");
     expect(&ctx, &["run", "--json"], 0, None);
     check_pipeline(&ctx, r#"["false"]"#, "");
+    expect(&ctx, &["run", "--json"], 1, None);
+    // An output limit is a runner failure.
+    ctx.write(
+        "specbridge.yaml",
+        "version: 1\nname: j\nrunner:\n  maxStdoutBytes: 16\nstages:\n  - { id: c, kind: check, argv: [\"yes\"] }\n",
+    );
+    ctx.commit_all("limit");
     expect(&ctx, &["run", "--json"], 4, None);
     expect(
         &ctx,

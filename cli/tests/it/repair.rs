@@ -225,22 +225,29 @@ fn a_template_that_uses_attempt_previous_gets_no_default_section() {
     );
 }
 
-const CHAIN: &str = "version: 1
+/// Four checks appending to a log outside the repository: each opens that one
+/// folder for writing (checks are confined otherwise).
+fn chain(log_dir: &std::path::Path) -> String {
+    let open = format!("sandbox: {{ writable: [\"{}\"] }}", log_dir.display());
+    format!(
+        "version: 1
 name: chain
 concurrency: 1
 stages:
-  - { id: a, kind: check, argv: [sh, -c, \"echo a >> $LOG\"] }
-  - { id: b, kind: check, needs: [a], argv: [sh, -c, \"echo b >> $LOG\"] }
-  - { id: c, kind: check, needs: [b], argv: [sh, -c, \"echo c >> $LOG\"] }
-  - { id: d, kind: check, needs: [a], argv: [sh, -c, \"echo d >> $LOG\"] }
-";
+  - {{ id: a, kind: check, argv: [sh, -c, \"echo a >> $LOG\"], {open} }}
+  - {{ id: b, kind: check, needs: [a], argv: [sh, -c, \"echo b >> $LOG\"], {open} }}
+  - {{ id: c, kind: check, needs: [b], argv: [sh, -c, \"echo c >> $LOG\"], {open} }}
+  - {{ id: d, kind: check, needs: [a], argv: [sh, -c, \"echo d >> $LOG\"], {open} }}
+"
+    )
+}
 
 #[test]
 fn rerun_of_a_middle_stage_reruns_it_and_its_dependents_only() {
     let mut ctx = TestContext::with_fake_claude("success");
     let log = ctx.aux_path("log");
     ctx.set_env("LOG", &log.display().to_string());
-    ctx.write("specbridge.yaml", CHAIN);
+    ctx.write("specbridge.yaml", &chain(log.parent().unwrap()));
     assert_eq!(ctx.run(&["run"]).code, 0);
     let unknown = ctx.run(&["resume", "latest", "--rerun", "bb"]);
     assert_eq!(unknown.code, 2, "{}", unknown.snapshot());

@@ -115,9 +115,10 @@ fn canonical(p: &Path) -> String {
 fn a_check_after_an_execute_stage_cannot_write_outside_or_reach_the_network() {
     let h = Hostile::new(|_| String::new());
     let out = h.ctx.run(&["run"]);
-    assert_eq!(out.code, 4, "{}", out.snapshot());
+    // A check whose command fails is a gate failure (exit 1), not a runner failure.
+    assert_eq!(out.code, 1, "{}", out.snapshot());
     let stage = read_json(&h.gate().join("stage.json"));
-    assert_eq!(stage["status"], "failed", "{stage:#}");
+    assert_eq!(stage["status"], "check-failed", "{stage:#}");
     assert_eq!(stage["outcome"], "exit code 3", "{stage:#}");
     assert_eq!(h.gate_said(), "write=blocked network=blocked\n");
     assert!(!h.escaped(), "a file outside the repository was written");

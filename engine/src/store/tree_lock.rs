@@ -10,6 +10,7 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -78,10 +79,12 @@ impl TreeLock {
             path: path.clone(),
             source,
         };
+        // `.specbridge/` is private to the user, like every run folder in it.
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
+            crate::store::private::ensure_private_dir(dir).map_err(io)?;
         }
         let mut file = std::fs::OpenOptions::new()
+            .mode(0o600)
             .create(true)
             .truncate(false)
             .read(true)
