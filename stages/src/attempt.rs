@@ -171,7 +171,7 @@ pub fn prepare(
     } = attempt_inputs(ctx, stage, &sr.node, sr.run.dir())
         .map_err(|(status, reason)| stop(status, reason))?;
     // A re-run is told why the attempt before it did not pass.
-    let prompt = match crate::previous::read(sr.run.dir(), &sr.node.id, sr.attempt, &redactor) {
+    let prompt = match crate::previous::read(sr.run.dir(), &sr.node.id, sr.attempt, redactor) {
         None => prompt,
         Some(previous) => {
             crate::previous::prompt_with(&source, &prompt_name(stage), &context, prompt, previous)

@@ -253,8 +253,18 @@ mod tests {
         let r: ToolCallRecord = serde_json::from_value(line).unwrap();
         let a = from_record(&r);
         assert!(a.refused && a.input == "rm -rf x" && a.error.as_deref() == Some("needs approval"));
-        let ran = ToolCallRecord { violation: true, outcome: CallOutcome::Succeeded, result_error: None, ..r };
+        let ran = ToolCallRecord {
+            violation: true,
+            outcome: CallOutcome::Succeeded,
+            result_error: None,
+            ..r
+        };
         let b = from_record(&ran);
-        assert!(!b.refused && b.error.unwrap().starts_with("ran although the policy refuses it"));
+        assert!(
+            !b.refused
+                && b.error
+                    .unwrap()
+                    .starts_with("ran although the policy refuses it")
+        );
     }
 }

@@ -161,7 +161,6 @@ fn crash_point() {
     }
 }
 
-
 /// An open, locked run, and the only writer of its records.
 ///
 /// Every byte written through it — JSON records, byte records, events, streamed

@@ -213,7 +213,8 @@ fn write_file(path: &Path, content: &str, replace: bool) -> Result<(), InitError
 /// entry, so the two never disagree on what "already ignored" means.
 fn ignore_run_folders(root: &Path) -> Result<bool, InitError> {
     let path = root.join(".gitignore");
-    specbridge_engine::store::add_exclude_line(&path).map_err(|source| InitError::Write { path, source })
+    specbridge_engine::store::add_exclude_line(&path)
+        .map_err(|source| InitError::Write { path, source })
 }
 
 #[cfg(test)]
