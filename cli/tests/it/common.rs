@@ -420,3 +420,65 @@ pub fn graph_statuses(json: &str) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// spec → implement, for tests that interrupt a run while its execute agent works:
+/// the agent hangs on its first attempt and writes `feature.txt` on its second.
+pub const SPEC_THEN_IMPLEMENT: &str = "  - id: spec
+    kind: generate
+    prompt: prompts/spec.md
+    output: { schema: builtin:document }
+  - id: implement
+    kind: execute
+    needs: [spec]
+    prompt: prompts/implement.md
+    verification:
+      - { name: feature done, argv: [grep, -q, done, feature.txt] }
+";
+
+/// Starts `specbridge run` of [`SPEC_THEN_IMPLEMENT`] and returns once the hung
+/// execute agent's spawn is on record: the running specbridge and that agent.
+pub fn run_until_the_execute_agent_hangs(
+    ctx: &mut TestContext,
+) -> (
+    std::process::Child,
+    specbridge_testkit::fake::invocation_log::LoggedInvocation,
+) {
+    use std::time::{Duration, Instant};
+    let script = ctx.aux_path("script.json");
+    std::fs::write(
+        &script,
+        r#"[
+            {"match": "Write the spec", "scenario": "success"},
+            {"match": "Implement the feature", "scenario": "hang-before-result"},
+            {"match": "Implement the feature", "scenario": "write-file", "write": "feature.txt=done"}
+        ]"#,
+    )
+    .unwrap();
+    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
+    ctx.write("prompts/spec.md", "Write the spec.\n");
+    ctx.write("prompts/implement.md", "Implement the feature.\n");
+    ctx.write_agent_pipeline("  timeout: 60s\n  killGrace: 300ms\n", SPEC_THEN_IMPLEMENT);
+
+    let child = ctx
+        .command()
+        .arg("run")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    let hung = loop {
+        if let Some(run) = ctx.fake_agent_runs().get(1).cloned() {
+            break run;
+        }
+        assert!(Instant::now() < until, "the execute stage never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let events =
+        || std::fs::read_to_string(ctx.only_run_dir().join("events.jsonl")).unwrap_or_default();
+    while !events().contains("\"stage\":\"implement\",\"attempt\":1,\"pid\"") {
+        assert!(Instant::now() < until, "no process-spawned event");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, hung)
+}

@@ -391,58 +391,11 @@ fn sigkill_during_a_stage_leaves_an_orphan_that_resume_ends_before_rerunning() {
     assert_audit_clean(&ctx);
 }
 
-const SPEC_THEN_IMPLEMENT: &str = "  - id: spec
-    kind: generate
-    prompt: prompts/spec.md
-    output: { schema: builtin:document }
-  - id: implement
-    kind: execute
-    needs: [spec]
-    prompt: prompts/implement.md
-    verification:
-      - { name: feature done, argv: [grep, -q, done, feature.txt] }
-";
-
 #[test]
 fn sigkill_during_an_execute_stage_continues_the_agent_session() {
     let mut ctx = TestContext::with_fake_claude("success");
-    let script = ctx.aux_path("script.json");
-    std::fs::write(
-        &script,
-        r#"[
-            {"match": "Write the spec", "scenario": "success"},
-            {"match": "Implement the feature", "scenario": "hang-before-result"},
-            {"match": "Implement the feature", "scenario": "write-file", "write": "feature.txt=done"}
-        ]"#,
-    )
-    .unwrap();
-    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
-    ctx.write("prompts/spec.md", "Write the spec.\n");
-    ctx.write("prompts/implement.md", "Implement the feature.\n");
-    ctx.write_agent_pipeline("  timeout: 60s\n  killGrace: 300ms\n", SPEC_THEN_IMPLEMENT);
-
-    let mut child = ctx
-        .command()
-        .arg("run")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(60);
-    let hung = loop {
-        if let Some(run) = ctx.fake_agent_runs().get(1).cloned() {
-            break run;
-        }
-        assert!(Instant::now() < until, "the execute stage never started");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (mut child, hung) = crate::common::run_until_the_execute_agent_hangs(&mut ctx);
     // Once its spawn is on record, specbridge dies without cleaning up.
-    let events =
-        || std::fs::read_to_string(ctx.only_run_dir().join("events.jsonl")).unwrap_or_default();
-    while !events().contains("\"stage\":\"implement\",\"attempt\":1,\"pid\"") {
-        assert!(Instant::now() < until, "no process-spawned event");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(process_alive(hung.pid), "the agent outlives specbridge");

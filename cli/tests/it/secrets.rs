@@ -240,6 +240,12 @@ fn an_execute_stage_holds_no_canary_and_a_secret_in_its_change_fails_the_gate() 
     let attempt = ctx.only_run_dir().join("stages/implement/attempt-001");
     let patch = std::fs::read_to_string(attempt.join("diff.patch")).unwrap();
     assert!(patch.contains("+TOKEN=<redacted>"), "{patch}");
+    // The Write call's input held the token: recorded, redacted.
+    let calls = std::fs::read_to_string(attempt.join("tool-calls.jsonl")).unwrap();
+    assert!(
+        calls.contains("\"tool\":\"Write\"") && calls.contains("TOKEN=<redacted>"),
+        "{calls}"
+    );
     let ev = read_json(&attempt.join("evidence.json"));
     let finding = &ev["findings"][0];
     assert_eq!(finding["code"], "secret-in-change", "{ev:#}");

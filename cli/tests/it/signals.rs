@@ -3,61 +3,13 @@
 //! ended, every record is written, the run is `cancelled` with exit 5, and
 //! `resume` finishes it.
 
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
 use crate::common::{process_alive, read_json, TestContext};
-
-const SPEC_THEN_IMPLEMENT: &str = "  - id: spec
-    kind: generate
-    prompt: prompts/spec.md
-    output: { schema: builtin:document }
-  - id: implement
-    kind: execute
-    needs: [spec]
-    prompt: prompts/implement.md
-    verification:
-      - { name: feature done, argv: [grep, -q, done, feature.txt] }
-";
 
 fn signal_during_an_agent_stage(signal: i32) {
     let mut ctx = TestContext::with_fake_claude("success");
-    let script = ctx.aux_path("script.json");
-    std::fs::write(
-        &script,
-        r#"[
-            {"match": "Write the spec", "scenario": "success"},
-            {"match": "Implement the feature", "scenario": "hang-before-result"},
-            {"match": "Implement the feature", "scenario": "write-file", "write": "feature.txt=done"}
-        ]"#,
-    )
-    .unwrap();
-    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
-    ctx.write("prompts/spec.md", "Write the spec.\n");
-    ctx.write("prompts/implement.md", "Implement the feature.\n");
-    ctx.write_agent_pipeline("  timeout: 60s\n  killGrace: 300ms\n", SPEC_THEN_IMPLEMENT);
-
-    let mut child = ctx
-        .command()
-        .arg("run")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(60);
-    let hung = loop {
-        if let Some(run) = ctx.fake_agent_runs().get(1).cloned() {
-            break run;
-        }
-        assert!(Instant::now() < until, "the execute stage never started");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (mut child, hung) = crate::common::run_until_the_execute_agent_hangs(&mut ctx);
     let events =
         || std::fs::read_to_string(ctx.only_run_dir().join("events.jsonl")).unwrap_or_default();
-    while !events().contains("\"stage\":\"implement\",\"attempt\":1,\"pid\"") {
-        assert!(Instant::now() < until, "no process-spawned event");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     // SAFETY: sending a signal to a child we spawned.
     unsafe { libc::kill(child.id() as i32, signal) };
     let status = child.wait().unwrap();
