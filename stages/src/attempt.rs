@@ -20,10 +20,10 @@ use specbridge_engine::StageStatus;
 
 use crate::agent::{AgentSetup, DetectedRunner};
 use crate::context::RunContext;
-use crate::input_hash::{agent_settings, input_hash, input_parts, HashInputs};
+use crate::input_hash::{agent_settings, input_hash, input_parts, matching_layout, HashInputs};
 use crate::prompt::{render, PromptSource};
 use crate::schema::{self, StageSchema};
-use crate::upstream::stage_inputs_in;
+use crate::upstream::{prompt_context, upstream_for};
 
 /// An attempt ready to spawn.
 pub struct Prepared {
@@ -51,12 +51,14 @@ pub struct AttemptInputs {
 
 /// The runner, schema, rendered prompt and input hash of an agent stage, from the
 /// upstream records in `run_dir`. Resume calls this to decide whether a recorded
-/// result can be reused, before anything would be spawned.
+/// result can be reused, before anything would be spawned; `recorded` is the hash
+/// it is compared with, if any ([`matching_layout`]).
 pub fn attempt_inputs(
     ctx: &RunContext,
     stage: &StageDef,
     node: &Node,
     run_dir: &Path,
+    recorded: Option<&str>,
 ) -> Result<AttemptInputs, (StageStatus, String)> {
     let kind = stage.kind.as_str();
     let runner = ctx.runner_for(stage);
@@ -71,8 +73,8 @@ pub fn attempt_inputs(
         }
         Err(e) => return Err((StageStatus::Failed, crate::error_chain(&e))),
     };
-    let inputs =
-        stage_inputs_in(ctx, stage, node, run_dir).map_err(|e| (StageStatus::Failed, e))?;
+    let context =
+        prompt_context(ctx, stage, node, run_dir).map_err(|e| (StageStatus::Failed, e))?;
     let Some(prompt_value) = stage.prompt.as_deref() else {
         return Err((
             StageStatus::Failed,
@@ -80,25 +82,26 @@ pub fn attempt_inputs(
         ));
     };
     let source = PromptSource::from_value(prompt_value, &ctx.pipeline_dir);
-    let prompt = render(
-        &source,
-        &format!("of stage `{}`", stage.id),
-        &inputs.context,
-    )
-    .map_err(|e| (StageStatus::Failed, redactor.redact_str(&e.to_string())))?;
-    let settings = agent_settings(&runner);
-    let hash_inputs = HashInputs {
-        stage,
-        settings,
-        prompt: Some(prompt.as_bytes()),
-        schema: Some(&schema.bytes),
-        upstream: &inputs.upstream_hashes,
-        item_id: node.item_id.as_deref(),
-        item: inputs.context.item.as_ref(),
-    };
+    let prompt = render(&source, &format!("of stage `{}`", stage.id), &context)
+        .map_err(|e| (StageStatus::Failed, redactor.redact_str(&e.to_string())))?;
+    let (input_hash, input_parts) = matching_layout(recorded, |layout| {
+        let upstream =
+            upstream_for(layout, ctx, stage, run_dir).map_err(|e| (StageStatus::Failed, e))?;
+        let hash_inputs = HashInputs {
+            layout,
+            stage,
+            settings: agent_settings(&runner),
+            prompt: Some(prompt.as_bytes()),
+            schema: Some(&schema.bytes),
+            upstream: &upstream,
+            item_id: node.item_id.as_deref(),
+            item: context.item.as_ref(),
+        };
+        Ok((input_hash(&hash_inputs), input_parts(&hash_inputs)))
+    })?;
     Ok(AttemptInputs {
-        input_hash: input_hash(&hash_inputs),
-        input_parts: input_parts(&hash_inputs),
+        input_hash,
+        input_parts,
         runner,
         redactor,
         schema,
@@ -129,6 +132,11 @@ pub fn prepare(
 ) -> Result<Prepared, Box<StageReport>> {
     let started_at = now_rfc3339();
     let stop = |status, reason| Box::new(stopped(&started_at, status, reason));
+    let recording = agent.replay.recording_for(&ctx.runner_for(stage));
+    // A recording made with an earlier input-hash layout is matched in its layout.
+    let recorded = recording
+        .and_then(|r| r.attempt(&sr.node.id, None).ok())
+        .and_then(|a| a.record.input_hash);
     let AttemptInputs {
         runner,
         redactor,
@@ -136,9 +144,8 @@ pub fn prepare(
         prompt,
         input_hash: hash,
         input_parts: parts,
-    } = attempt_inputs(ctx, stage, &sr.node, sr.run.dir())
+    } = attempt_inputs(ctx, stage, &sr.node, sr.run.dir(), recorded.as_deref())
         .map_err(|(status, reason)| stop(status, reason))?;
-    let recording = agent.replay.recording_for(&runner);
     // A replayed stage needs its recording (same input hash); without one it fails
     // with the reason, or runs live when the user asked for that.
     let replay = match recording.map(|r| r.attempt(&sr.node.id, Some(&hash))) {
