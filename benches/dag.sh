@@ -18,8 +18,11 @@ command -v hyperfine >/dev/null || {
     exit 2
 }
 
-cargo build --release --quiet -p specbridge
-bin=$(realpath "${CARGO_TARGET_DIR:-target}/release/specbridge")
+# BIN=path times another build (an older one, to compare) instead of this tree's.
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --quiet -p specbridge
+fi
+bin=$(realpath "${BIN:-${CARGO_TARGET_DIR:-target}/release/specbridge}")
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
