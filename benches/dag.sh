@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 SIZES=${SIZES:-"50 200 1000 10000"}
 SHAPES=${SHAPES:-"chain wide random"}
 RUNS=${RUNS:-5}
+# validate and dry-run sizes; `runs show` and no-op resume need a full run first.
+PLAN_SIZES=${PLAN_SIZES:-"1000 10000"}
+SHOW_SIZES=${SHOW_SIZES:-"200 1000"}
 command -v hyperfine >/dev/null || {
     echo "hyperfine is missing: apt-get install hyperfine" >&2
     exit 2
@@ -97,12 +100,16 @@ echo "## Planning and inspection"
 echo
 echo "| what | mean | peak RSS |"
 echo "|---|---|---|"
-for n in $SIZES; do
+for n in $PLAN_SIZES; do
     d=$scratch/random-$n
     [ -d "$d" ] || d=$(repo random "$n")
     echo "| validate, random $n | $(ms "$(mean true "$bin -C $d validate")") ms | $(rss "$bin" -C "$d" validate) MiB |"
     echo "| run --dry-run, random $n | $(ms "$(mean true "$bin -C $d run --dry-run")") ms | $(rss "$bin" -C "$d" run --dry-run) MiB |"
-    # The last timed run of this folder is a complete run of the random DAG.
+done
+for n in $SHOW_SIZES; do
+    d=$scratch/random-$n
+    [ -d "$d" ] || d=$(repo random "$n")
+    # One complete run to show and to resume.
     [ -d "$d/.specbridge" ] || "$bin" -C "$d" run --json >/dev/null
     echo "| runs show latest, random $n | $(ms "$(mean true "$bin -C $d runs show latest")") ms | $(rss "$bin" -C "$d" runs show latest) MiB |"
     echo "| resume latest (nothing to redo), random $n | $(ms "$(mean true "$bin -C $d resume latest --json")") ms | $(rss "$bin" -C "$d" resume latest --json) MiB |"
