@@ -1,7 +1,7 @@
 //! Detection of an installed Claude Code CLI: `runner doctor`, and the check made
 //! once before each run (DESIGN §5).
 //!
-//! Probes `--version` and `--help` at the same time, then `auth status` only where
+//! Probes `--version`, then `--help`, then `auth status` only where
 //! the help's command list has `auth` (older versions take `auth status` as a
 //! prompt: a billed request, or an interactive UI that hangs) and only for the
 //! doctor: before a run authentication is checked by the run itself. The output of `auth status` names
@@ -193,11 +193,9 @@ pub async fn diagnose_with(
     };
     report.resolved_path = Some(program.display().to_string());
 
-    // Independent questions: asked at the same time, judged in order.
-    let (version, help) = tokio::join!(
-        probe(&program, &["--version"], options.probe_timeout),
-        probe(&program, &["--help"], options.probe_timeout)
-    );
+    // One after the other, on purpose: with Claude Code 2.1.332 asking both at
+    // once made detection slower, not faster (docs/performance.md).
+    let version = probe(&program, &["--version"], options.probe_timeout).await;
     let version_out = match required(&["--version"], version, &mut report) {
         Some(out) => out,
         None => return report,
@@ -209,6 +207,7 @@ pub async fn diagnose_with(
             .push("`--version` printed no version number".into());
     }
 
+    let help = probe(&program, &["--help"], options.probe_timeout).await;
     let help_out = match required(&["--help"], help, &mut report) {
         Some(out) => out,
         None => return report,
