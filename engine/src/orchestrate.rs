@@ -236,9 +236,12 @@ pub fn plan_order(nodes: &[Node]) -> Vec<&Node> {
     let order = graph
         .topo_order()
         .unwrap_or_else(|_| nodes.iter().map(|n| n.id.clone()).collect());
+    // By id, not by a scan per id: that is quadratic in the plan's size.
+    let by_id: std::collections::HashMap<&str, &Node> =
+        nodes.iter().map(|n| (n.id.as_str(), n)).collect();
     order
         .iter()
-        .filter_map(|id| nodes.iter().find(|n| &n.id == id))
+        .filter_map(|id| by_id.get(id.as_str()).copied())
         .collect()
 }
 

@@ -20,10 +20,10 @@ use specbridge_engine::StageStatus;
 
 use crate::agent::{AgentSetup, DetectedRunner};
 use crate::context::RunContext;
-use crate::input_hash::{agent_settings, input_hash, input_parts, HashInputs};
+use crate::input_hash::{agent_settings, input_hash, input_parts, matching_layout, HashInputs};
 use crate::prompt::{render, PromptContext, PromptSource};
 use crate::schema::{self, StageSchema};
-use crate::upstream::stage_inputs_in;
+use crate::upstream::{prompt_context, upstream_for};
 
 /// An attempt ready to spawn.
 pub struct Prepared {
@@ -54,12 +54,14 @@ pub struct AttemptInputs {
 
 /// The runner, schema, rendered prompt and input hash of an agent stage, from the
 /// upstream records in `run_dir`. Resume calls this to decide whether a recorded
-/// result can be reused, before anything would be spawned.
+/// result can be reused, before anything would be spawned; `recorded` is the hash
+/// it is compared with, if any ([`matching_layout`]).
 pub fn attempt_inputs(
     ctx: &RunContext,
     stage: &StageDef,
     node: &Node,
     run_dir: &Path,
+    recorded: Option<&str>,
 ) -> Result<AttemptInputs, (StageStatus, String)> {
     let kind = stage.kind.as_str();
     let runner = ctx.runner_for(stage);
@@ -87,8 +89,8 @@ pub fn attempt_inputs(
         }
         Err(e) => return Err((StageStatus::Failed, crate::error_chain(&e))),
     };
-    let inputs =
-        stage_inputs_in(ctx, stage, node, run_dir).map_err(|e| (StageStatus::Failed, e))?;
+    let context =
+        prompt_context(ctx, stage, node, run_dir).map_err(|e| (StageStatus::Failed, e))?;
     let Some(prompt_value) = stage.prompt.as_deref() else {
         return Err((
             StageStatus::Failed,
@@ -106,26 +108,31 @@ pub fn attempt_inputs(
             ));
         }
     }
-    let prompt = render(&source, &prompt_name(stage), &inputs.context)
+    let prompt = render(&source, &prompt_name(stage), &context)
         .map_err(|e| (StageStatus::Failed, e.to_string()))?;
-    let settings = agent_settings(&runner);
-    let hash_inputs = HashInputs {
-        stage,
-        settings,
-        prompt: Some(prompt.as_bytes()),
-        schema: Some(&schema.bytes),
-        upstream: &inputs.upstream_hashes,
-        item_id: node.item_id.as_deref(),
-        item: inputs.context.item.as_ref(),
-    };
+    let (input_hash, input_parts) = matching_layout(recorded, |layout| {
+        let upstream =
+            upstream_for(layout, ctx, stage, run_dir).map_err(|e| (StageStatus::Failed, e))?;
+        let hash_inputs = HashInputs {
+            layout,
+            stage,
+            settings: agent_settings(&runner),
+            prompt: Some(prompt.as_bytes()),
+            schema: Some(&schema.bytes),
+            upstream: &upstream,
+            item_id: node.item_id.as_deref(),
+            item: context.item.as_ref(),
+        };
+        Ok((input_hash(&hash_inputs), input_parts(&hash_inputs)))
+    })?;
     Ok(AttemptInputs {
-        input_hash: input_hash(&hash_inputs),
-        input_parts: input_parts(&hash_inputs),
+        input_hash,
+        input_parts,
         runner,
         schema,
         prompt,
         source,
-        context: inputs.context,
+        context,
     })
 }
 
@@ -160,6 +167,11 @@ pub fn prepare(
     let stop = |status, reason: String| {
         Box::new(stopped(&started_at, status, redactor.redact_str(&reason)))
     };
+    let recording = agent.replay.recording_for(&ctx.runner_for(stage));
+    // A recording made with an earlier input-hash layout is matched in its layout.
+    let recorded = recording
+        .and_then(|r| r.attempt(&sr.node.id, None).ok())
+        .and_then(|a| a.record.input_hash);
     let AttemptInputs {
         runner,
         schema,
@@ -168,7 +180,7 @@ pub fn prepare(
         input_parts: parts,
         source,
         context,
-    } = attempt_inputs(ctx, stage, &sr.node, sr.run.dir())
+    } = attempt_inputs(ctx, stage, &sr.node, sr.run.dir(), recorded.as_deref())
         .map_err(|(status, reason)| stop(status, reason))?;
     // A re-run is told why the attempt before it did not pass.
     let prompt = match crate::previous::read(sr.run.dir(), &sr.node.id, sr.attempt, redactor) {
@@ -178,7 +190,6 @@ pub fn prepare(
                 .map_err(|e| stop(StageStatus::Failed, redactor.redact_str(&e.to_string())))?
         }
     };
-    let recording = agent.replay.recording_for(&runner);
     // A replayed stage needs its recording (same input hash); without one it fails
     // with the reason, or runs live when the user asked for that.
     let replay = match recording.map(|r| r.attempt(&sr.node.id, Some(&hash))) {

@@ -14,8 +14,8 @@ use specbridge_engine::supervisor::{self, ProcessRecord, SpawnSpec, SupervisorEr
 use specbridge_engine::StageStatus;
 
 use crate::context::RunContext;
-use crate::input_hash::{input_hash, input_parts, HashInputs};
-use crate::upstream::stage_inputs_in;
+use crate::input_hash::{input_hash, input_parts, matching_layout, HashInputs};
+use crate::upstream::upstream_for;
 
 fn timeout(stage: &StageDef) -> Duration {
     stage
@@ -26,23 +26,29 @@ fn timeout(stage: &StageDef) -> Duration {
 
 /// A check stage's input hash and its parts: the definition (argv, timeout after
 /// its default) and the upstream outputs. No prompt, no schema, no runner.
+/// `recorded` is the hash of the stage's record, when one is compared
+/// ([`matching_layout`]).
 pub fn inputs(
     ctx: &RunContext,
     stage: &StageDef,
     node: &Node,
     run_dir: &Path,
+    recorded: Option<&str>,
 ) -> Result<(String, InputParts), String> {
-    let upstream = stage_inputs_in(ctx, stage, node, run_dir)?;
-    let hash_inputs = HashInputs {
-        stage,
-        settings: json!({ "timeoutMs": timeout(stage).as_millis() as u64 }),
-        prompt: None,
-        schema: None,
-        upstream: &upstream.upstream_hashes,
-        item_id: node.item_id.as_deref(),
-        item: None,
-    };
-    Ok((input_hash(&hash_inputs), input_parts(&hash_inputs)))
+    matching_layout(recorded, |layout| {
+        let upstream = upstream_for(layout, ctx, stage, run_dir)?;
+        let hash_inputs = HashInputs {
+            layout,
+            stage,
+            settings: json!({ "timeoutMs": timeout(stage).as_millis() as u64 }),
+            prompt: None,
+            schema: None,
+            upstream: &upstream,
+            item_id: node.item_id.as_deref(),
+            item: None,
+        };
+        Ok((input_hash(&hash_inputs), input_parts(&hash_inputs)))
+    })
 }
 
 /// What a check stage would run, for `--dry-run`.
@@ -103,7 +109,7 @@ pub fn spawn_spec(
 /// Run a check stage's command once and report.
 pub async fn run_check(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> StageReport {
     let run = &sr.run;
-    let (hash, parts) = match inputs(ctx, stage, &sr.node, run.dir()) {
+    let (hash, parts) = match inputs(ctx, stage, &sr.node, run.dir(), None) {
         Ok(x) => x,
         Err(e) => return StageReport::failed(StageStatus::Failed, e),
     };

@@ -1,5 +1,6 @@
 //! What every stage of a run shares: the repository, the pipeline, cancellation.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,6 +22,21 @@ pub struct RunContext {
     /// The bubblewrap that confines check stages and verification commands, found
     /// before the run ([`crate::confine::preflight`]); `None` when none is confined.
     pub bubblewrap: Option<PathBuf>,
+    /// Position of each stage in `pipeline.stages`, by id ([`index_stages`]).
+    pub stage_index: Arc<HashMap<String, usize>>,
+}
+
+/// Stages by id, so that looking one up does not scan the pipeline (a scan per
+/// stage is quadratic in the pipeline's size).
+pub fn index_stages(pipeline: &PipelineFile) -> Arc<HashMap<String, usize>> {
+    Arc::new(
+        pipeline
+            .stages
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.clone(), i))
+            .collect(),
+    )
 }
 
 impl RunContext {
@@ -44,11 +60,15 @@ impl RunContext {
             cancel,
             allow_dirty,
             bubblewrap: None,
+            stage_index: index_stages(&source.file),
         }
     }
 
     pub fn stage(&self, id: &str) -> Option<&StageDef> {
-        self.pipeline.stages.iter().find(|s| s.id == id)
+        self.stage_index
+            .get(id)
+            .and_then(|&i| self.pipeline.stages.get(i))
+            .filter(|s| s.id == id)
     }
 
     /// Runner settings of a stage after defaults, pipeline, stage and overrides.

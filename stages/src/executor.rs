@@ -47,6 +47,17 @@ impl PipelineExecutor {
     }
 }
 
+/// The input hash in `stages/<id>/stage.json` of the run in `run_dir`, if any.
+pub(crate) fn recorded_hash(run_dir: &Path, id: &str) -> Option<String> {
+    if !specbridge_engine::store::is_safe_component(id) {
+        return None;
+    }
+    let bytes = std::fs::read(run_dir.join("stages").join(id).join("stage.json")).ok()?;
+    serde_json::from_slice::<specbridge_engine::store::StageRecord>(&bytes)
+        .ok()?
+        .input_hash
+}
+
 impl StageExecutor for PipelineExecutor {
     fn execute(self: Arc<Self>, sr: StageRun) -> BoxFuture<StageReport> {
         Box::pin(async move {
@@ -90,10 +101,16 @@ impl StageExecutor for PipelineExecutor {
 
     fn inputs(&self, node: &Node, run_dir: &Path) -> Option<Result<(String, InputParts), String>> {
         let stage = self.ctx.stage(Self::def_id(node))?;
+        // Compared with the stage's record: one made with an earlier input-hash
+        // layout is matched in that layout.
+        let recorded = recorded_hash(run_dir, &node.id);
+        let recorded = recorded.as_deref();
         match stage.kind {
-            StageKind::Check => Some(crate::check::inputs(&self.ctx, stage, node, run_dir)),
+            StageKind::Check => Some(crate::check::inputs(
+                &self.ctx, stage, node, run_dir, recorded,
+            )),
             StageKind::Generate | StageKind::Execute => Some(
-                crate::attempt::attempt_inputs(&self.ctx, stage, node, run_dir)
+                crate::attempt::attempt_inputs(&self.ctx, stage, node, run_dir, recorded)
                     .map(|p| (p.input_hash, p.input_parts))
                     .map_err(|(_, reason)| reason),
             ),

@@ -284,6 +284,7 @@ mod tests {
         let ctx = RunContext {
             root: root.path().to_path_buf(),
             pipeline_dir: root.path().to_path_buf(),
+            stage_index: crate::context::index_stages(&pipeline),
             pipeline: Arc::new(pipeline),
             overrides: RunOverrides::default(),
             cancel: CancelToken::new(),

@@ -4,8 +4,10 @@
 //! It is the sha256 (hex) of one canonical JSON document — object keys sorted, no
 //! whitespace — holding:
 //!
-//! - `v`: the format of this document (1); a change of format changes every hash
-//!   (and leaves every recording unreplayable, so it is not done lightly);
+//! - `v`: the layout of this document (2); a change of layout changes every hash.
+//!   Records made with layout 1 stay resumable and replayable: where a recorded
+//!   hash differs from the layout-2 one, the layout-1 hash is computed too and
+//!   used if it matches ([`crate::upstream::legacy_upstream_hashes`]);
 //! - `stage`: the stage definition as written, without its `runner:` section;
 //! - `runner`: what the stage kind resolves from defaults and overrides and what
 //!   changes the result. Agent stages: the runner settings model, effort,
@@ -16,9 +18,12 @@
 //!   `timeoutMs`, the effective timeout (a gate's limit is part of the gate);
 //! - `promptSha256`: the rendered prompt, byte for byte as sent, or null;
 //! - `schemaSha256`: the output schema's bytes (built-in or file), or null;
-//! - `upstream`: for every stage this one can see (its needs, transitively), the
-//!   sha256 of its `output.json`, or null when it has none; a fan-out stage is
-//!   seen through its instances (`<stage>.<item>`);
+//! - `upstream`: for every stage this one needs directly (a `forEach` source
+//!   included), the sha256 of its `output.json`; for a check stage, which writes
+//!   none, the digest of its own `upstream` (null when empty); a fan-out stage is
+//!   seen through its instances (`<stage>.<item>`). Each entry covers everything
+//!   above it, so the chain is followed without listing every ancestor (layout 1
+//!   listed them all: quadratic in a chain's depth);
 //! - `itemId`: the fan-out item of an instance, or null;
 //! - `itemSha256`: the sha256 of the item itself (canonical JSON), or null: an
 //!   item whose details changed reruns its instance even when the template does
@@ -37,11 +42,16 @@ use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
 use specbridge_engine::store::InputParts;
 
 /// The version of the hashed document's layout.
-pub const INPUT_HASH_FORMAT: u32 = 1;
+pub const INPUT_HASH_FORMAT: u32 = 2;
+
+/// The layout before direct-needs upstream hashes: every ancestor listed.
+pub const LEGACY_INPUT_HASH_FORMAT: u32 = 1;
 
 /// Everything that goes into a stage's input hash.
 #[derive(Debug, Clone)]
 pub struct HashInputs<'a> {
+    /// [`INPUT_HASH_FORMAT`], or [`LEGACY_INPUT_HASH_FORMAT`] to match an old record.
+    pub layout: u32,
     pub stage: &'a StageDef,
     /// Resolved settings that change the result ([`agent_settings`] for agent
     /// stages).
@@ -83,7 +93,7 @@ fn stage_value(inputs: &HashInputs<'_>) -> Value {
 /// The canonical document that is hashed.
 pub fn hash_document(inputs: &HashInputs<'_>) -> Value {
     json!({
-        "v": INPUT_HASH_FORMAT,
+        "v": inputs.layout,
         "stage": stage_value(inputs),
         "runner": inputs.settings,
         "promptSha256": inputs.prompt.map(sha256_hex),
@@ -103,6 +113,24 @@ fn item_sha256(inputs: &HashInputs<'_>) -> Option<String> {
 /// The input hash: sha256 (hex) of the canonical form of [`hash_document`].
 pub fn input_hash(inputs: &HashInputs<'_>) -> String {
     sha256_hex(canonical_json(&hash_document(inputs)).as_bytes())
+}
+
+/// The input hash and its parts in the current layout, or in layout 1 where
+/// `recorded` (a hash from a record) matches that and not the current one: a
+/// record made before the layout changed is still recognised as unchanged.
+/// `compute` gives the hash and parts in the layout it is asked for.
+pub fn matching_layout<E>(
+    recorded: Option<&str>,
+    compute: impl Fn(u32) -> Result<(String, InputParts), E>,
+) -> Result<(String, InputParts), E> {
+    let current = compute(INPUT_HASH_FORMAT)?;
+    match recorded {
+        Some(r) if r != current.0 => {
+            let legacy = compute(LEGACY_INPUT_HASH_FORMAT)?;
+            Ok(if legacy.0 == r { legacy } else { current })
+        }
+        _ => Ok(current),
+    }
 }
 
 /// A digest of each part of the hashed document, kept in `stage.json`: the
@@ -187,6 +215,7 @@ mod tests {
 
         fn inputs(&self) -> HashInputs<'_> {
             HashInputs {
+                layout: INPUT_HASH_FORMAT,
                 stage: &self.stage,
                 settings: agent_settings(&self.runner),
                 prompt: Some(&self.prompt),

@@ -28,7 +28,9 @@ pub async fn run_reverify(
     let started_at = now_rfc3339();
     let fail = |reason: String| stopped(&started_at, StageStatus::Failed, reason);
     let run = &sr.run;
-    let inputs = match attempt_inputs(ctx, stage, &sr.node, run.dir()) {
+    // Compared with the stage's record, in the input-hash layout it was made with.
+    let recorded = crate::executor::recorded_hash(run.dir(), &sr.node.id);
+    let inputs = match attempt_inputs(ctx, stage, &sr.node, run.dir(), recorded.as_deref()) {
         Ok(i) => i,
         Err((status, reason)) => return stopped(&started_at, status, reason),
     };

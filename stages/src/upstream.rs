@@ -1,52 +1,69 @@
-//! The prompt context of an agent stage (DESIGN §3): `pipeline`, `stage`, `item`
-//! for fan-out instances, and `stages.<id>.output` / `.document` for exactly the
-//! stages it needs, directly or transitively — read back from this run's records.
+//! What a stage sees upstream (DESIGN §3, §8).
+//!
+//! - The prompt context of an agent stage: `pipeline`, `stage`, `item` for fan-out
+//!   instances, and `stages.<id>.output` / `.document` for exactly the stages it
+//!   needs, directly or transitively — read back from this run's records.
+//! - The upstream part of the input hash: one entry per **direct** need (a `forEach`
+//!   source counts as one). Each entry chains: an output-writing need's
+//!   `output.json` changes when anything above it changed, a check need (which
+//!   writes no output) stands for the upstream it saw itself, a fan-out need for
+//!   its instances' outputs. So the cost is linear in the edges of the DAG, and
+//!   nothing proportional to a stage's ancestors is written into its record.
+//!   [`legacy_upstream_hashes`] keeps the layout-1 form (every ancestor) for
+//!   records made before.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::{json, Value};
-use specbridge_engine::pipeline::{PipelineFile, StageDef};
+use specbridge_engine::pipeline::{StageDef, StageKind};
 use specbridge_engine::scheduler::Node;
 use specbridge_engine::store::{is_safe_component, sha256_hex, RunHandle, StageRecord};
 use specbridge_engine::StageStatus;
 
 use crate::context::RunContext;
+use crate::input_hash::canonical_json;
 use crate::prompt::{PromptContext, UpstreamView};
 
-/// A stage's view of its upstream: the template context, and the sha256 of each
-/// visible stage's `output.json` (for the input hash).
+/// A stage's view of its upstream: the template context, and the upstream part of
+/// its input hash.
 #[derive(Debug, Clone)]
 pub struct StageInputs {
     pub context: PromptContext,
     pub upstream_hashes: BTreeMap<String, Option<String>>,
 }
 
-/// The ids of every stage `stage` needs, directly or through others (a `forEach`
-/// source counts as a need).
-pub fn visible_stages(pipeline: &PipelineFile, stage: &StageDef) -> BTreeSet<String> {
-    let by_id: BTreeMap<&str, &StageDef> =
-        pipeline.stages.iter().map(|s| (s.id.as_str(), s)).collect();
-    let direct = |s: &StageDef| {
-        let mut needs = s.needs.clone();
-        if let Some(fe) = &s.for_each {
-            needs.push(fe.stage.clone());
+/// The stages `stage` needs directly: its `needs`, then its `forEach` source, each
+/// once.
+pub fn direct_needs(stage: &StageDef) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::with_capacity(stage.needs.len() + 1);
+    let source = stage.for_each.as_ref().map(|fe| fe.stage.as_str());
+    for id in stage.needs.iter().map(String::as_str).chain(source) {
+        if !out.contains(&id) {
+            out.push(id);
         }
-        needs
-    };
+    }
+    out
+}
+
+/// The ids of every stage `stage` needs, directly or through others (a `forEach`
+/// source counts as a need). Linear in the ancestors found (stages by id are
+/// indexed in the context).
+pub fn visible_stages(ctx: &RunContext, stage: &StageDef) -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
-    let mut stack = direct(stage);
+    let mut stack: Vec<&str> = direct_needs(stage);
     while let Some(id) = stack.pop() {
-        if seen.insert(id.clone()) {
-            if let Some(s) = by_id.get(id.as_str()) {
-                stack.extend(direct(s));
+        if seen.insert(id.to_string()) {
+            if let Some(s) = ctx.stage(id) {
+                stack.extend(direct_needs(s));
             }
         }
     }
     seen
 }
 
-/// Builds the context from the run folder and the repository.
+/// Builds the prompt context and the upstream hashes from the run folder and the
+/// repository (agent stages).
 pub fn stage_inputs(
     ctx: &RunContext,
     stage: &StageDef,
@@ -64,25 +81,34 @@ pub fn stage_inputs_in(
     node: &Node,
     run: &Path,
 ) -> Result<StageInputs, String> {
+    Ok(StageInputs {
+        context: prompt_context(ctx, stage, node, run)?,
+        upstream_hashes: upstream_hashes(ctx, stage, run)?,
+    })
+}
+
+/// The template context of an agent stage.
+pub fn prompt_context(
+    ctx: &RunContext,
+    stage: &StageDef,
+    node: &Node,
+    run: &Path,
+) -> Result<PromptContext, String> {
     let mut stages = BTreeMap::new();
-    let mut upstream_hashes = BTreeMap::new();
-    for id in visible_stages(&ctx.pipeline, stage) {
-        if ctx.stage(&id).is_some_and(|s| s.for_each.is_some()) {
-            // A fan-out stage has no output of its own: what it did is in its
-            // instances, and a rerun of one must count as a change upstream.
-            upstream_hashes.extend(instance_hashes(run, &id)?);
-        }
-        let (output, sha) = read_output(run, &id)?;
-        let document = ctx
-            .stage(&id)
+    for id in visible_stages(ctx, stage) {
+        let def = ctx.stage(&id);
+        // Check stages and fan-out stages never write an output of their own.
+        let output = if def.is_some_and(|s| s.kind == StageKind::Check || s.for_each.is_some()) {
+            Value::Null
+        } else {
+            read_output(run, &id)?.0
+        };
+        let document = def
             .and_then(|s| s.output.as_ref())
             .and_then(|o| o.document.as_ref())
             .map(|doc| read_document(&ctx.root, doc))
             .transpose()?
             .flatten();
-        if sha.is_some() || ctx.stage(&id).is_none_or(|s| s.for_each.is_none()) {
-            upstream_hashes.insert(id.clone(), sha);
-        }
         stages.insert(id, UpstreamView { output, document });
     }
     let item = match (&stage.for_each, &node.item_id) {
@@ -97,16 +123,102 @@ pub fn stage_inputs_in(
             map.insert("instanceId".into(), Value::from(node.id.clone()));
         }
     }
-    Ok(StageInputs {
-        context: PromptContext {
-            pipeline: json!({ "name": ctx.pipeline.name, "version": ctx.pipeline.version }),
-            stage: stage_value,
-            item,
-            stages,
-            attempt: Default::default(),
-        },
-        upstream_hashes,
+    Ok(PromptContext {
+        pipeline: json!({ "name": ctx.pipeline.name, "version": ctx.pipeline.version }),
+        stage: stage_value,
+        item,
+        stages,
+        attempt: Default::default(),
     })
+}
+
+/// The upstream part of the input hash (layout 2): for each direct need, the
+/// sha256 of its `output.json`; for a check need, the digest of the upstream it
+/// saw ([`seen_digest`]); for a fan-out need, each succeeded instance's output.
+pub fn upstream_hashes(
+    ctx: &RunContext,
+    stage: &StageDef,
+    run: &Path,
+) -> Result<BTreeMap<String, Option<String>>, String> {
+    let mut out = BTreeMap::new();
+    for id in direct_needs(stage) {
+        match ctx.stage(id) {
+            Some(s) if s.for_each.is_some() => {
+                // A fan-out stage has no output of its own: what it did is in its
+                // instances, and a rerun of one must count as a change upstream.
+                out.extend(instance_hashes(run, id)?);
+            }
+            Some(s) if s.kind == StageKind::Check => {
+                out.insert(id.to_string(), seen_digest(run, id)?);
+            }
+            _ => {
+                out.insert(id.to_string(), read_output(run, id)?.1);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The upstream part in input-hash layout `layout`.
+pub fn upstream_for(
+    layout: u32,
+    ctx: &RunContext,
+    stage: &StageDef,
+    run: &Path,
+) -> Result<BTreeMap<String, Option<String>>, String> {
+    if layout == crate::input_hash::LEGACY_INPUT_HASH_FORMAT {
+        legacy_upstream_hashes(ctx, stage, run)
+    } else {
+        upstream_hashes(ctx, stage, run)
+    }
+}
+
+/// What a check stage stands for downstream: the sha256 of the canonical JSON of
+/// the upstream part recorded in its `stage.json`, or null when that is empty or
+/// unrecorded. A check writes no output, so this is what carries a change above it
+/// down the chain (its own argv or timeout changing does not, as in layout 1).
+fn seen_digest(run: &Path, id: &str) -> Result<Option<String>, String> {
+    if !is_safe_component(id) {
+        return Err(format!("refusing unsafe stage id `{id}`"));
+    }
+    let path = run.join("stages").join(id).join("stage.json");
+    let record: StageRecord = match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| format!("failed to read the record of stage `{id}`: {e}"))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("failed to read the record of stage `{id}`: {e}")),
+    };
+    Ok(record
+        .input_parts
+        .filter(|p| !p.upstream.is_empty())
+        .map(|p| digest_of(&p.upstream)))
+}
+
+/// The sha256 of an upstream map's canonical JSON.
+pub fn digest_of(upstream: &BTreeMap<String, Option<String>>) -> String {
+    let value = serde_json::to_value(upstream).expect("maps of strings serialise");
+    sha256_hex(canonical_json(&value).as_bytes())
+}
+
+/// The upstream part of input-hash layout 1: every stage `stage` sees, directly or
+/// transitively, with the sha256 of its `output.json` (null when it wrote none).
+/// Quadratic in a chain's depth; used only to match records made with layout 1.
+pub fn legacy_upstream_hashes(
+    ctx: &RunContext,
+    stage: &StageDef,
+    run: &Path,
+) -> Result<BTreeMap<String, Option<String>>, String> {
+    let mut out = BTreeMap::new();
+    for id in visible_stages(ctx, stage) {
+        if ctx.stage(&id).is_some_and(|s| s.for_each.is_some()) {
+            out.extend(instance_hashes(run, &id)?);
+        }
+        let (_, sha) = read_output(run, &id)?;
+        if sha.is_some() || ctx.stage(&id).is_none_or(|s| s.for_each.is_none()) {
+            out.insert(id, sha);
+        }
+    }
+    Ok(out)
 }
 
 /// The output hash of every succeeded instance of fan-out stage `stage` in this run
@@ -187,6 +299,9 @@ fn find_item(run: &Path, source: &str, pointer: &str, item_id: &str) -> Result<V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use specbridge_engine::orchestrate::PipelineSource;
+    use specbridge_engine::pipeline::{PipelineFile, RunOverrides};
+    use specbridge_engine::supervisor::CancelToken;
 
     #[test]
     fn only_needed_stages_are_visible_transitively() {
@@ -196,15 +311,29 @@ mod tests {
              - {id: b, kind: check, argv: [x], needs: [a]}\n\
              - {id: c, kind: check, argv: [x]}\n\
              - {id: d, kind: check, argv: [x], needs: [b]}\n\
-             - {id: e, kind: execute, forEach: {stage: c, items: /tasks}, needs: [a]}\n",
+             - {id: e, kind: execute, forEach: {stage: c, items: /tasks}, needs: [a, c]}\n",
         )
         .unwrap();
+        let source = PipelineSource {
+            path: "specbridge.yaml".into(),
+            bytes: Vec::new(),
+            file: p,
+        };
+        let ctx = RunContext::new(
+            Path::new("/"),
+            &source,
+            RunOverrides::default(),
+            CancelToken::new(),
+            false,
+        );
         let vis = |id: &str| {
-            let s = p.stages.iter().find(|s| s.id == id).unwrap();
-            visible_stages(&p, s).into_iter().collect::<Vec<_>>()
+            visible_stages(&ctx, ctx.stage(id).unwrap())
+                .into_iter()
+                .collect::<Vec<_>>()
         };
         assert_eq!(vis("d"), ["a", "b"]);
         assert_eq!(vis("a"), Vec::<String>::new());
         assert_eq!(vis("e"), ["a", "c"]);
+        assert_eq!(direct_needs(ctx.stage("e").unwrap()), ["a", "c"]);
     }
 }

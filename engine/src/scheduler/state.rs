@@ -1,6 +1,11 @@
 //! The scheduler's bookkeeping: which node is where, and what is ready next.
+//!
+//! Kept incrementally (a count of unmet needs per pending node, the dependents of
+//! each node, the ready and possibly blocked sets) so that a turn of the scheduler
+//! costs the degree of the nodes it touches, not a scan of the whole plan: a scan
+//! per turn is quadratic in the number of stages.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::scheduler::node::{Node, StageReport};
 use crate::scheduler::RunOutcome;
@@ -13,20 +18,86 @@ pub(crate) struct SchedState {
     reports: BTreeMap<String, StageReport>,
     pub totals: Totals,
     expansions: Vec<(String, Vec<String>)>,
+    /// Nodes whose status is `Pending`.
+    pending: BTreeSet<String>,
+    /// For each pending node, how many of its needs (counted as listed) have not
+    /// passed their gate.
+    unmet: HashMap<String, usize>,
+    /// Each node id → the nodes that need it (one entry per listing).
+    dependents: HashMap<String, Vec<String>>,
+    /// Pending nodes with no unmet need.
+    ready: BTreeSet<String>,
+    /// Pending nodes with a need that ended without passing its gate.
+    maybe_blocked: BTreeSet<String>,
+    /// Nodes that ended without passing, other than blocked and skipped ones.
+    failed: usize,
+    /// Nodes not in a terminal status.
+    unfinished: usize,
+}
+
+/// Ended without passing its gate, and not merely left out (blocked, skipped).
+fn fails(s: StageStatus) -> bool {
+    s.is_terminal() && !s.passed() && !s.not_run()
+}
+
+/// Ended without passing its gate: nothing may build on it.
+fn blocks(s: StageStatus) -> bool {
+    s.is_terminal() && !s.passed()
 }
 
 impl SchedState {
     pub fn new(nodes: Vec<Node>) -> Self {
-        let status = nodes
-            .iter()
-            .map(|n| (n.id.clone(), StageStatus::Pending))
-            .collect();
-        SchedState {
-            nodes: nodes.into_iter().map(|n| (n.id.clone(), n)).collect(),
-            status,
+        let mut st = SchedState {
+            nodes: BTreeMap::new(),
+            status: BTreeMap::new(),
             reports: BTreeMap::new(),
             totals: Totals::default(),
             expansions: Vec::new(),
+            pending: BTreeSet::new(),
+            unmet: HashMap::new(),
+            dependents: HashMap::new(),
+            ready: BTreeSet::new(),
+            maybe_blocked: BTreeSet::new(),
+            failed: 0,
+            unfinished: 0,
+        };
+        for n in &nodes {
+            st.status.insert(n.id.clone(), StageStatus::Pending);
+        }
+        st.unfinished = st.status.len();
+        for n in nodes {
+            st.nodes.insert(n.id.clone(), n);
+        }
+        let ids: Vec<String> = st.nodes.keys().cloned().collect();
+        for id in ids {
+            st.track_pending(&id);
+        }
+        st
+    }
+
+    /// Registers pending node `id` against its needs' current statuses.
+    fn track_pending(&mut self, id: &str) {
+        let needs = self.nodes[id].needs.clone();
+        let mut unmet = 0;
+        let mut blocked = false;
+        for need in needs {
+            let s = self.status.get(&need).copied();
+            if !s.is_some_and(StageStatus::passed) {
+                unmet += 1;
+            }
+            blocked |= s.is_some_and(blocks);
+            self.dependents
+                .entry(need)
+                .or_default()
+                .push(id.to_string());
+        }
+        self.pending.insert(id.to_string());
+        self.unmet.insert(id.to_string(), unmet);
+        if unmet == 0 {
+            self.ready.insert(id.to_string());
+        }
+        if blocked {
+            self.maybe_blocked.insert(id.to_string());
         }
     }
 
@@ -35,7 +106,49 @@ impl SchedState {
     }
 
     pub fn set(&mut self, id: &str, s: StageStatus) {
-        self.status.insert(id.to_string(), s);
+        let old = self.status.insert(id.to_string(), s);
+        let was_terminal = old.is_some_and(|o| o.is_terminal());
+        match (was_terminal, s.is_terminal()) {
+            (false, true) if old.is_some() => self.unfinished -= 1,
+            (true, false) => self.unfinished += 1,
+            (false, false) if old.is_none() => self.unfinished += 1,
+            _ => {}
+        }
+        if old.is_some_and(fails) {
+            self.failed -= 1;
+        }
+        if fails(s) {
+            self.failed += 1;
+        }
+        if old == Some(StageStatus::Pending) && s != StageStatus::Pending {
+            self.pending.remove(id);
+            self.ready.remove(id);
+            self.maybe_blocked.remove(id);
+            self.unmet.remove(id);
+        }
+        if s == StageStatus::Pending && old != Some(StageStatus::Pending) {
+            self.track_pending(id);
+        }
+        let succeeded = |x: Option<StageStatus>| x.is_some_and(StageStatus::passed);
+        let dependents = self.dependents.get(id).cloned().unwrap_or_default();
+        for d in dependents {
+            if !self.pending.contains(&d) {
+                continue;
+            }
+            let count = self.unmet.get_mut(&d).expect("pending nodes are counted");
+            if succeeded(Some(s)) && !succeeded(old) {
+                *count -= 1;
+                if *count == 0 {
+                    self.ready.insert(d.clone());
+                }
+            } else if succeeded(old) && !succeeded(Some(s)) {
+                *count += 1;
+                self.ready.remove(&d);
+            }
+            if blocks(s) {
+                self.maybe_blocked.insert(d);
+            }
+        }
     }
 
     pub fn record(&mut self, id: &str, report: StageReport) {
@@ -46,31 +159,25 @@ impl SchedState {
         self.nodes[id].prior_attempts + 1
     }
 
+    /// Pending ids, in id order.
     pub fn pending_ids(&self) -> Vec<String> {
-        self.status
-            .iter()
-            .filter(|(_, s)| **s == StageStatus::Pending)
-            .map(|(id, _)| id.clone())
-            .collect()
+        self.pending.iter().cloned().collect()
     }
 
     pub fn any_failed(&self) -> bool {
-        self.status
-            .values()
-            .any(|s| s.is_terminal() && !s.passed() && !s.not_run())
+        self.failed > 0
     }
 
-    /// Pending nodes that can never run, each with the need that blocks it and
-    /// that need's status.
+    /// Pending nodes that can never run, each with the first need (in listed
+    /// order) that blocks it and that need's status.
     pub fn blocked(&self) -> Vec<(String, String, StageStatus)> {
-        self.pending_ids()
-            .into_iter()
+        self.maybe_blocked
+            .iter()
             .filter_map(|id| {
-                let (blocker, status) = self.nodes[&id].needs.iter().find_map(|n| {
+                self.nodes[id].needs.iter().find_map(|n| {
                     let s = *self.status.get(n.as_str())?;
-                    (s.is_terminal() && !s.passed()).then(|| (n.clone(), s))
-                })?;
-                Some((id, blocker, status))
+                    blocks(s).then(|| (id.clone(), n.clone(), s))
+                })
             })
             .collect()
     }
@@ -84,39 +191,81 @@ impl SchedState {
         }
     }
 
-    /// The ready node with the smallest id: every need succeeded. Taking the
+    /// The ready node with the smallest id: every need passed its gate. Taking the
     /// smallest id keeps the order deterministic.
     pub fn next_ready(&self) -> Option<String> {
-        self.pending_ids().into_iter().find(|id| {
-            self.nodes[id]
-                .needs
-                .iter()
-                .all(|n| self.status.get(n.as_str()).is_some_and(|s| s.passed()))
-        })
+        self.ready.first().cloned()
     }
 
     pub fn all_done(&self) -> bool {
-        self.status.values().all(|s| s.is_terminal())
+        self.unfinished == 0
     }
 
     /// Replace a placeholder by its instances; whatever needed the placeholder now
     /// needs every instance.
     pub fn expand(&mut self, placeholder: &str, instances: Vec<Node>) {
-        self.nodes.remove(placeholder);
-        self.status.remove(placeholder);
+        if self.status.get(placeholder) == Some(&StageStatus::Pending) {
+            self.pending.remove(placeholder);
+            self.ready.remove(placeholder);
+            self.maybe_blocked.remove(placeholder);
+            self.unmet.remove(placeholder);
+        }
+        if let Some(n) = self.nodes.remove(placeholder) {
+            for need in &n.needs {
+                if let Some(ds) = self.dependents.get_mut(need) {
+                    if let Some(pos) = ds.iter().position(|d| d == placeholder) {
+                        ds.remove(pos);
+                    }
+                }
+            }
+        }
+        if let Some(old) = self.status.remove(placeholder) {
+            if !old.is_terminal() {
+                self.unfinished -= 1;
+            }
+            if fails(old) {
+                self.failed -= 1;
+            }
+        }
         let ids: Vec<String> = instances.iter().map(|n| n.id.clone()).collect();
         self.expansions.push((placeholder.to_string(), ids.clone()));
-        for n in self.nodes.values_mut() {
+        let mut users = self.dependents.remove(placeholder).unwrap_or_default();
+        users.dedup();
+        for user in &users {
+            let Some(n) = self.nodes.get_mut(user) else {
+                continue;
+            };
+            let before = n.needs.iter().filter(|x| *x == placeholder).count();
             if let Some(pos) = n.needs.iter().position(|x| x == placeholder) {
                 n.needs.remove(pos);
                 for (k, id) in ids.iter().enumerate() {
                     n.needs.insert(pos + k, id.clone());
                 }
             }
+            let after = n.needs.iter().filter(|x| *x == placeholder).count();
+            for id in &ids {
+                self.dependents
+                    .entry(id.clone())
+                    .or_default()
+                    .push(user.clone());
+            }
+            // Instances are pending: each is an unmet need in place of the
+            // placeholder's listing that was replaced.
+            if let Some(count) = self.unmet.get_mut(user) {
+                *count = *count - (before - after) + ids.len();
+                if *count == 0 {
+                    self.ready.insert(user.clone());
+                } else {
+                    self.ready.remove(user);
+                }
+            }
         }
         for n in instances {
-            self.status.insert(n.id.clone(), StageStatus::Pending);
-            self.nodes.insert(n.id.clone(), n);
+            let id = n.id.clone();
+            self.status.insert(id.clone(), StageStatus::Pending);
+            self.unfinished += 1;
+            self.nodes.insert(id.clone(), n);
+            self.track_pending(&id);
         }
     }
 
@@ -129,5 +278,71 @@ impl SchedState {
             nodes: self.nodes.into_values().collect(),
             expansions: self.expansions,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::model::StageKind;
+
+    fn node(id: &str, needs: &[&str]) -> Node {
+        Node::stage(
+            id,
+            StageKind::Check,
+            needs.iter().map(|s| s.to_string()).collect(),
+        )
+    }
+
+    #[test]
+    fn ready_blocked_and_done_follow_the_statuses() {
+        let mut st = SchedState::new(vec![
+            node("a", &[]),
+            node("b", &["a"]),
+            node("c", &["a", "b"]),
+            node("d", &["missing"]),
+        ]);
+        assert_eq!(st.next_ready().as_deref(), Some("a"));
+        st.set("a", StageStatus::Running);
+        assert_eq!(st.next_ready(), None);
+        st.set("a", StageStatus::Succeeded);
+        assert_eq!(st.next_ready().as_deref(), Some("b"));
+        st.set("b", StageStatus::Running);
+        st.set("b", StageStatus::Failed);
+        assert!(st.any_failed());
+        assert_eq!(
+            st.blocked(),
+            [("c".to_string(), "b".to_string(), StageStatus::Failed)]
+        );
+        st.set("c", StageStatus::Blocked);
+        assert!(st.blocked().is_empty());
+        assert!(!st.all_done());
+        assert_eq!(st.pending_ids(), ["d"]);
+        st.set("d", StageStatus::Skipped);
+        assert!(st.all_done());
+        // A gate failure blocks like a failure.
+        let mut st = SchedState::new(vec![node("x", &[]), node("y", &["x"])]);
+        st.set("x", StageStatus::Unverified);
+        assert_eq!(st.next_ready(), None);
+        assert_eq!(st.blocked()[0].2, StageStatus::Unverified);
+    }
+
+    #[test]
+    fn expansion_replaces_the_placeholder_in_its_users() {
+        let mut st = SchedState::new(vec![node("a", &[]), node("p", &["a"]), node("z", &["p"])]);
+        st.set("a", StageStatus::Succeeded);
+        assert_eq!(st.next_ready().as_deref(), Some("p"));
+        st.expand("p", vec![node("p.1", &["a"]), node("p.2", &["a"])]);
+        assert_eq!(st.node("z").needs, ["p.1", "p.2"]);
+        assert_eq!(st.next_ready().as_deref(), Some("p.1"));
+        st.set("p.1", StageStatus::Succeeded);
+        st.set("p.2", StageStatus::Succeeded);
+        assert_eq!(st.next_ready().as_deref(), Some("z"));
+        // No instances: the users are ready at once.
+        let mut st = SchedState::new(vec![node("p", &[]), node("z", &["p"])]);
+        st.expand("p", Vec::new());
+        assert_eq!(st.next_ready().as_deref(), Some("z"));
+        st.set("z", StageStatus::Succeeded);
+        assert!(st.all_done());
     }
 }

@@ -311,17 +311,21 @@ pub fn read_stages(dir: &Path) -> Vec<StageRecord> {
             serde_json::from_slice(&bytes).ok()
         })
         .collect();
-    let order: Vec<String> = std::fs::read(dir.join("plan.json"))
+    // Plan position by id: a search per comparison is quadratic in the stages.
+    let order: std::collections::HashMap<String, usize> = std::fs::read(dir.join("plan.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<PlanRecord>(&b).ok())
-        .map(|p| p.nodes.into_iter().map(|n| n.id).collect())
+        .map(|p| {
+            p.nodes
+                .into_iter()
+                .enumerate()
+                .map(|(i, n)| (n.id, i))
+                .collect()
+        })
         .unwrap_or_default();
-    stages.sort_by_key(|s| {
+    stages.sort_by_cached_key(|s| {
         (
-            order
-                .iter()
-                .position(|o| *o == s.stage_id)
-                .unwrap_or(usize::MAX),
+            order.get(&s.stage_id).copied().unwrap_or(usize::MAX),
             s.stage_id.clone(),
         )
     });

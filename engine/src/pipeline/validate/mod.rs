@@ -280,6 +280,7 @@ impl Checker<'_> {
         self.shared_documents();
     }
 
+    /// `ids` is sorted: a need is looked up by binary search, not a scan per need.
     fn needs(&mut self, s: &StageDef, path: &str, ids: &[&str]) {
         let mut seen = BTreeSet::new();
         for (j, need) in s.needs.iter().enumerate() {
@@ -293,7 +294,7 @@ impl Checker<'_> {
                     format!("stage `{}` needs itself", s.id),
                 )
                 .help = Some("remove it from its own `needs`".into());
-            } else if !ids.contains(&need.as_str()) {
+            } else if ids.binary_search(&need.as_str()).is_err() {
                 let help = match did_you_mean(need, ids.iter().copied().filter(|i| *i != s.id)) {
                     Some(m) => format!("did you mean `{m}`?"),
                     None => format!("the stages are: {}", ids.join(", ")),

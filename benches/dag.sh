@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The engine's own cost on DAGs of no-op check stages (docs/performance.md):
+# per-stage cost above the fork floor for chain, wide and random DAGs, start-up,
+# validate and dry-run, no-op resume, `runs show`, and peak RSS.
+#
+#   benches/dag.sh                                  # sizes 50 200 1000 10000
+#   SIZES="50 200" SHAPES=chain RUNS=3 benches/dag.sh
+#
+# Needs hyperfine (Debian package `hyperfine`) and GNU time (`/usr/bin/time`).
+# Prints Markdown tables; every number is a hyperfine mean over RUNS runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZES=${SIZES:-"50 200 1000 10000"}
+SHAPES=${SHAPES:-"chain wide random"}
+RUNS=${RUNS:-5}
+# validate and dry-run sizes; `runs show` and no-op resume need a full run first.
+PLAN_SIZES=${PLAN_SIZES:-"1000 10000"}
+SHOW_SIZES=${SHOW_SIZES:-"200 1000"}
+command -v hyperfine >/dev/null || {
+    echo "hyperfine is missing: apt-get install hyperfine" >&2
+    exit 2
+}
+
+# BIN=path times another build (an older one, to compare) instead of this tree's.
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --quiet -p specbridge
+fi
+bin=$(realpath "${BIN:-${CARGO_TARGET_DIR:-target}/release/specbridge}")
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+# A committed repository holding a generated pipeline.
+repo() { # shape n
+    local d=$scratch/$1-$2
+    mkdir -p "$d/out"
+    git -C "$d" init -q
+    git -C "$d" config user.email bench@example.com
+    git -C "$d" config user.name bench
+    echo "out/" >"$d/.gitignore"
+    benches/gen-dag.sh "$1" "$2" >"$d/specbridge.yaml"
+    git -C "$d" add -A
+    git -C "$d" commit -qm pipeline
+    echo "$d"
+}
+
+# Mean seconds of a command (hyperfine), after `prepare` before each run.
+mean() { # prepare command
+    local csv=$scratch/h.csv
+    hyperfine --style none --warmup 1 --runs "$RUNS" --prepare "$1" \
+        --export-csv "$csv" "$2" >/dev/null 2>&1
+    awk -F, 'NR == 2 { print $2 }' "$csv"
+}
+
+# Peak resident set size in MiB of one run of a command.
+rss() { # command…
+    /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1 | awk '{ printf "%.1f", $1 / 1024 }'
+}
+
+ms() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
+
+clean() { echo "rm -rf $1/.specbridge $1/out && mkdir -p $1/out"; }
+
+one=$(repo chain 1)
+t_one=$(mean "$(clean "$one")" "$bin -C $one run --json")
+four=$(repo wide 4)
+t_four=$(mean "$(clean "$four")" "$bin -C $four run --json")
+# The fork floor: the same command spawned from a plain loop.
+floor_n=200
+floor_dir=$scratch/floor
+mkdir -p "$floor_dir/out"
+t_floor=$(mean "true" "sh -c 'cd $floor_dir && seq $floor_n | xargs -I{} sh -c \"true && touch out/s{}\"'")
+floor=$(awk -v t="$t_floor" -v n="$floor_n" 'BEGIN { print t / n }')
+
+echo "## Fixed costs"
+echo
+echo "| what | mean |"
+echo "|---|---|"
+echo "| fork floor per stage (\`sh -c 'true && touch'\` from a loop) | $(ms "$floor") ms |"
+echo "| run of 1 check stage | $(ms "$t_one") ms |"
+echo "| run of 4 check stages (wide) | $(ms "$t_four") ms |"
+echo "| start-up of the 4-stage run (less 4 × floor) | $(ms "$(awk -v t="$t_four" -v f="$floor" 'BEGIN { print t - 4 * f }')") ms |"
+echo
+echo "## Per-stage cost (run of N check stages, concurrency 1)"
+echo
+echo "| shape | N | run | per stage | above floor | peak RSS |"
+echo "|---|---|---|---|---|---|"
+for shape in $SHAPES; do
+    for n in $SIZES; do
+        d=$(repo "$shape" "$n")
+        t=$(mean "$(clean "$d")" "$bin -C $d run --concurrency 1 --json")
+        eval "$(clean "$d")"
+        r=$(rss "$bin" -C "$d" run --concurrency 1 --json)
+        per=$(awk -v t="$t" -v o="$t_one" -v n="$n" 'BEGIN { print (t - o) / (n - 1) }')
+        above=$(awk -v p="$per" -v f="$floor" 'BEGIN { print p - f }')
+        echo "| $shape | $n | $(ms "$t") ms | $(ms "$per") ms | $(ms "$above") ms | $r MiB |"
+    done
+done
+echo
+echo "## Planning and inspection"
+echo
+echo "| what | mean | peak RSS |"
+echo "|---|---|---|"
+for n in $PLAN_SIZES; do
+    d=$scratch/random-$n
+    [ -d "$d" ] || d=$(repo random "$n")
+    echo "| validate, random $n | $(ms "$(mean true "$bin -C $d validate")") ms | $(rss "$bin" -C "$d" validate) MiB |"
+    echo "| run --dry-run, random $n | $(ms "$(mean true "$bin -C $d run --dry-run")") ms | $(rss "$bin" -C "$d" run --dry-run) MiB |"
+done
+for n in $SHOW_SIZES; do
+    d=$scratch/random-$n
+    [ -d "$d" ] || d=$(repo random "$n")
+    # One complete run to show and to resume.
+    [ -d "$d/.specbridge" ] || "$bin" -C "$d" run --json >/dev/null
+    echo "| runs show latest, random $n | $(ms "$(mean true "$bin -C $d runs show latest")") ms | $(rss "$bin" -C "$d" runs show latest) MiB |"
+    echo "| resume latest (nothing to redo), random $n | $(ms "$(mean true "$bin -C $d resume latest --json")") ms | $(rss "$bin" -C "$d" resume latest --json) MiB |"
+done

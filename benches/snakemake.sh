@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# specbridge against Snakemake on the same generated DAGs of no-op stages
+# (benches/gen-dag.sh), one core each, interleaved run by run so that both see
+# the same machine load; prints the median of each and their ratio.
+#
+#   benches/snakemake.sh --install      # first time: Snakemake into a venv (PyPI)
+#   benches/snakemake.sh                # sizes 50 200 1000, shapes chain wide random
+#   SIZES="50" RUNS=3 benches/snakemake.sh
+#
+# The venv lives in the target folder (git-ignored); without --install a
+# `snakemake` already on PATH is used.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZES=${SIZES:-"50 200 1000"}
+SHAPES=${SHAPES:-"chain wide random"}
+RUNS=${RUNS:-5}
+venv=$(realpath -m "${CARGO_TARGET_DIR:-target}/snakemake-venv")
+
+if [ "${1:-}" = "--install" ]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet snakemake
+fi
+if [ -x "$venv/bin/snakemake" ]; then
+    snakemake=$venv/bin/snakemake
+elif command -v snakemake >/dev/null; then
+    snakemake=$(command -v snakemake)
+else
+    echo "no snakemake: run benches/snakemake.sh --install (installs it into $venv)" >&2
+    exit 2
+fi
+
+# BIN=path times another build (an older one, to compare) instead of this tree's.
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --quiet -p specbridge
+fi
+bin=$(realpath "${BIN:-${CARGO_TARGET_DIR:-target}/release/specbridge}")
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+now() { date +%s%N; }
+median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+echo "Snakemake $("$snakemake" --version), specbridge $("$bin" --version | awk '{ print $NF }'), $RUNS interleaved runs each"
+echo
+echo "| shape | N | specbridge | Snakemake | ratio |"
+echo "|---|---|---|---|---|"
+for shape in $SHAPES; do
+    for n in $SIZES; do
+        sb=$scratch/sb-$shape-$n
+        sm=$scratch/sm-$shape-$n
+        mkdir -p "$sb" "$sm"
+        git -C "$sb" init -q
+        git -C "$sb" config user.email bench@example.com
+        git -C "$sb" config user.name bench
+        echo "out/" >"$sb/.gitignore"
+        benches/gen-dag.sh "$shape" "$n" >"$sb/specbridge.yaml"
+        git -C "$sb" add -A
+        git -C "$sb" commit -qm pipeline
+        benches/gen-dag.sh "$shape" "$n" snakemake >"$sm/Snakefile"
+        : >"$scratch/sb.times"
+        : >"$scratch/sm.times"
+        for _ in $(seq "$RUNS"); do
+            rm -rf "$sb/.specbridge" "$sb/out" && mkdir -p "$sb/out"
+            t0=$(now)
+            "$bin" -C "$sb" run --concurrency 1 --json >/dev/null
+            echo $(($(now) - t0)) >>"$scratch/sb.times"
+            rm -rf "$sm/.snakemake" "$sm/out" && mkdir -p "$sm/out"
+            t0=$(now)
+            (cd "$sm" && "$snakemake" --cores 1 --quiet all >/dev/null 2>&1)
+            echo $(($(now) - t0)) >>"$scratch/sm.times"
+        done
+        a=$(median <"$scratch/sb.times")
+        b=$(median <"$scratch/sm.times")
+        awk -v s="$shape" -v n="$n" -v a="$a" -v b="$b" \
+            'BEGIN { printf "| %s | %d | %.3f s | %.3f s | %.1f× |\n", s, n, a / 1e9, b / 1e9, b / a }'
+    done
+done
