@@ -148,7 +148,7 @@ stages:
         "{reason}"
     );
     // At once: nothing built on the attempt.
-    assert_eq!(sandbox.stage_json("after")["status"], "skipped");
+    assert_eq!(sandbox.stage_json("after")["status"], "blocked");
     let calls =
         std::fs::read_to_string(sandbox.attempt_dir("implement", 1).join("tool-calls.jsonl"))
             .unwrap();
