@@ -156,6 +156,7 @@ scenario_tests! {
     max_turns_is_max_turns: "max-turns" => "max-turns", 4;
     old_max_turns_is_max_turns: "max-turns-old" => "max-turns", 4;
     budget_is_budget_exceeded: "budget" => "budget-exceeded", 4;
+    // Transient: retried (runner.retries, default 2) and then failed; see retry.rs.
     api_500_fails: "api-500" => "failed", 4;
     api_529_fails: "api-529" => "failed", 4;
     garbage_fails: "garbage" => "failed", 4;
