@@ -85,7 +85,7 @@ fn a_529_then_success_is_one_retried_attempt_and_the_run_succeeds() {
     assert!(ctx.path("docs/requirements.md").is_file());
     let events = std::fs::read_to_string(ctx.only_run_dir().join("events.jsonl")).unwrap();
     assert_eq!(events.matches("\"stage-retrying\"").count(), 1, "{events}");
-    let audit = ctx.run(&["audit", "--last"]);
+    let audit = ctx.run(&["runs", "audit", "latest"]);
     assert_eq!(audit.code, 0, "a retried run audits clean: {}", audit.snapshot());
 }
 
@@ -141,10 +141,10 @@ fn non_transient_failures_are_never_retried() {
 
 #[test]
 fn retries_stop_at_the_run_budget() {
-    // Each 529 attempt of the fake costs something; a budget below one attempt's
-    // cost leaves no room for a retry.
-    let ctx = ctx_with_scenario(RUNNER, "api-529");
-    let out = ctx.run(&["run", "--run-budget-usd", "0.000001"]);
+    // The first 529 attempt spent more than the whole run budget: no retry.
+    let mut ctx = ctx_with_scenario(RUNNER, "api-529");
+    ctx.set_env("FAKE_CLAUDE_COST", "0.5");
+    let out = ctx.run(&["run", "--run-budget-usd", "0.4"]);
     assert_eq!(out.code, 4, "{}", out.snapshot());
     assert_eq!(attempts(&ctx), ["attempt-001"]);
     let stage = stage(&ctx);
