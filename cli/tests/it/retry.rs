@@ -47,9 +47,10 @@ fn attempts(ctx: &TestContext) -> Vec<String> {
 }
 
 fn attempt_result(ctx: &TestContext, n: u32) -> Value {
-    read_json(&ctx.only_run_dir().join(format!(
-        "stages/requirements/attempt-{n:03}/result.json"
-    )))
+    read_json(
+        &ctx.only_run_dir()
+            .join(format!("stages/requirements/attempt-{n:03}/result.json")),
+    )
 }
 
 #[test]
@@ -79,14 +80,22 @@ fn a_529_then_success_is_one_retried_attempt_and_the_run_succeeds() {
     assert_eq!(stage["attempts"], 2);
     assert_eq!(stage["transientAttempts"], 1);
     assert!(
-        stage["outcome"].as_str().unwrap().contains("1 transient failure"),
+        stage["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("1 transient failure"),
         "{stage:#}"
     );
     assert!(ctx.path("docs/requirements.md").is_file());
     let events = std::fs::read_to_string(ctx.only_run_dir().join("events.jsonl")).unwrap();
     assert_eq!(events.matches("\"stage-retrying\"").count(), 1, "{events}");
     let audit = ctx.run(&["runs", "audit", "latest"]);
-    assert_eq!(audit.code, 0, "a retried run audits clean: {}", audit.snapshot());
+    assert_eq!(
+        audit.code,
+        0,
+        "a retried run audits clean: {}",
+        audit.snapshot()
+    );
 }
 
 #[test]
@@ -108,7 +117,11 @@ fn always_529_gives_retries_plus_one_attempts_then_fails() {
 fn the_default_is_two_retries_and_zero_disables_them() {
     let ctx = ctx_with_scenario(RUNNER, "api-500");
     assert_eq!(ctx.run(&["run"]).code, 4);
-    assert_eq!(attempts(&ctx).len(), 3, "1 + the default runner.retries (2)");
+    assert_eq!(
+        attempts(&ctx).len(),
+        3,
+        "1 + the default runner.retries (2)"
+    );
 
     let ctx = ctx_with_scenario(&format!("{RUNNER}  retries: 0\n"), "api-529");
     let out = ctx.run(&["run"]);
@@ -116,7 +129,10 @@ fn the_default_is_two_retries_and_zero_disables_them() {
     assert_eq!(attempts(&ctx), ["attempt-001"]);
     let stage = stage(&ctx);
     assert!(
-        stage["outcome"].as_str().unwrap().contains("runner.retries is 0"),
+        stage["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("runner.retries is 0"),
         "{stage:#}"
     );
 }

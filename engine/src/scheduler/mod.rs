@@ -319,7 +319,10 @@ pub async fn run_plan(
             } else if hint.retries == 0 {
                 "not retried: runner.retries is 0".to_string()
             } else {
-                format!("{count} transient failure(s), runner.retries is {}", hint.retries)
+                format!(
+                    "{count} transient failure(s), runner.retries is {}",
+                    hint.retries
+                )
             };
             report.outcome = Some(match report.outcome.take() {
                 Some(o) => format!("{o} ({why})"),

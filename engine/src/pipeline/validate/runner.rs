@@ -139,7 +139,9 @@ impl Checker<'_> {
             let at = self.at_value(&p);
             self.error("invalid-value", &p, at, format!("`{p}` must be at least 1"));
         }
-        if r.retries.is_some_and(|n| n > crate::pipeline::resolve::MAX_RETRIES) {
+        if r.retries
+            .is_some_and(|n| n > crate::pipeline::resolve::MAX_RETRIES)
+        {
             let p = child_key(base, "retries");
             let at = self.at_value(&p);
             self.error(
