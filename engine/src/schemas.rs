@@ -77,7 +77,7 @@ fn event_schema() -> Value {
         "properties": {
             "seq": { "type": "integer", "minimum": 1 },
             "at": { "type": "string", "description": "RFC 3339 UTC with milliseconds" },
-            "type": { "type": "string", "examples": ["run-started", "record-written", "stage-started", "process-spawned", "stage-expanded", "stage-finished", "run-finished"] },
+            "type": { "type": "string", "examples": ["run-started", "record-written", "stage-started", "stage-retrying", "process-spawned", "stage-expanded", "stage-finished", "run-finished"] },
             "prev": { "type": "string", "pattern": "^[0-9a-f]{64}$" },
             "path": { "type": "string", "description": "record-written: the file, relative to the run folder" },
             "sha256": { "type": "string", "pattern": "^[0-9a-f]{64}$" },

@@ -307,6 +307,7 @@ fn stage_record(
         turns: 0,
         tokens: Default::default(),
         reused: None,
+        transient_attempts: None,
     }
 }
 

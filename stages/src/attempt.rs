@@ -14,6 +14,7 @@ use specbridge_engine::runner::claude_code::{
     assemble, invoke, InvocationInput, InvocationOutcome, InvocationRequest, InvokeSpec, Operation,
     ProgressCallback,
 };
+use specbridge_engine::scheduler::retry::RetryHint;
 use specbridge_engine::scheduler::{Node, StageReport, StageRun};
 use specbridge_engine::store::{now_rfc3339, InputParts};
 use specbridge_engine::StageStatus;
@@ -312,6 +313,12 @@ pub fn report_of(outcome: &InvocationOutcome, p: &Prepared) -> StageReport {
         tokens: outcome.tokens,
         turns: outcome.turns,
         invocations: u32::from(outcome.spawned() && !outcome.replayed),
+        retry: outcome.transient.as_ref().map(|t| RetryHint {
+            retries: p.runner.retries,
+            retry_after_ms: t
+                .retry_after
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        }),
         ..Default::default()
     }
 }

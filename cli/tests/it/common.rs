@@ -101,7 +101,10 @@ impl TestContext {
             // confined `cargo test` of a check or verification command.
             .env_remove("CARGO_TARGET_DIR")
             .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("XDG_CACHE_HOME", self.cache.path());
+            .env("XDG_CACHE_HOME", self.cache.path())
+            // Transient failures are retried after a backoff of seconds: the
+            // documented test hook keeps it to milliseconds.
+            .env("SPECBRIDGE_RETRY_BASE_MS", "20");
         for name in FAKE_CLAUDE_VARS {
             cmd.env_remove(name);
         }

@@ -17,6 +17,7 @@ mod repair;
 mod replay;
 mod report;
 mod resume;
+mod retry;
 mod run_checks;
 mod sandbox;
 mod secrets;

@@ -86,6 +86,10 @@ pub struct RunnerSettings {
     pub effort: Option<String>,
     #[serde(default)]
     pub max_turns: Option<u32>,
+    /// How many more attempts an agent stage gets after a transient API failure
+    /// (overloaded, rate-limited, 5xx, unreachable); 0 disables. Default 2.
+    #[serde(default)]
+    pub retries: Option<u32>,
     /// Per invocation, in US dollars.
     #[serde(default)]
     pub max_budget_usd: Option<f64>,

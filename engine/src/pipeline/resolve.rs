@@ -35,6 +35,9 @@ pub struct ResolvedRunner {
     pub model: Option<String>,
     pub effort: Option<String>,
     pub max_turns: u32,
+    /// Attempts after a transient failure, on top of the first.
+    #[serde(default = "default_retries")]
+    pub retries: u32,
     pub max_budget_usd: f64,
     pub timeout: DurationSpec,
     pub kill_grace: DurationSpec,
@@ -57,6 +60,13 @@ pub struct ResolvedRunner {
 
 pub const DEFAULT_COMMAND: &str = "claude";
 pub const DEFAULT_MAX_TURNS: u32 = 30;
+pub const DEFAULT_RETRIES: u32 = 2;
+/// More would only hide an outage behind hours of backoff.
+pub const MAX_RETRIES: u32 = 10;
+
+fn default_retries() -> u32 {
+    DEFAULT_RETRIES
+}
 pub const DEFAULT_MAX_BUDGET_USD: f64 = 5.0;
 pub const DEFAULT_TIMEOUT_MS: u64 = 30 * 60 * 1000;
 pub const DEFAULT_KILL_GRACE_MS: u64 = 2_000;
@@ -74,6 +84,7 @@ impl Default for ResolvedRunner {
             model: None,
             effort: None,
             max_turns: DEFAULT_MAX_TURNS,
+            retries: DEFAULT_RETRIES,
             max_budget_usd: DEFAULT_MAX_BUDGET_USD,
             timeout: DurationSpec::from_millis(DEFAULT_TIMEOUT_MS),
             kill_grace: DurationSpec::from_millis(DEFAULT_KILL_GRACE_MS),
@@ -128,6 +139,7 @@ impl ResolvedRunner {
             command,
             command_args,
             max_turns,
+            retries,
             max_budget_usd,
             timeout,
             kill_grace,

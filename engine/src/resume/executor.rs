@@ -129,6 +129,8 @@ pub fn reused_report(rec: &StageRecord) -> StageReport {
         invocations: 0,
         exit_code: None,
         reused: true,
+        retry: None,
+        transient_attempts: rec.transient_attempts.unwrap_or(0),
     }
 }
 

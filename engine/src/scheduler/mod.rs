@@ -6,6 +6,8 @@
 //! change goes through it), the stage events, the run totals and the run budget.
 
 mod node;
+pub mod retry;
+mod spawn;
 mod state;
 
 use std::collections::BTreeMap;
@@ -17,9 +19,9 @@ use serde_json::json;
 use tokio::sync::RwLock;
 
 pub use node::{Node, StageReport};
+use spawn::{start_attempt, Spawn};
 use state::SchedState;
 
-use crate::pipeline::StageKind;
 use crate::status::StageStatus;
 use crate::store::{InputParts, RunHandle, StoreError, Totals};
 
@@ -137,6 +139,8 @@ pub async fn run_plan(
     let concurrency = opts.concurrency.max(1);
     let mut running = tokio::task::JoinSet::new();
     let mut halted = false;
+    // Transient failures per node in this process (what `runner.retries` bounds).
+    let mut transient: BTreeMap<String, u32> = BTreeMap::new();
 
     loop {
         if !halted && executor.cancelled() {
@@ -226,56 +230,19 @@ pub async fn run_plan(
                 }
             }
             let attempt = st.next_attempt(&id);
-            st.set(&id, StageStatus::Running);
-            let started = StageReport {
-                status: StageStatus::Running,
-                started_at: Some(crate::store::now_rfc3339()),
-                ..Default::default()
-            };
-            write_stage(&run, &node, StageStatus::Running, Some(&started), attempt)?;
-            let started_at = started.started_at.clone();
-            run.event("stage-started", json!({ "stage": id, "attempt": attempt }))?;
-            on_change(&node, StageStatus::Running, None);
-            let exec = executor.clone();
-            let tree = tree.clone();
-            let stage = StageRun {
-                node: node.clone(),
+            start_attempt(
+                &mut st,
+                &run,
+                &node,
                 attempt,
-                run: run.clone(),
-            };
-            let run_for_redaction = run.clone();
-            running.spawn(async move {
-                // The stage's duration is the scheduler's to measure: it covers
-                // everything the stage did (agent, snapshots, verification), not
-                // only its process.
-                let clock = std::time::Instant::now();
-                let report = match stage.node.kind {
-                    StageKind::Execute => {
-                        let _w = tree.write().await;
-                        exec.clone().execute(stage).await
-                    }
-                    StageKind::Generate => {
-                        let _r = tree.read().await;
-                        exec.clone().execute(stage).await
-                    }
-                    StageKind::Check => exec.clone().execute(stage).await,
-                };
-                let mut report = report;
-                // The outcome is shown on the terminal as well as recorded: the
-                // run's redactor applies to both (records are redacted again by
-                // the store, which changes nothing).
-                report.outcome = report
-                    .outcome
-                    .map(|o| run_for_redaction.redactor().redact_str(&o));
-                if report.started_at.is_none() {
-                    report.started_at = started_at;
-                }
-                if !report.reused {
-                    report.duration_ms = Some(clock.elapsed().as_millis() as u64);
-                    report.ended_at = Some(crate::store::now_rfc3339());
-                }
-                (id, attempt, report)
-            });
+                &mut on_change,
+                Spawn {
+                    running: &mut running,
+                    executor: &executor,
+                    tree: &tree,
+                    delay: None,
+                },
+            )?;
         }
         if running.is_empty() {
             if st.all_done() {
@@ -297,7 +264,7 @@ pub async fn run_plan(
             break;
         }
         let joined = running.join_next().await.expect("a task is running");
-        let (id, attempt, report) = match joined {
+        let (id, attempt, mut report) = match joined {
             Ok(v) => v,
             Err(e) => {
                 // A panicking executor is a bug; record it against no stage and go on
@@ -306,6 +273,70 @@ pub async fn run_plan(
             }
         };
         let node = st.node(&id).clone();
+        let transient_before = transient.get(&id).copied().unwrap_or(0);
+        // Only a plain failure is retried: a safety violation or a gate found after
+        // a transient-looking invocation settles the stage.
+        if let Some(hint) = report
+            .retry
+            .take()
+            .filter(|_| report.status == StageStatus::Failed)
+        {
+            let count = transient_before + 1;
+            transient.insert(id.clone(), count);
+            let spent = opts.spent_before_usd + st.totals.cost_usd + report.cost_usd;
+            let budget_spent = opts.budget_usd.is_some_and(|limit| spent >= limit);
+            if count <= hint.retries && !budget_spent && !executor.cancelled() {
+                add_totals(&mut st, &report);
+                let delay = retry::delay(count, &hint);
+                run.event(
+                    "stage-retrying",
+                    json!({
+                        "stage": id,
+                        "attempt": attempt,
+                        "outcome": report.outcome,
+                        "retry": count,
+                        "delayMs": delay.as_millis() as u64,
+                    }),
+                )?;
+                st.set_prior_attempts(&id, attempt);
+                start_attempt(
+                    &mut st,
+                    &run,
+                    &node,
+                    attempt + 1,
+                    &mut on_change,
+                    Spawn {
+                        running: &mut running,
+                        executor: &executor,
+                        tree: &tree,
+                        delay: Some(delay),
+                    },
+                )?;
+                continue;
+            }
+            report.transient_attempts = count;
+            let why = if budget_spent {
+                "not retried: the run budget is spent".to_string()
+            } else if hint.retries == 0 {
+                "not retried: runner.retries is 0".to_string()
+            } else {
+                format!(
+                    "{count} transient failure(s), runner.retries is {}",
+                    hint.retries
+                )
+            };
+            report.outcome = Some(match report.outcome.take() {
+                Some(o) => format!("{o} ({why})"),
+                None => why,
+            });
+        } else if transient_before > 0 {
+            report.transient_attempts = transient_before;
+            let note = format!("after {transient_before} transient failure(s), retried");
+            report.outcome = Some(match report.outcome.take() {
+                Some(o) => format!("{o} ({note})"),
+                None => note,
+            });
+        }
         st.totals.cost_usd += report.cost_usd;
         st.totals.tokens += report.tokens;
         st.totals.turns += report.turns;
@@ -328,6 +359,13 @@ pub async fn run_plan(
 
     let cancelled = halted || executor.cancelled();
     Ok(st.into_outcome(cancelled))
+}
+
+fn add_totals(st: &mut SchedState, report: &StageReport) {
+    st.totals.cost_usd += report.cost_usd;
+    st.totals.tokens += report.tokens;
+    st.totals.turns += report.turns;
+    st.totals.invocations += report.invocations;
 }
 
 fn finish_unstarted(

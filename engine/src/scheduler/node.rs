@@ -72,6 +72,12 @@ pub struct StageReport {
     /// (execute stages: evidence gates).
     pub exit_code: Option<i32>,
     pub reused: bool,
+    /// Set by the executor when the attempt failed transiently (overloaded,
+    /// rate-limited, unreachable API): the scheduler may run another attempt.
+    pub retry: Option<crate::scheduler::retry::RetryHint>,
+    /// How many attempts of this stage in this process failed transiently before
+    /// this report (set by the scheduler).
+    pub transient_attempts: u32,
 }
 
 impl StageReport {
@@ -123,5 +129,6 @@ pub(crate) fn stage_record(
         turns: r.turns,
         tokens: r.tokens,
         reused: r.reused.then_some(true),
+        transient_attempts: (r.transient_attempts > 0).then_some(r.transient_attempts),
     }
 }

@@ -155,6 +155,13 @@ impl SchedState {
         self.reports.insert(id.to_string(), report);
     }
 
+    /// A retried node: its next attempt comes after `attempts`.
+    pub fn set_prior_attempts(&mut self, id: &str, attempts: u32) {
+        if let Some(node) = self.nodes.get_mut(id) {
+            node.prior_attempts = attempts;
+        }
+    }
+
     pub fn next_attempt(&self, id: &str) -> u32 {
         self.nodes[id].prior_attempts + 1
     }

@@ -151,6 +151,10 @@ pub struct StageRecord {
     /// Set when the stage reused a previous run's result (resume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused: Option<bool>,
+    /// Attempts that failed transiently (overloaded, rate-limited, unreachable
+    /// API) and were retried or, for the last, gave up (`runner.retries`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transient_attempts: Option<u32>,
 }
 
 /// The parts of a stage's input hash, each a sha256 (hex), so that a changed hash

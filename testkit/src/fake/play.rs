@@ -419,7 +419,9 @@ impl Play {
             terminal_reason: Some("api_error"),
             api_error: Some((status, kind)),
             stop_reason: "stop_sequence",
-            ..EnvelopeSpec::success(text.to_owned(), 1, 0.0)
+            // Free unless a cost is asked for (FAKE_CLAUDE_COST, a script step's
+            // `cost`): a real API error can come after billed turns.
+            ..EnvelopeSpec::success(text.to_owned(), 1, self.step.cost_usd.unwrap_or(0.0))
         };
         self.finish(&spec, 1)
     }

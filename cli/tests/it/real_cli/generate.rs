@@ -282,8 +282,9 @@ fn unauthorized_without_retry_is_runner_unavailable() {
 
 #[test]
 fn repeated_overload_is_failed() {
+    // specbridge's own retry is off here: this is how the CLI gives up.
     let Some(sandbox) = generate_sandbox(
-        "  maxTurns: 4\n",
+        "  maxTurns: 4\n  retries: 0\n",
         Script::new([Reply::error(529).forever()]),
     ) else {
         return;
@@ -298,6 +299,33 @@ fn repeated_overload_is_failed() {
     );
     assert_eq!(result["terminalReason"], "api_error");
     assert!(stage["outcome"].to_string().contains("529"), "{stage:#}");
+}
+
+#[test]
+fn an_overload_the_cli_gave_up_on_is_retried_as_a_new_attempt() {
+    // The CLI retries once (CLAUDE_CODE_MAX_RETRIES=1) and gives up on the second
+    // 529; specbridge's second attempt gets the answer.
+    let Some(sandbox) = generate_sandbox(
+        "  maxTurns: 4\n",
+        Script::new([
+            Reply::error(529).repeated(2),
+            Reply::structured_output(json!({"summary": "ok", "markdown": "# Requirements\n"})),
+        ]),
+    ) else {
+        return;
+    };
+    let out = sandbox.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let stage = sandbox.stage_json("requirements");
+    assert_eq!(stage["status"], "succeeded", "{stage:#}");
+    assert_eq!(stage["attempts"], 2, "{stage:#}");
+    assert_eq!(stage["transientAttempts"], 1, "{stage:#}");
+    let first = sandbox.attempt_json("requirements", 1, "result.json");
+    assert_eq!(first["apiErrorStatus"], 529, "{first:#}");
+    assert_eq!(first["transient"], true, "{first:#}");
+    let second = sandbox.attempt_json("requirements", 2, "result.json");
+    assert_eq!(second["outcome"], "succeeded", "{second:#}");
+    assert_eq!(sandbox.model_requests().len(), 3);
 }
 
 #[test]

@@ -117,6 +117,8 @@ impl Sandbox {
             .env("ANTHROPIC_BASE_URL", self.server.base_url())
             .env("ANTHROPIC_API_KEY", "sk-test")
             .env("CLAUDE_CODE_MAX_RETRIES", "1")
+            // specbridge's own retry of a transient failure: milliseconds, not seconds.
+            .env("SPECBRIDGE_RETRY_BASE_MS", "20")
             .env("DISABLE_TELEMETRY", "1")
             .env("DISABLE_AUTOUPDATER", "1")
             .env("DISABLE_ERROR_REPORTING", "1")

@@ -139,6 +139,21 @@ impl Checker<'_> {
             let at = self.at_value(&p);
             self.error("invalid-value", &p, at, format!("`{p}` must be at least 1"));
         }
+        if r.retries
+            .is_some_and(|n| n > crate::pipeline::resolve::MAX_RETRIES)
+        {
+            let p = child_key(base, "retries");
+            let at = self.at_value(&p);
+            self.error(
+                "invalid-value",
+                &p,
+                at,
+                format!(
+                    "`{p}` must be at most {} (0 disables retries)",
+                    crate::pipeline::resolve::MAX_RETRIES
+                ),
+            );
+        }
         if let Some(b) = r.max_budget_usd {
             self.positive_money(b, &child_key(base, "maxBudgetUsd"));
         }

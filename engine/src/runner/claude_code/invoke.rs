@@ -26,6 +26,7 @@ use super::outcome::{classify, Classification, ClassifyInput, SchemaDelivery};
 use super::record::ResultRecord;
 use super::request::{RequestContext, RequestRecord};
 use super::stream::{LineKind, Progress, StreamState};
+use super::transient::{self, Transient};
 use crate::pipeline::ResolvedRunner;
 use crate::replay::RecordedAttempt;
 use crate::safety::assert_argv_safe;
@@ -96,6 +97,9 @@ pub struct InvocationOutcome {
     pub turns: u32,
     /// Answered from a recording: nothing was spawned and nothing was spent.
     pub replayed: bool,
+    /// A `failed` invocation whose cause may pass (overloaded, rate-limited,
+    /// unreachable API): another attempt may succeed.
+    pub transient: Option<Transient>,
 }
 
 impl InvocationOutcome {
@@ -119,6 +123,7 @@ impl InvocationOutcome {
             tokens: TokenUsage::default(),
             turns: 0,
             replayed: false,
+            transient: None,
         }
     }
 }
@@ -406,10 +411,20 @@ fn finish(
         status = StageStatus::Failed;
         failure_reason = Some(format!("failed to write process.json: {e}"));
     }
+    // A recording answers the same way every time: never worth another attempt.
+    let transient = (status == StageStatus::Failed
+        && classification.status == StageStatus::Failed
+        && spec.replay.is_none())
+    .then(|| {
+        let stderr = stderr_tail(&run.dir().join(rel("raw-stderr.log")));
+        transient::detect(state.result(), state.progress().api_retries, &stderr)
+    })
+    .flatten();
     let offered_tools = state.init().map(|init| init.tools.clone());
     let mut result_record = ResultRecord::new(&classification, state.result(), offered_tools);
     result_record.outcome = status;
     result_record.failure_reason = failure_reason.clone();
+    result_record.transient = transient.is_some();
     if let Err(e) = run.write_json(&rel("result.json"), &result_record) {
         status = StageStatus::Failed;
         failure_reason = Some(format!("failed to write result.json: {e}"));
@@ -437,7 +452,22 @@ fn finish(
         duration_ms: record.duration_ms,
         process: Some(record),
         replayed: false,
+        transient,
     }
+}
+
+/// The end of the kept stderr: where a CLI that died without an envelope says why.
+fn stderr_tail(path: &std::path::Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 64 << 10;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(TAIL)));
+    let mut bytes = Vec::new();
+    let _ = file.take(TAIL).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 fn init_expectation<'a>(spec: &InvokeSpec<'a>) -> InitExpectation<'a> {

@@ -14,6 +14,7 @@ pub mod probe;
 pub mod record;
 pub mod request;
 pub mod stream;
+pub mod transient;
 
 #[cfg(test)]
 pub(crate) mod fixtures;

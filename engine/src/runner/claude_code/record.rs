@@ -39,6 +39,10 @@ pub struct ResultRecord {
     pub errors: Vec<String>,
     /// The output was taken from the result text because the CLI lacks `--json-schema`.
     pub degraded: bool,
+    /// The failure looked transient (overloaded, rate-limited, unreachable API):
+    /// the stage may be tried again (`runner.retries`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transient: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -83,6 +87,7 @@ impl ResultRecord {
             api_error_status: classification.api_error_status,
             errors: envelope.map(|e| e.errors.clone()).unwrap_or_default(),
             degraded: classification.degraded,
+            transient: false,
         }
     }
 
