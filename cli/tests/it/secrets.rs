@@ -240,6 +240,14 @@ fn an_execute_stage_holds_no_canary_and_a_secret_in_its_change_fails_the_gate() 
     let attempt = ctx.only_run_dir().join("stages/implement/attempt-001");
     let patch = std::fs::read_to_string(attempt.join("diff.patch")).unwrap();
     assert!(patch.contains("+TOKEN=<redacted>"), "{patch}");
+    // A run with execute stages takes the working-tree lock under `.specbridge/`
+    // first; the run store is still kept out of git.
+    let exclude = std::fs::read_to_string(ctx.path(".git/info/exclude")).unwrap();
+    assert_eq!(
+        exclude.lines().filter(|l| *l == ".specbridge/").count(),
+        1,
+        "{exclude}"
+    );
     // The Write call's input held the token: recorded, redacted.
     let calls = std::fs::read_to_string(attempt.join("tool-calls.jsonl")).unwrap();
     assert!(

@@ -68,7 +68,9 @@ impl RunStore {
             move |source| StoreError::Create { path, source }
         };
         let base = self.root.join(".specbridge");
-        let first = !base.exists();
+        // `runs/`, not `.specbridge/`: the working-tree lock of a run with execute
+        // stages creates `.specbridge/` before the first run folder exists.
+        let first = !self.runs_dir.exists();
         for d in [&base, &self.runs_dir, &dir] {
             ensure_private_dir(d).map_err(create(d))?;
         }
