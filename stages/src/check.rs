@@ -84,26 +84,26 @@ pub fn spawn_spec(
     }
     let wrapped = crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv)?;
     let runner = ctx.runner_for(stage);
-    let log = |name: &str| {
-        run.log(&format!("{attempt_rel}/{name}"))
-            .map_err(|e| format!("failed to create {name}: {e}"))
-    };
-    let spec = SpawnSpec {
-        program: wrapped.program,
-        args: wrapped.args,
-        redacted_argv: argv,
-        cwd: ctx.root.clone(),
-        env: Vec::new(),
-        env_remove: Vec::new(),
-        stdin: None,
-        stdout: Box::new(log("raw-stdout.log")?),
-        stderr: Box::new(log("raw-stderr.log")?),
+    let (stdout, stderr) = (
+        format!("{attempt_rel}/raw-stdout.log"),
+        format!("{attempt_rel}/raw-stderr.log"),
+    );
+    let logs = crate::confine::CommandLogs {
+        run,
+        stdout: &stdout,
+        stderr: &stderr,
         max_stdout_bytes: runner.max_stdout_bytes.bytes(),
         max_stderr_bytes: runner.max_stderr_bytes.bytes(),
-        timeout: Some(timeout(stage)),
-        kill_grace: runner.kill_grace.as_duration(),
     };
-    Ok(Some((spec, wrapped.applied)))
+    crate::confine::spawn_spec(
+        ctx,
+        wrapped,
+        argv,
+        logs,
+        timeout(stage),
+        runner.kill_grace.as_duration(),
+    )
+    .map(Some)
 }
 
 /// Run a check stage's command once and report.

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use specbridge_engine::pipeline::{CommandSandbox, PipelineFile, StageKind};
 use specbridge_engine::sandbox::{expand_writable, home_dir, AppliedSandbox, Confinement};
 use specbridge_engine::scheduler::Node;
-use specbridge_engine::supervisor::resolve_program;
+use specbridge_engine::store::RunHandle;
+use specbridge_engine::supervisor::{resolve_program, SpawnSpec};
 
 use crate::context::RunContext;
 
@@ -173,6 +174,49 @@ pub struct Wrapped {
     pub program: String,
     pub args: Vec<String>,
     pub applied: AppliedSandbox,
+}
+
+/// Where a command's output goes (record paths in the run) and how much is kept.
+pub struct CommandLogs<'a> {
+    pub run: &'a RunHandle,
+    pub stdout: &'a str,
+    pub stderr: &'a str,
+    pub max_stdout_bytes: u64,
+    pub max_stderr_bytes: u64,
+}
+
+/// The spawn of a command specbridge runs itself (a check, a verification): in
+/// the repository root, as `wrapped` confines it, its output streamed through the
+/// run store's logs (redacted as the command prints). `argv` is what is recorded.
+pub fn spawn_spec(
+    ctx: &RunContext,
+    wrapped: Wrapped,
+    argv: Vec<String>,
+    logs: CommandLogs<'_>,
+    timeout: std::time::Duration,
+    kill_grace: std::time::Duration,
+) -> Result<(SpawnSpec, AppliedSandbox), String> {
+    let log = |rel: &str| {
+        logs.run
+            .log(rel)
+            .map_err(|e| format!("failed to create {rel}: {e}"))
+    };
+    let spec = SpawnSpec {
+        program: wrapped.program,
+        args: wrapped.args,
+        redacted_argv: argv,
+        cwd: ctx.root.clone(),
+        env: Vec::new(),
+        env_remove: Vec::new(),
+        stdin: None,
+        stdout: Box::new(log(logs.stdout)?),
+        stderr: Box::new(log(logs.stderr)?),
+        max_stdout_bytes: logs.max_stdout_bytes,
+        max_stderr_bytes: logs.max_stderr_bytes,
+        timeout: Some(timeout),
+        kill_grace,
+    };
+    Ok((spec, wrapped.applied))
 }
 
 /// `argv` under the sandbox that `sandbox` asks for. The program is looked up

@@ -8,7 +8,7 @@ use specbridge_engine::evidence::verification::{CommandResult, VerificationRecor
 use specbridge_engine::pipeline::resolve::DEFAULT_CHECK_TIMEOUT_MS;
 use specbridge_engine::pipeline::VerificationCommand;
 use specbridge_engine::store::RunHandle;
-use specbridge_engine::supervisor::{self, SpawnSpec};
+use specbridge_engine::supervisor;
 
 use crate::context::RunContext;
 
@@ -88,30 +88,19 @@ pub async fn run_verification(
                 continue;
             }
         };
-        // Through the run store's logs: redacted as the command prints.
-        let log = |name: &str| {
-            run.log(&format!("{attempt_rel}/{name}"))
-                .map_err(|e| format!("failed to create {name}: {e}"))
-        };
-        let spec = SpawnSpec {
-            program: wrapped.program,
-            args: wrapped.args,
-            redacted_argv: argv.clone(),
-            cwd: ctx.root.clone(),
-            env: Vec::new(),
-            env_remove: Vec::new(),
-            stdin: None,
-            stdout: Box::new(log(&stdout_log)?),
-            stderr: Box::new(log(&stderr_log)?),
+        let logs = crate::confine::CommandLogs {
+            run,
+            stdout: &format!("{attempt_rel}/{stdout_log}"),
+            stderr: &format!("{attempt_rel}/{stderr_log}"),
             max_stdout_bytes: 1 << 20,
             max_stderr_bytes: 1 << 20,
-            timeout: Some(
-                cmd.timeout
-                    .map(|t| t.as_duration())
-                    .unwrap_or(Duration::from_millis(DEFAULT_CHECK_TIMEOUT_MS)),
-            ),
-            kill_grace,
         };
+        let timeout = cmd
+            .timeout
+            .map(|t| t.as_duration())
+            .unwrap_or(Duration::from_millis(DEFAULT_CHECK_TIMEOUT_MS));
+        let (spec, applied) =
+            crate::confine::spawn_spec(ctx, wrapped, argv.clone(), logs, timeout, kill_grace)?;
         let name = cmd.name.clone();
         let result = supervisor::run(spec, ctx.cancel.clone(), None, |pid, pgid| {
             let _ = run.event(
@@ -146,7 +135,7 @@ pub async fn run_verification(
                     failure,
                     stdout_log,
                     stderr_log,
-                    sandbox: Some(wrapped.applied),
+                    sandbox: Some(applied),
                 }
             }
             Err(e) => not_run(argv, stdout_log, stderr_log, e.to_string()),
