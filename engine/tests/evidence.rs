@@ -7,7 +7,7 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 use specbridge_engine::evidence::{
-    attempt_diff, attribute, decide, generate_violations, require_clean_start, ChangeCounts,
+    attempt_diff, attribute, generate_violations, judge, require_clean_start, ChangeCounts,
     ChangedFiles, Claims, EntryKind, EvidenceInput, EvidenceKind, EvidenceRecord, GitSnapshot,
     OwnWrite, PathStatus, ProtectedPaths, ProtectionReason, VerificationResult,
     VerificationSummary, Violation, ViolationKind, DEFAULT_DIFF_MAX_BYTES,
@@ -221,7 +221,7 @@ fn a_dirty_path_changed_again_is_ambiguous_and_blocks_verified() {
     assert_eq!(changed.ambiguous, s(&["README.md", "notes.txt"]));
     assert_eq!(changed.added, s(&["feature.rs"]));
 
-    let decision = decide(EvidenceInput {
+    let decision = judge(EvidenceInput {
         runner_succeeded: true,
         output_valid: true,
         changed: &changed,
@@ -647,7 +647,7 @@ fn every_evidence_status_follows_from_the_evidence() {
         },
     ];
     for (i, c) in cases.iter().enumerate() {
-        let d = decide(EvidenceInput {
+        let d = judge(EvidenceInput {
             runner_succeeded: c.runner,
             output_valid: c.valid,
             changed: c.changed,

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
-use specbridge_engine::resume::{decide, Current, Reason, Recorded};
+use specbridge_engine::resume::{reuse_or_rerun, Current, Reason, Recorded};
 use specbridge_engine::status::StageStatus;
 use specbridge_engine::store::{sha256_hex, InputParts};
 
@@ -110,7 +110,7 @@ fn resume(
         let now = g.parts(i, version, &outputs);
         let recorded_hash = hash(&recorded[i]);
         let current_hash = hash(&now);
-        let verdict = decide(
+        let verdict = reuse_or_rerun(
             Some(Recorded {
                 status: StageStatus::Succeeded,
                 input_hash: Some(&recorded_hash),

@@ -221,8 +221,8 @@ pub fn prepare(
             ))
         }
     };
-    let protected =
-        (operation != Operation::Generate).then(|| crate::evidence::protected_paths(ctx, &sr.run));
+    let protected = (operation != Operation::Generate)
+        .then(|| crate::working_tree::protected_paths(ctx, &sr.run));
     let request = assemble(&InvocationInput {
         runner: &runner,
         capabilities: &detected.capabilities,
@@ -276,7 +276,7 @@ pub async fn run_agent(
     p: &Prepared,
     sr: &StageRun,
 ) -> InvocationOutcome {
-    let protected: Vec<String> = crate::evidence::protected_paths(ctx, &sr.run)
+    let protected: Vec<String> = crate::working_tree::protected_paths(ctx, &sr.run)
         .rules()
         .iter()
         .map(|r| r.path.clone())
@@ -349,8 +349,8 @@ pub fn describe(
         Err(e) => return vec![format!("# cannot be assembled: {e}")],
     };
     let placeholder = uuid::Uuid::nil();
-    let protected =
-        (operation != Operation::Generate).then(|| crate::evidence::protected_paths_for(ctx, ""));
+    let protected = (operation != Operation::Generate)
+        .then(|| crate::working_tree::protected_paths_for(ctx, ""));
     let request = match assemble(&InvocationInput {
         runner: &runner,
         capabilities: caps,

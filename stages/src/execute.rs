@@ -3,15 +3,15 @@
 //! One attempt: check that the working tree holds no change the run did not make
 //! (unless `--allow-dirty`), snapshot it, invoke the agent with the execute tool
 //! policy, snapshot it again, attribute what changed, check protected paths and
-//! HEAD, keep the attempt's `diff.patch`, run the verification commands, and decide
+//! HEAD, keep the attempt's `diff.patch`, run the verification commands, and judge
 //! the evidence status. The model's `builtin:task-result` is kept as the stage's
 //! output and, in `evidence.json`, as a claim that never counts.
 
 use serde_json::Value;
 use specbridge_engine::evidence::verification::VerificationRecord;
 use specbridge_engine::evidence::{
-    attempt_diff, attribute, decide, ChangeCounts, ChangedFiles, Claims, EvidenceDecision,
-    EvidenceError, EvidenceFinding, EvidenceInput, EvidenceKind, EvidenceRecord, GitSnapshot,
+    attempt_diff, attribute, judge, ChangeCounts, ChangedFiles, Claims, EvidenceError,
+    EvidenceFinding, EvidenceInput, EvidenceKind, EvidenceRecord, EvidenceVerdict, GitSnapshot,
     VerificationSummary, Violation, DEFAULT_DIFF_MAX_BYTES,
 };
 use specbridge_engine::pipeline::StageDef;
@@ -27,11 +27,11 @@ use crate::agent::AgentSetup;
 use crate::attempt::{prepare, report_of, run_agent, stopped, Prepared};
 use crate::context::RunContext;
 use crate::continuation;
-use crate::evidence::{
+use crate::verify::run_verification;
+use crate::working_tree::{
     attribute_run_made, foreign_changes, protected_paths, run_store_violations, snapshot,
     working_tree_object, write_snapshot, RunStoreState, TreeLedger,
 };
-use crate::verify::run_verification;
 
 /// After an attempt cut off by timeout, cancel or crash: continue its session when
 /// possible (docs/resume.md), judging evidence from the chain's first snapshot.
@@ -195,7 +195,7 @@ pub async fn run_execute(
 
 /// What the evidence of an attempt came to.
 struct Gathered {
-    decision: EvidenceDecision,
+    decision: EvidenceVerdict,
     violations: Vec<Violation>,
     /// The validated task-result (the store redacts it when it keeps it).
     output: Option<Value>,
@@ -268,7 +268,7 @@ async fn gather(
         }
     };
     let results = verification.results();
-    let mut decision = decide(EvidenceInput {
+    let mut decision = judge(EvidenceInput {
         runner_succeeded,
         output_valid: output.is_some(),
         changed: &changed,

@@ -10,7 +10,7 @@ use specbridge_engine::StageStatus;
 
 use crate::agent::AgentSetup;
 use crate::context::RunContext;
-use crate::evidence::TreeLedger;
+use crate::working_tree::TreeLedger;
 
 /// Runs every stage kind of a pipeline.
 pub struct PipelineExecutor {

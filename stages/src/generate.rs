@@ -25,7 +25,9 @@ use specbridge_engine::StageStatus;
 use crate::agent::AgentSetup;
 use crate::attempt::{prepare, report_of, run_agent, stopped};
 use crate::context::RunContext;
-use crate::evidence::{run_store_violations, snapshot, write_snapshot, RunStoreState, TreeLedger};
+use crate::working_tree::{
+    run_store_violations, snapshot, write_snapshot, RunStoreState, TreeLedger,
+};
 
 /// Runs one attempt of a generate stage.
 pub async fn run_generate(

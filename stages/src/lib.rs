@@ -8,7 +8,6 @@ pub mod check;
 pub mod confine;
 pub mod context;
 pub mod continuation;
-pub mod evidence;
 pub mod execute;
 pub mod executor;
 pub mod fanout;
@@ -22,6 +21,7 @@ pub mod schema;
 pub mod secrets;
 pub mod upstream;
 pub mod verify;
+pub mod working_tree;
 
 pub use agent::{AgentSetup, DetectedRunner, ProgressSink};
 pub use context::RunContext;

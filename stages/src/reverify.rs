@@ -15,8 +15,8 @@ use specbridge_engine::{EvidenceStatus, StageStatus};
 
 use crate::attempt::{attempt_inputs, stopped};
 use crate::context::RunContext;
-use crate::evidence::{snapshot, write_snapshot, TreeLedger};
 use crate::verify::run_verification;
+use crate::working_tree::{snapshot, write_snapshot, TreeLedger};
 
 /// One verification-only attempt of an execute stage.
 pub async fn run_reverify(

@@ -5,7 +5,8 @@ use specbridge_engine::exit;
 use specbridge_engine::orchestrate;
 use specbridge_engine::pipeline::ResolvedRunner;
 use specbridge_engine::resume::{
-    open_for_resume, plan_dry_run, Action, Decision, Forced, ResumeError, ResumeResult, ResumeSpec,
+    open_for_resume, plan_dry_run, Action, Forced, ResumeError, ResumeResult, ResumeSpec,
+    ReuseDecision,
 };
 use specbridge_engine::store::StoreError;
 use specbridge_engine::supervisor::{install_cancel_signals, CancelToken};
@@ -173,7 +174,7 @@ fn refused(printer: Printer, e: ResumeError) -> CliError {
 fn print_decisions(
     printer: Printer,
     run_id: &str,
-    decisions: &[Decision],
+    decisions: &[ReuseDecision],
     json_out: bool,
     dry_run: bool,
 ) {

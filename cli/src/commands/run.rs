@@ -83,10 +83,11 @@ pub fn preflight(
     run_dir: Option<&Path>,
 ) -> CliResult<()> {
     if nodes.iter().any(|n| n.kind.is_agent()) {
-        specbridge_stages::evidence::require_repository_root(&ws.root).map_err(CliError::Config)?;
+        specbridge_stages::working_tree::require_repository_root(&ws.root)
+            .map_err(CliError::Config)?;
     }
     if nodes.iter().any(|n| n.kind == StageKind::Execute) {
-        specbridge_stages::evidence::require_clean_start(&ws.root, allow_dirty, run_dir)
+        specbridge_stages::working_tree::require_clean_start(&ws.root, allow_dirty, run_dir)
             .map_err(CliError::Config)?;
     }
     Ok(())

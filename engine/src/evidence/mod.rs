@@ -27,9 +27,7 @@ pub use record::{
 };
 pub use secrets::{secrets_in_change, EvidenceFinding, SECRET_IN_CHANGE};
 pub use snapshot::{require_clean_start, EntryKind, GitSnapshot, PathState, PathStatus};
-pub use status::{
-    decide, generate_violations, EvidenceDecision, EvidenceInput, VerificationResult,
-};
+pub use status::{generate_violations, judge, EvidenceInput, EvidenceVerdict, VerificationResult};
 
 /// The run store's folder: specbridge writes there during every stage, so it is never
 /// part of a snapshot (the run's own hash chain is what protects it).

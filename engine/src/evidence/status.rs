@@ -32,7 +32,7 @@ pub struct EvidenceInput<'a> {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct EvidenceDecision {
+pub struct EvidenceVerdict {
     pub status: EvidenceStatus,
     /// Why the status is what it is; for anything short of `verified`, every
     /// condition that was not met.
@@ -44,7 +44,7 @@ pub struct EvidenceDecision {
 /// verification command passed. A failed runner is `failed` and an attempt that
 /// changed nothing is `no-change`, whatever else holds; anything else short of
 /// `verified` is `implemented-unverified`.
-pub fn decide(input: EvidenceInput<'_>) -> EvidenceDecision {
+pub fn judge(input: EvidenceInput<'_>) -> EvidenceVerdict {
     let changed = input.changed;
     let attributed = changed.attributed_count();
     let ambiguous = changed.ambiguous.len();
@@ -56,12 +56,12 @@ pub fn decide(input: EvidenceInput<'_>) -> EvidenceDecision {
                 attributed + ambiguous
             ));
         }
-        return decision(EvidenceStatus::Failed, reasons);
+        return verdict(EvidenceStatus::Failed, reasons);
     }
     if attributed + ambiguous == 0 {
         let mut reasons = vec!["the attempt changed no file".to_string()];
         reasons.extend(violation_reasons(input.violations));
-        return decision(EvidenceStatus::NoChange, reasons);
+        return verdict(EvidenceStatus::NoChange, reasons);
     }
 
     let mut reasons = Vec::new();
@@ -86,7 +86,7 @@ pub fn decide(input: EvidenceInput<'_>) -> EvidenceDecision {
         reasons.push(format!("required verification {} failed", v.name));
     }
     if !reasons.is_empty() {
-        return decision(EvidenceStatus::ImplementedUnverified, reasons);
+        return verdict(EvidenceStatus::ImplementedUnverified, reasons);
     }
 
     let required = input.verification.iter().filter(|v| v.required).count();
@@ -103,11 +103,11 @@ pub fn decide(input: EvidenceInput<'_>) -> EvidenceDecision {
             v.name
         ));
     }
-    decision(EvidenceStatus::Verified, reasons)
+    verdict(EvidenceStatus::Verified, reasons)
 }
 
-fn decision(status: EvidenceStatus, reasons: Vec<String>) -> EvidenceDecision {
-    EvidenceDecision { status, reasons }
+fn verdict(status: EvidenceStatus, reasons: Vec<String>) -> EvidenceVerdict {
+    EvidenceVerdict { status, reasons }
 }
 
 fn violation_reasons(violations: &[Violation]) -> impl Iterator<Item = String> + '_ {

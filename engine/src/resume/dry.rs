@@ -11,9 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::dag::StageGraph;
-use crate::resume::decide::{decide, Current, Decision, Reason, Why};
 use crate::resume::executor::altered_output;
 use crate::resume::force::Forced;
+use crate::resume::reuse::{reuse_or_rerun, Current, Reason, ReuseDecision, Why};
 use crate::scheduler::{Node, StageExecutor};
 use crate::status::StageStatus;
 use crate::store::StageRecord;
@@ -27,7 +27,7 @@ pub fn plan_dry_run(
     run_dir: &Path,
     root: &Path,
     forced: &Forced,
-) -> Vec<Decision> {
+) -> Vec<ReuseDecision> {
     let mut out = Vec::new();
     // Node id → whether it runs again (a fan-out stage: whether any instance does).
     let mut reruns: BTreeMap<String, bool> = BTreeMap::new();
@@ -65,7 +65,7 @@ pub fn plan_dry_run(
                 Why::with(Reason::NewStage, "not expanded yet")
             };
             reruns.insert(node.id.clone(), true);
-            out.push(Decision::rerun(&node.id, why));
+            out.push(ReuseDecision::rerun(&node.id, why));
             continue;
         }
         let mut any = false;
@@ -90,9 +90,9 @@ fn decide_one(
     root: &Path,
     reruns: &BTreeMap<String, bool>,
     forced: &Forced,
-) -> Decision {
+) -> ReuseDecision {
     if let Some(why) = forced.check(node) {
-        return Decision::rerun(&node.id, why);
+        return ReuseDecision::rerun(&node.id, why);
     }
     let rec = recorded.get(&node.id);
     let current = executor.inputs(node, run_dir);
@@ -105,7 +105,7 @@ fn decide_one(
         None => Err("this stage kind cannot compute its input hash"),
     };
     let altered = rec.and_then(|r| altered_output(r, run_dir, root));
-    let why = decide(rec.map(Into::into), current_ref, altered.as_deref());
+    let why = reuse_or_rerun(rec.map(Into::into), current_ref, altered.as_deref());
     let rerunning: Vec<&str> = node
         .needs
         .iter()
@@ -114,13 +114,13 @@ fn decide_one(
         .collect();
     match why {
         Some(w) if w.reason != Reason::UpstreamOutputChanged || rerunning.is_empty() => {
-            Decision::rerun(&node.id, w)
+            ReuseDecision::rerun(&node.id, w)
         }
-        _ if !rerunning.is_empty() => Decision::rerun(
+        _ if !rerunning.is_empty() => ReuseDecision::rerun(
             &node.id,
             Why::with(Reason::UpstreamMayChange, rerunning.join(", ")),
         ),
-        _ => Decision::reuse(&node.id),
+        _ => ReuseDecision::reuse(&node.id),
     }
 }
 

@@ -1,5 +1,5 @@
 //! The executor of a resumed run: wraps the pipeline's executor and, just before a
-//! stage would start, reuses its recorded result when [`decide`] allows it.
+//! stage would start, reuses its recorded result when [`reuse_or_rerun`] allows it.
 //!
 //! Reuse is decided lazily because a stage's input hash holds its upstream output
 //! hashes: it can only be known once everything upstream has finished in this
@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 
-use crate::resume::decide::{decide, Current, Decision, Reason, Why};
 use crate::resume::force::Forced;
+use crate::resume::reuse::{reuse_or_rerun, Current, Reason, ReuseDecision, Why};
 use crate::scheduler::{BoxFuture, Node, StageExecutor, StageReport, StageRun};
 use crate::status::StageStatus;
 use crate::store::{sha256_file, InputParts, RunHandle, StageRecord, StoreError};
@@ -23,7 +23,7 @@ pub struct ResumeExecutor {
     inner: Arc<dyn StageExecutor>,
     root: PathBuf,
     recorded: BTreeMap<String, StageRecord>,
-    decisions: Mutex<Vec<Decision>>,
+    decisions: Mutex<Vec<ReuseDecision>>,
     forced: Forced,
     /// `--reverify`: unverified execute stages get a verification-only attempt.
     reverify: bool,
@@ -63,17 +63,17 @@ impl ResumeExecutor {
         {
             return false;
         }
-        let mut passed: crate::resume::decide::Recorded<'_> = rec.into();
+        let mut passed: crate::resume::reuse::Recorded<'_> = rec.into();
         passed.status = StageStatus::Succeeded;
-        decide(Some(passed), current, altered).is_none()
+        reuse_or_rerun(Some(passed), current, altered).is_none()
     }
 
     /// Every decision taken so far, in the order taken.
-    pub fn decisions(&self) -> Vec<Decision> {
+    pub fn decisions(&self) -> Vec<ReuseDecision> {
         self.decisions.lock().expect("decisions lock").clone()
     }
 
-    fn note(&self, run: &RunHandle, decision: Decision) {
+    fn note(&self, run: &RunHandle, decision: ReuseDecision) {
         // The decision is part of the run's story; losing its event must not stop
         // the stage, and the scheduler's own writes report a broken log.
         let _ = run.event("resume-decision", decision_event(&decision));
@@ -84,7 +84,7 @@ impl ResumeExecutor {
     }
 }
 
-pub(crate) fn decision_event(d: &Decision) -> serde_json::Value {
+pub(crate) fn decision_event(d: &ReuseDecision) -> serde_json::Value {
     json!({
         "stage": d.stage,
         "action": d.action,
@@ -136,7 +136,11 @@ pub fn reused_report(rec: &StageRecord) -> StageReport {
 
 /// Mark a recorded stage `retired`: its record and attempts stay, its status says
 /// it is no longer part of the run.
-pub fn retire(run: &RunHandle, rec: &StageRecord, reason: Reason) -> Result<Decision, StoreError> {
+pub fn retire(
+    run: &RunHandle,
+    rec: &StageRecord,
+    reason: Reason,
+) -> Result<ReuseDecision, StoreError> {
     let mut retired = rec.clone();
     retired.status = StageStatus::Retired;
     retired.outcome = Some(format!("retired: {reason}"));
@@ -149,7 +153,7 @@ pub fn retire(run: &RunHandle, rec: &StageRecord, reason: Reason) -> Result<Deci
         "stage-finished",
         json!({ "stage": rec.stage_id, "status": StageStatus::Retired, "outcome": retired.outcome }),
     )?;
-    let decision = Decision::retire(&rec.stage_id, reason);
+    let decision = ReuseDecision::retire(&rec.stage_id, reason);
     run.event("resume-decision", decision_event(&decision))?;
     Ok(decision)
 }
@@ -206,7 +210,7 @@ impl StageExecutor for ResumeExecutor {
 
     fn reuse(&self, node: &Node, run: &RunHandle) -> Option<StageReport> {
         if let Some(why) = self.forced.check(node) {
-            self.note(run, Decision::rerun(&node.id, why));
+            self.note(run, ReuseDecision::rerun(&node.id, why));
             return None;
         }
         let rec = self.recorded.get(&node.id);
@@ -229,17 +233,17 @@ impl StageExecutor for ResumeExecutor {
                 Reason::Reverify,
                 "verification only, on the working tree as it is",
             );
-            self.note(run, Decision::rerun(&node.id, why));
+            self.note(run, ReuseDecision::rerun(&node.id, why));
             return None;
         }
-        match decide(rec.map(Into::into), current_ref, altered.as_deref()) {
+        match reuse_or_rerun(rec.map(Into::into), current_ref, altered.as_deref()) {
             None => {
                 let rec = rec.expect("only a recorded stage is reused");
-                self.note(run, Decision::reuse(&node.id));
+                self.note(run, ReuseDecision::reuse(&node.id));
                 Some(reused_report(rec))
             }
             Some(why) => {
-                self.note(run, Decision::rerun(&node.id, why));
+                self.note(run, ReuseDecision::rerun(&node.id, why));
                 None
             }
         }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use crate::resume::decide::{Reason, Why};
+use crate::resume::reuse::{Reason, Why};
 use crate::scheduler::Node;
 
 /// The `--rerun` patterns of a resume, and the nodes they forced so far.

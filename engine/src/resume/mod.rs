@@ -2,7 +2,7 @@
 //! folder, reusing every stage whose result still holds and running the rest
 //! again as new attempts.
 //!
-//! - [`decide`]: the pure rule — reuse a stage only if it succeeded, its input hash
+//! - [`reuse_or_rerun`]: the pure rule — reuse a stage only if it succeeded, its input hash
 //!   is unchanged and its recorded output files are intact — and the reasons;
 //! - [`executor`]: applies the rule lazily, just before each stage would start,
 //!   once its upstream has settled in this resume;
@@ -12,16 +12,16 @@
 //! - [`session`]: opening a run for resume (lock, integrity check) and the resume
 //!   itself.
 
-pub mod decide;
 pub mod dry;
 pub mod executor;
 pub mod force;
 pub mod recover;
+pub mod reuse;
 pub mod session;
 
-pub use decide::{decide, Action, Current, Decision, Reason, Recorded, Why};
 pub use dry::plan_dry_run;
 pub use executor::ResumeExecutor;
 pub use force::Forced;
 pub use recover::Orphan;
+pub use reuse::{reuse_or_rerun, Action, Current, Reason, Recorded, ReuseDecision, Why};
 pub use session::{open_for_resume, OpenedRun, ResumeError, ResumeResult, ResumeSpec};

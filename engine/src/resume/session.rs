@@ -12,10 +12,10 @@ use crate::orchestrate::{
     count_statuses, display_rel, expansions, final_nodes, plan_nodes, settle, OrchestrateError,
     PipelineSource, RunResult,
 };
-use crate::resume::decide::{Decision, Reason};
 use crate::resume::executor::{retire, ResumeExecutor};
 use crate::resume::force::Forced;
 use crate::resume::recover::{end_orphans, mark_interrupted, repair_unlogged, Orphan};
+use crate::resume::reuse::{Reason, ReuseDecision};
 use crate::scheduler::{self, Node, SchedulerOptions, StageExecutor, StageReport};
 use crate::status::{RunStatus, StageStatus};
 use crate::store::events::{set_aside_torn_tail, verify_chain, EventError};
@@ -169,7 +169,7 @@ pub struct ResumeSpec {
 #[derive(Debug, Clone)]
 pub struct ResumeResult {
     pub run: RunResult,
-    pub decisions: Vec<Decision>,
+    pub decisions: Vec<ReuseDecision>,
     pub orphans: Vec<Orphan>,
     pub interrupted: Vec<String>,
     /// Where a torn last event line was kept.

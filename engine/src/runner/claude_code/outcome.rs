@@ -67,7 +67,7 @@ pub struct Classification {
 
 pub fn classify(input: ClassifyInput<'_>) -> Classification {
     let degraded = input.schema.is_some() && input.schema_delivery == SchemaDelivery::ResultText;
-    let (status, failure_reason, structured_output) = decide(&input);
+    let (status, failure_reason, structured_output) = classify_end(&input);
     let envelope = input.envelope;
     Classification {
         status,
@@ -85,13 +85,13 @@ pub fn classify(input: ClassifyInput<'_>) -> Classification {
     }
 }
 
-type Decision = (StageStatus, Option<String>, Option<Value>);
+type Classified = (StageStatus, Option<String>, Option<Value>);
 
-fn failed(status: StageStatus, reason: impl Into<String>) -> Decision {
+fn failed(status: StageStatus, reason: impl Into<String>) -> Classified {
     (status, Some(reason.into()), None)
 }
 
-fn decide(input: &ClassifyInput<'_>) -> Decision {
+fn classify_end(input: &ClassifyInput<'_>) -> Classified {
     if input.cancelled {
         return failed(StageStatus::Cancelled, "cancelled");
     }

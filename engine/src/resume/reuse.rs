@@ -106,7 +106,7 @@ impl Action {
 /// One stage's decision, as recorded in events and `run.json`'s `resumes[]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Decision {
+pub struct ReuseDecision {
     pub stage: String,
     pub action: Action,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,9 +117,9 @@ pub struct Decision {
     pub detail: Option<String>,
 }
 
-impl Decision {
+impl ReuseDecision {
     pub fn reuse(stage: &str) -> Self {
-        Decision {
+        ReuseDecision {
             stage: stage.to_string(),
             action: Action::Reuse,
             reason: None,
@@ -128,7 +128,7 @@ impl Decision {
     }
 
     pub fn rerun(stage: &str, why: Why) -> Self {
-        Decision {
+        ReuseDecision {
             stage: stage.to_string(),
             action: Action::Rerun,
             reason: Some(why.reason),
@@ -137,7 +137,7 @@ impl Decision {
     }
 
     pub fn retire(stage: &str, reason: Reason) -> Self {
-        Decision {
+        ReuseDecision {
             stage: stage.to_string(),
             action: Action::Retire,
             reason: Some(reason),
@@ -208,7 +208,7 @@ pub struct Current<'a> {
 /// the first reason in this order: how it ended, then which input changed —
 /// upstream before prompt, since an upstream change usually changes the rendered
 /// prompt too — then an altered output.
-pub fn decide(
+pub fn reuse_or_rerun(
     recorded: Option<Recorded<'_>>,
     current: Result<Current<'_>, &str>,
     altered: Option<&str>,
@@ -316,7 +316,7 @@ mod tests {
     fn a_succeeded_stage_with_the_same_hash_and_intact_output_is_reused() {
         let p = parts("p", &[("a", "1")]);
         assert_eq!(
-            decide(rec(StageStatus::Succeeded, "h", &p), cur("h", &p), None),
+            reuse_or_rerun(rec(StageStatus::Succeeded, "h", &p), cur("h", &p), None),
             None
         );
     }
@@ -324,7 +324,7 @@ mod tests {
     #[test]
     fn each_reason_is_found() {
         let p = parts("p", &[("a", "1")]);
-        let reason = |r: Option<Recorded<'_>>, c, altered| decide(r, c, altered).unwrap();
+        let reason = |r: Option<Recorded<'_>>, c, altered| reuse_or_rerun(r, c, altered).unwrap();
         assert_eq!(reason(None, cur("h", &p), None).reason, Reason::NewStage);
         let failed = reason(
             rec(StageStatus::MalformedOutput, "h", &p),

@@ -1,5 +1,5 @@
-//! Git evidence for agent stages (DESIGN §3, §7): the glue between the engine's
-//! evidence layer and the stage kinds — snapshots written as attempt records, the
+//! The working tree as the stage kinds see it (docs/evidence.md): the glue between
+//! the engine's evidence layer and the stages — snapshots written as attempt records, the
 //! run's protected paths, and the ledger of what earlier stages of this run changed.
 
 use std::collections::BTreeMap;
