@@ -12,8 +12,8 @@ use crate::pipeline::{PipelineFile, RunOverrides, StageDef};
 use crate::scheduler::{self, Node, RunOutcome, SchedulerOptions, StageExecutor, StageReport};
 use crate::status::{exit, RunStatus, StageStatus};
 use crate::store::{
-    now_rfc3339, Expansion, PipelineRef, PlanRecord, RunHandle, RunOptions, RunRecord, RunStore,
-    RunnerInfo, StoreError, Totals, SCHEMA_VERSION,
+    layout, now_rfc3339, Expansion, PipelineRef, PlanRecord, RunHandle, RunOptions, RunRecord,
+    RunStore, RunnerInfo, StoreError, Totals, SCHEMA_VERSION,
 };
 
 /// The pipeline file as loaded: its path, its exact bytes, and its model.
@@ -145,7 +145,7 @@ pub async fn execute_run(
     )?;
     // As loaded, except secrets (a token in `commandArgs`, say), which the store
     // redacts: run.json keeps the sha256 of the original bytes.
-    run.write_bytes("pipeline.yaml", &spec.source.bytes)?;
+    run.write_bytes(layout::PIPELINE, &spec.source.bytes)?;
     let mut record = RunRecord {
         schema_version: SCHEMA_VERSION,
         run_id: run.id().to_string(),
@@ -168,13 +168,13 @@ pub async fn execute_run(
         warnings: spec.warnings.clone(),
         resumes: Vec::new(),
     };
-    run.write_json("run.json", &record)?;
+    run.write_json(layout::RUN, &record)?;
     let mut plan = PlanRecord {
         schema_version: SCHEMA_VERSION,
         nodes: nodes.iter().map(|n| n.to_plan_node(None)).collect(),
         expansions: Vec::new(),
     };
-    run.write_json("plan.json", &plan)?;
+    run.write_json(layout::PLAN, &plan)?;
 
     let opts = SchedulerOptions {
         concurrency: spec.options.concurrency.max(1) as usize,
@@ -187,7 +187,7 @@ pub async fn execute_run(
 
     plan.nodes = final_nodes(&outcome);
     plan.expansions = expansions(&outcome, &spec.source.file);
-    run.write_json("plan.json", &plan)?;
+    run.write_json(layout::PLAN, &plan)?;
 
     let (status, exit_code) = settle(&outcome);
     record.status = status;
@@ -196,7 +196,7 @@ pub async fn execute_run(
     record.exit_code = Some(exit_code);
     record.totals = outcome.totals.clone();
     record.stage_counts = count_statuses(outcome.statuses.values().copied());
-    run.write_json("run.json", &record)?;
+    run.write_json(layout::RUN, &record)?;
     run.event(
         "run-finished",
         json!({ "status": status, "exitCode": exit_code, "totals": record.totals }),

@@ -9,6 +9,7 @@ use specbridge_engine::pipeline::resolve::DEFAULT_CHECK_TIMEOUT_MS;
 use specbridge_engine::pipeline::StageDef;
 use specbridge_engine::sandbox::AppliedSandbox;
 use specbridge_engine::scheduler::{Node, StageReport, StageRun};
+use specbridge_engine::store::layout::{self, attempt};
 use specbridge_engine::store::{InputParts, RunHandle};
 use specbridge_engine::supervisor::{self, ProcessRecord, SpawnSpec, SupervisorError};
 use specbridge_engine::StageStatus;
@@ -85,8 +86,8 @@ pub fn spawn_spec(
     let wrapped = crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv)?;
     let runner = ctx.runner_for(stage);
     let (stdout, stderr) = (
-        format!("{attempt_rel}/raw-stdout.log"),
-        format!("{attempt_rel}/raw-stderr.log"),
+        layout::in_attempt(&attempt_rel, attempt::RAW_STDOUT),
+        layout::in_attempt(&attempt_rel, attempt::RAW_STDERR),
     );
     let logs = crate::confine::CommandLogs {
         run,
@@ -121,7 +122,7 @@ pub async fn run_check(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Sta
 
 async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> StageReport {
     let run = &sr.run;
-    let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);
+    let attempt_rel = layout::attempt_rel(&sr.node.id, sr.attempt);
     let (spec, applied) = match spawn_spec(ctx, stage, run, &attempt_rel) {
         Ok(Some(x)) => x,
         Ok(None) => {
@@ -169,7 +170,7 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
 
 /// `process.json`, its argv redacted by the store (the logs announced themselves).
 fn write_process(run: &RunHandle, attempt_rel: &str, record: &ProcessRecord) -> Result<(), String> {
-    run.write_json(&format!("{attempt_rel}/process.json"), record)
+    run.write_json(&layout::in_attempt(&attempt_rel, attempt::PROCESS), record)
         .map_err(|e| e.to_string())?;
     Ok(())
 }

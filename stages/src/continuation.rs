@@ -16,7 +16,8 @@ use serde::Serialize;
 use serde_json::Value;
 use specbridge_engine::evidence::verification::VerificationRecord;
 use specbridge_engine::evidence::GitSnapshot;
-use specbridge_engine::store::{read_json, RunHandle};
+use specbridge_engine::store::layout::attempt as file;
+use specbridge_engine::store::{AttemptReader, RunHandle, RunReader};
 
 /// What the new attempt does about the previous one.
 #[derive(Debug, Clone, Serialize)]
@@ -46,8 +47,13 @@ impl Continuation {
 
 /// How the previous attempt ended, if it was cut off: its `result.json` outcome,
 /// or `interrupted` when it has none (specbridge died while it ran).
-fn cut_off(run_dir: &Path, node_id: &str, attempt: u32, attempt_dir: &Path) -> Option<String> {
-    match read_json::<Value>(&attempt_dir.join("result.json")) {
+fn cut_off(
+    run_dir: &Path,
+    node_id: &str,
+    attempt: u32,
+    attempt_dir: &AttemptReader,
+) -> Option<String> {
+    match attempt_dir.json::<Value>(file::RESULT) {
         Ok(result) => {
             let outcome = result.get("outcome").and_then(Value::as_str)?;
             if matches!(outcome, "timed-out" | "cancelled") {
@@ -61,8 +67,7 @@ fn cut_off(run_dir: &Path, node_id: &str, attempt: u32, attempt_dir: &Path) -> O
             (status.as_deref() == Some("interrupted")).then(|| "interrupted".to_string())
         }
         Err(_) => attempt_dir
-            .join("request.json")
-            .exists()
+            .has(file::REQUEST)
             .then(|| "interrupted".to_string()),
     }
 }
@@ -77,13 +82,14 @@ pub fn plan(
     now: &GitSnapshot,
 ) -> Option<Continuation> {
     let previous = attempt.checked_sub(1).filter(|p| *p >= 1)?;
-    let dir = run.dir().join(RunHandle::attempt_rel(node_id, previous));
+    let dir = RunReader::at(run.dir()).attempt(node_id, previous);
     let previous_outcome = cut_off(run.dir(), node_id, previous, &dir)?;
-    let baseline_attempt = read_json::<Value>(&dir.join("continuation.json"))
-        .ok()
+    let baseline_attempt = dir
+        .json_opt::<Value>(file::CONTINUATION)
         .and_then(|c| c.get("baselineAttempt").and_then(Value::as_u64))
         .map_or(previous, |b| b as u32);
-    let failed_verification = read_json::<VerificationRecord>(&dir.join("verification.json"))
+    let failed_verification = dir
+        .json_opt::<VerificationRecord>(file::VERIFICATION)
         .map(|v| {
             v.commands
                 .into_iter()
@@ -92,11 +98,12 @@ pub fn plan(
                 .collect()
         })
         .unwrap_or_default();
-    let session = read_json::<Value>(&dir.join("request.json"))
-        .ok()
+    let session = dir
+        .json_opt::<Value>(file::REQUEST)
         .and_then(|r| r.get("sessionId").and_then(Value::as_str).map(String::from));
-    let last = read_json::<GitSnapshot>(&dir.join("git-after.json"))
-        .or_else(|_| read_json::<GitSnapshot>(&dir.join("git-before.json")));
+    let last = dir
+        .json::<GitSnapshot>(file::GIT_AFTER)
+        .or_else(|_| dir.json::<GitSnapshot>(file::GIT_BEFORE));
     let fresh_reason = match (&session, &last) {
         (None, _) => Some("the previous attempt recorded no session id".to_string()),
         _ if !cli_can_resume => Some("the agent CLI has no --resume".to_string()),
@@ -130,8 +137,9 @@ fn same_tree(a: &GitSnapshot, b: &GitSnapshot) -> bool {
 
 /// The snapshot evidence is judged from: the baseline attempt's `git-before.json`.
 pub fn baseline(run: &RunHandle, node_id: &str, c: &Continuation) -> Option<GitSnapshot> {
-    let rel = RunHandle::attempt_rel(node_id, c.baseline_attempt);
-    read_json(&run.dir().join(rel).join("git-before.json")).ok()
+    RunReader::at(run.dir())
+        .attempt(node_id, c.baseline_attempt)
+        .json_opt(file::GIT_BEFORE)
 }
 
 /// The prompt of a continued session: what happened, then the task again.

@@ -20,7 +20,8 @@ use specbridge_engine::runner::claude_code::{
     assemble, InvocationInput, InvocationOutcome, Operation,
 };
 use specbridge_engine::scheduler::{StageReport, StageRun};
-use specbridge_engine::store::{now_rfc3339, FileRef, RunHandle, SCHEMA_VERSION};
+use specbridge_engine::store::layout::{self, attempt};
+use specbridge_engine::store::{now_rfc3339, FileRef, SCHEMA_VERSION};
 use specbridge_engine::{EvidenceStatus, StageStatus};
 
 use crate::agent::AgentSetup;
@@ -52,7 +53,7 @@ fn continue_session(
         return Ok((p, before));
     };
     sr.run
-        .write_json(&format!("{attempt_rel}/continuation.json"), &c)
+        .write_json(&layout::in_attempt(&attempt_rel, attempt::CONTINUATION), &c)
         .map_err(|e| format!("failed to write continuation.json: {e}"))?;
     let Some(session) = c.session_id.as_deref() else {
         return Ok((p, before));
@@ -88,7 +89,7 @@ pub async fn run_execute(
         Err(report) => return *report,
     };
     let run = &sr.run;
-    let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);
+    let attempt_rel = layout::attempt_rel(&sr.node.id, sr.attempt);
     let input_hash = p.input_hash.clone();
     let not_started = |reason: String| {
         let mut report = stopped(&now_rfc3339(), StageStatus::Failed, reason);
@@ -99,7 +100,7 @@ pub async fn run_execute(
         Ok(before) => before,
         Err(e) => return not_started(e),
     };
-    if let Err(e) = write_snapshot(run, &attempt_rel, "git-before.json", &before) {
+    if let Err(e) = write_snapshot(run, &attempt_rel, attempt::GIT_BEFORE, &before) {
         return not_started(e);
     }
     let (p, before) =
@@ -169,7 +170,7 @@ pub async fn run_execute(
             Some("the invocation succeeded without a structured output that validates".into());
         return report;
     };
-    let rel = format!("{}/output.json", RunHandle::stage_rel(&sr.node.id));
+    let rel = layout::output_rel(&sr.node.id);
     match run.write_json(&rel, &output) {
         Ok(sha) => {
             report.output = Some(FileRef {
@@ -220,11 +221,14 @@ async fn gather(
 ) -> Result<Gathered, String> {
     let run = &sr.run;
     let after = snapshot(&ctx.root)?;
-    write_snapshot(run, attempt_rel, "git-after.json", &after)?;
+    write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let mut changed = attribute(before, &after, &ledger.own_writes());
     attribute_run_made(&mut changed, before, ledger);
-    run.write_json(&format!("{attempt_rel}/changed-files.json"), &changed)
-        .map_err(|e| format!("failed to write changed-files.json: {e}"))?;
+    run.write_json(
+        &layout::in_attempt(&attempt_rel, attempt::CHANGED_FILES),
+        &changed,
+    )
+    .map_err(|e| format!("failed to write changed-files.json: {e}"))?;
     ledger.record(&changed, &after);
     let mut violations = run_store_violations(store_changed);
     violations.extend(protected_paths(ctx, run).violations(&changed, before, &after));
@@ -304,8 +308,11 @@ async fn gather(
         findings: findings.clone(),
         claims,
     };
-    run.write_json(&format!("{attempt_rel}/evidence.json"), &record)
-        .map_err(|e| format!("failed to write evidence.json: {e}"))?;
+    run.write_json(
+        &layout::in_attempt(&attempt_rel, attempt::EVIDENCE),
+        &record,
+    )
+    .map_err(|e| format!("failed to write evidence.json: {e}"))?;
     Ok(Gathered {
         decision,
         violations,

@@ -52,9 +52,9 @@ pub(crate) fn recorded_hash(run_dir: &Path, id: &str) -> Option<String> {
     if !specbridge_engine::store::is_safe_component(id) {
         return None;
     }
-    let bytes = std::fs::read(run_dir.join("stages").join(id).join("stage.json")).ok()?;
-    serde_json::from_slice::<specbridge_engine::store::StageRecord>(&bytes)
-        .ok()?
+    specbridge_engine::store::RunReader::at(run_dir)
+        .stage(id)
+        .ok()??
         .input_hash
 }
 

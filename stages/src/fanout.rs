@@ -11,6 +11,7 @@ use serde_json::Value;
 use specbridge_engine::dag::StageGraph;
 use specbridge_engine::pipeline::{PipelineFile, StageDef};
 use specbridge_engine::scheduler::Node;
+use specbridge_engine::store::layout;
 use specbridge_engine::store::{is_safe_component, RunHandle, MAX_ID_BYTES};
 
 /// One item as the instances see it.
@@ -139,7 +140,7 @@ pub fn instance_id(stage: &str, item: &str) -> String {
 
 /// The accepted output of a stage in this run.
 pub fn read_output(run: &RunHandle, stage: &str) -> Result<Value, String> {
-    let rel = format!("{}/output.json", RunHandle::stage_rel(stage));
+    let rel = layout::output_rel(stage);
     let path = run.path(&rel).map_err(|e| e.to_string())?;
     let bytes = std::fs::read(&path).map_err(|e| format!("failed to read {rel}: {e}"))?;
     serde_json::from_slice(&bytes).map_err(|e| format!("failed to parse {rel}: {e}"))

@@ -17,6 +17,7 @@ use specbridge_engine::pipeline::StageDef;
 use specbridge_engine::runner::claude_code::outcome::validate_output;
 use specbridge_engine::runner::claude_code::Operation;
 use specbridge_engine::scheduler::{StageReport, StageRun};
+use specbridge_engine::store::layout::{self, attempt};
 use specbridge_engine::store::{
     now_rfc3339, sha256_hex, write_confined, ConfinedWriteError, FileRef, RunHandle, SCHEMA_VERSION,
 };
@@ -43,9 +44,9 @@ pub async fn run_generate(
     };
     let run = &sr.run;
     let node = &sr.node;
-    let attempt_rel = RunHandle::attempt_rel(&node.id, sr.attempt);
+    let attempt_rel = layout::attempt_rel(&node.id, sr.attempt);
     let before = match snapshot(&ctx.root)
-        .and_then(|b| write_snapshot(run, &attempt_rel, "git-before.json", &b).map(|_| b))
+        .and_then(|b| write_snapshot(run, &attempt_rel, attempt::GIT_BEFORE, &b).map(|_| b))
     {
         Ok(before) => before,
         Err(e) => {
@@ -125,10 +126,13 @@ fn read_only_evidence(
     store_changed: &[String],
 ) -> Result<Vec<Violation>, String> {
     let after = snapshot(&ctx.root)?;
-    write_snapshot(run, attempt_rel, "git-after.json", &after)?;
+    write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let changed = attribute(before, &after, &ledger.own_writes());
-    run.write_json(&format!("{attempt_rel}/changed-files.json"), &changed)
-        .map_err(|e| format!("failed to write changed-files.json: {e}"))?;
+    run.write_json(
+        &layout::in_attempt(&attempt_rel, attempt::CHANGED_FILES),
+        &changed,
+    )
+    .map_err(|e| format!("failed to write changed-files.json: {e}"))?;
     let diff = attempt_diff(&ctx.root, &changed, &after, DEFAULT_DIFF_MAX_BYTES)
         .map_err(|e| crate::error_chain(&e))?;
     let (diff_info, findings) = crate::secrets::keep_diff(ctx, run, attempt_rel, diff)?;
@@ -158,8 +162,11 @@ fn read_only_evidence(
         findings,
         claims: None,
     };
-    run.write_json(&format!("{attempt_rel}/evidence.json"), &record)
-        .map_err(|e| format!("failed to write evidence.json: {e}"))?;
+    run.write_json(
+        &layout::in_attempt(&attempt_rel, attempt::EVIDENCE),
+        &record,
+    )
+    .map_err(|e| format!("failed to write evidence.json: {e}"))?;
     Ok(violations)
 }
 
@@ -190,7 +197,7 @@ fn accept_output(
     // An unsafe or duplicate item id fails this stage, before any instance exists.
     crate::fanout::check_consumers(&ctx.pipeline, node_id, &output)
         .map_err(|e| (StageStatus::Failed, redactor.redact_str(&e)))?;
-    let rel = format!("{}/output.json", RunHandle::stage_rel(node_id));
+    let rel = layout::output_rel(node_id);
     let sha = run
         .write_json(&rel, &output)
         .map_err(|e| (StageStatus::Failed, format!("failed to write {rel}: {e}")))?;

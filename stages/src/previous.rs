@@ -12,7 +12,8 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 use specbridge_engine::redact::Redactor;
-use specbridge_engine::store::RunHandle;
+use specbridge_engine::store::layout::attempt;
+use specbridge_engine::store::{AttemptReader, RunReader};
 
 use crate::prompt::{render, AttemptView, PromptContext, PromptError, PromptSource};
 
@@ -63,8 +64,8 @@ pub fn read(
     redactor: &Redactor,
 ) -> Option<PreviousAttempt> {
     let number = attempt.checked_sub(1).filter(|n| *n >= 1)?;
-    let dir = run_dir.join(RunHandle::attempt_rel(stage, number));
-    if !dir.is_dir() {
+    let dir = RunReader::at(run_dir).attempt(stage, number);
+    if !dir.exists() {
         return None;
     }
     // An attempt cut off by a cancel or a crash did nothing wrong: it is
@@ -74,7 +75,8 @@ pub fn read(
         return None;
     }
     let verification = failed_commands(&dir, redactor);
-    let violations = read_json(&dir.join("evidence.json"))
+    let violations = dir
+        .json_opt::<Value>(attempt::EVIDENCE)
         .and_then(|e| e.get("violations").cloned())
         .and_then(|v| v.as_array().cloned())
         .unwrap_or_default()
@@ -127,7 +129,7 @@ pub(crate) fn finished(
     stage: &str,
     number: u32,
 ) -> Option<(String, Option<String>)> {
-    let text = std::fs::read_to_string(run_dir.join("events.jsonl")).ok()?;
+    let text = std::fs::read_to_string(RunReader::at(run_dir).events_path()).ok()?;
     text.lines()
         .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -140,8 +142,8 @@ pub(crate) fn finished(
         })
 }
 
-fn failed_commands(dir: &Path, redactor: &Redactor) -> Vec<FailedCommand> {
-    let Some(record) = read_json(&dir.join("verification.json")) else {
+fn failed_commands(dir: &AttemptReader, redactor: &Redactor) -> Vec<FailedCommand> {
+    let Some(record) = dir.json_opt::<Value>(attempt::VERIFICATION) else {
         return Vec::new();
     };
     let commands = record
@@ -164,7 +166,7 @@ fn failed_commands(dir: &Path, redactor: &Redactor) -> Vec<FailedCommand> {
             let mut output = String::new();
             for key in ["stdoutLog", "stderrLog"] {
                 if let Some(name) = c[key].as_str() {
-                    if let Ok(bytes) = std::fs::read(dir.join(name)) {
+                    if let Some(bytes) = dir.named_log(name) {
                         output.push_str(&String::from_utf8_lossy(&bytes));
                     }
                 }
@@ -192,10 +194,6 @@ fn tail(text: &str) -> String {
         out = out[cut..].to_string();
     }
     out
-}
-
-fn read_json(path: &Path) -> Option<Value> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
 fn summary(p: &PreviousAttempt) -> String {

@@ -10,7 +10,8 @@ use specbridge_engine::evidence::{
 };
 use specbridge_engine::pipeline::StageDef;
 use specbridge_engine::scheduler::{StageReport, StageRun};
-use specbridge_engine::store::{now_rfc3339, read_json, sha256_file, FileRef, RunHandle};
+use specbridge_engine::store::layout::{self, attempt};
+use specbridge_engine::store::{now_rfc3339, sha256_file, FileRef, RunReader};
 use specbridge_engine::{EvidenceStatus, StageStatus};
 
 use crate::attempt::{attempt_inputs, stopped};
@@ -40,18 +41,18 @@ pub async fn run_reverify(
             sr.node.id
         ));
     };
-    let last_rel = RunHandle::attempt_rel(&sr.node.id, last);
-    let attempt_rel = RunHandle::attempt_rel(&sr.node.id, sr.attempt);
+    let attempt_rel = layout::attempt_rel(&sr.node.id, sr.attempt);
     // The tree as the last attempt left it: what changed since is the human's.
-    let before: GitSnapshot = match read_json(&run.dir().join(&last_rel).join("git-after.json")) {
+    let last_attempt = RunReader::at(run.dir()).attempt(&sr.node.id, last);
+    let before: GitSnapshot = match last_attempt.json(attempt::GIT_AFTER) {
         Ok(s) => s,
-        Err(e) => return fail(format!("failed to read {last_rel}/git-after.json: {e}")),
+        Err(e) => return fail(e.to_string()),
     };
     let after = match snapshot(&ctx.root) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    for (name, snap) in [("git-before.json", &before), ("git-after.json", &after)] {
+    for (name, snap) in [(attempt::GIT_BEFORE, &before), (attempt::GIT_AFTER, &after)] {
         if let Err(e) = write_snapshot(run, &attempt_rel, name, snap) {
             return fail(e);
         }
@@ -61,7 +62,10 @@ pub async fn run_reverify(
     changed.modified.append(&mut changed.ambiguous);
     changed.modified.sort();
     changed.attributed_to = Some(ChangeAuthor::Human);
-    if let Err(e) = run.write_json(&format!("{attempt_rel}/changed-files.json"), &changed) {
+    if let Err(e) = run.write_json(
+        &layout::in_attempt(&attempt_rel, attempt::CHANGED_FILES),
+        &changed,
+    ) {
         return fail(format!("failed to write changed-files.json: {e}"));
     }
     // Later stages must not take the hand fix for a foreign change.
@@ -134,11 +138,14 @@ pub async fn run_reverify(
         diff: None,
         claims: None,
     };
-    if let Err(e) = run.write_json(&format!("{attempt_rel}/evidence.json"), &record) {
+    if let Err(e) = run.write_json(
+        &layout::in_attempt(&attempt_rel, attempt::EVIDENCE),
+        &record,
+    ) {
         return fail(format!("failed to write evidence.json: {e}"));
     }
     // The task result the agent reported stays the stage's output.
-    let output_rel = format!("{}/output.json", RunHandle::stage_rel(&sr.node.id));
+    let output_rel = layout::output_rel(&sr.node.id);
     let output = sha256_file(&run.dir().join(&output_rel))
         .ok()
         .map(|sha256| FileRef {

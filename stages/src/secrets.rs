@@ -4,6 +4,7 @@
 
 use specbridge_engine::evidence::{secrets_in_change, AttemptDiff, DiffInfo, EvidenceFinding};
 use specbridge_engine::scheduler::StageReport;
+use specbridge_engine::store::layout::{self, attempt};
 use specbridge_engine::store::RunHandle;
 
 use crate::context::RunContext;
@@ -23,7 +24,10 @@ pub fn keep_diff(
     );
     let mut info = diff.info;
     let sha = run
-        .write_bytes(&format!("{attempt_rel}/diff.patch"), &diff.patch)
+        .write_bytes(
+            &layout::in_attempt(&attempt_rel, attempt::DIFF),
+            &diff.patch,
+        )
         .map_err(|e| format!("failed to write diff.patch: {e}"))?;
     if sha != info.sha256 {
         // A secret was redacted (in an added, removed or context line).

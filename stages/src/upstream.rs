@@ -18,7 +18,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 use specbridge_engine::pipeline::{StageDef, StageKind};
 use specbridge_engine::scheduler::Node;
-use specbridge_engine::store::{is_safe_component, sha256_hex, RunHandle, StageRecord};
+use specbridge_engine::store::{is_safe_component, sha256_hex, RunHandle, RunReader, StageRecord};
 use specbridge_engine::StageStatus;
 
 use crate::context::RunContext;
@@ -181,11 +181,9 @@ fn seen_digest(run: &Path, id: &str) -> Result<Option<String>, String> {
     if !is_safe_component(id) {
         return Err(format!("refusing unsafe stage id `{id}`"));
     }
-    let path = run.join("stages").join(id).join("stage.json");
-    let record: StageRecord = match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map_err(|e| format!("failed to read the record of stage `{id}`: {e}"))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    let record: StageRecord = match RunReader::at(run).stage(id) {
+        Ok(Some(record)) => record,
+        Ok(None) => return Ok(None),
         Err(e) => return Err(format!("failed to read the record of stage `{id}`: {e}")),
     };
     Ok(record
@@ -226,20 +224,15 @@ pub fn legacy_upstream_hashes(
 fn instance_hashes(run: &Path, stage: &str) -> Result<BTreeMap<String, Option<String>>, String> {
     let mut out = BTreeMap::new();
     let prefix = format!("{stage}.");
-    let Ok(entries) = std::fs::read_dir(run.join("stages")) else {
+    let reader = RunReader::at(run);
+    let Ok(ids) = reader.stage_ids() else {
         return Ok(out);
     };
-    for entry in entries.flatten() {
-        let Ok(name) = entry.file_name().into_string() else {
-            continue;
-        };
+    for name in ids {
         if !name.starts_with(&prefix) {
             continue;
         }
-        let Ok(bytes) = std::fs::read(entry.path().join("stage.json")) else {
-            continue;
-        };
-        let Ok(record) = serde_json::from_slice::<StageRecord>(&bytes) else {
+        let Ok(Some(record)) = reader.stage(&name) else {
             continue;
         };
         if record.instance_of.as_deref() == Some(stage) && record.status == StageStatus::Succeeded {
@@ -256,14 +249,13 @@ fn read_output(run: &Path, id: &str) -> Result<(Value, Option<String>), String> 
     if !is_safe_component(id) {
         return Err(format!("refusing unsafe stage id `{id}`"));
     }
-    let path = run.join("stages").join(id).join("output.json");
-    match std::fs::read(&path) {
-        Ok(bytes) => {
+    match RunReader::at(run).output_bytes(id) {
+        Ok(Some(bytes)) => {
             let value = serde_json::from_slice(&bytes)
                 .map_err(|e| format!("failed to read the output of stage `{id}`: {e}"))?;
             Ok((value, Some(sha256_hex(&bytes))))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((Value::Null, None)),
+        Ok(None) => Ok((Value::Null, None)),
         Err(e) => Err(format!("failed to read the output of stage `{id}`: {e}")),
     }
 }

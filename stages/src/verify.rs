@@ -7,6 +7,7 @@ use serde_json::json;
 use specbridge_engine::evidence::verification::{CommandResult, VerificationRecord};
 use specbridge_engine::pipeline::resolve::DEFAULT_CHECK_TIMEOUT_MS;
 use specbridge_engine::pipeline::VerificationCommand;
+use specbridge_engine::store::layout::{self, attempt};
 use specbridge_engine::store::RunHandle;
 use specbridge_engine::supervisor;
 
@@ -60,8 +61,7 @@ pub async fn run_verification(
         } else {
             format!("verification-{part}")
         };
-        let stdout_log = format!("{stem}.stdout.log");
-        let stderr_log = format!("{stem}.stderr.log");
+        let (stdout_log, stderr_log) = attempt::verification_logs(&stem);
         // A command that never ran: failed, with the reason.
         let not_run = |argv: Vec<String>, stdout_log: String, stderr_log: String, why: String| {
             CommandResult {
@@ -90,8 +90,8 @@ pub async fn run_verification(
         };
         let logs = crate::confine::CommandLogs {
             run,
-            stdout: &format!("{attempt_rel}/{stdout_log}"),
-            stderr: &format!("{attempt_rel}/{stderr_log}"),
+            stdout: &layout::in_attempt(attempt_rel, &stdout_log),
+            stderr: &layout::in_attempt(attempt_rel, &stderr_log),
             max_stdout_bytes: 1 << 20,
             max_stderr_bytes: 1 << 20,
         };
@@ -142,8 +142,11 @@ pub async fn run_verification(
         };
         record.commands.push(entry);
     }
-    run.write_json(&format!("{attempt_rel}/verification.json"), &record)
-        .map_err(|e| e.to_string())?;
+    run.write_json(
+        &layout::in_attempt(&attempt_rel, attempt::VERIFICATION),
+        &record,
+    )
+    .map_err(|e| e.to_string())?;
     Ok(record)
 }
 

@@ -10,7 +10,8 @@ use std::sync::Mutex;
 use specbridge_engine::evidence::{
     normalize_rel_path, ChangedFiles, EntryKind, GitSnapshot, OwnWrite, PathState, ProtectedPaths,
 };
-use specbridge_engine::store::{read_json, RunHandle, RunRecord};
+use specbridge_engine::store::layout::{self, attempt as file};
+use specbridge_engine::store::{RunHandle, RunReader};
 
 use crate::context::RunContext;
 use crate::prompt::PromptSource;
@@ -65,24 +66,19 @@ impl TreeLedger {
     /// its stages wrote, and what each execute attempt changed, oldest first.
     pub fn seed_from_run(&self, run_dir: &Path) {
         let mut changes: Vec<(String, ChangedFiles, GitSnapshot)> = Vec::new();
-        let Ok(stages) = std::fs::read_dir(run_dir.join("stages")) else {
+        let run = RunReader::at(run_dir);
+        let Ok(stages) = run.stage_ids() else {
             return;
         };
-        for stage in stages.flatten() {
-            let record: Option<specbridge_engine::store::StageRecord> =
-                read_json(&stage.path().join("stage.json")).ok();
+        for stage in stages {
+            let record = run.stage(&stage).ok().flatten();
             if let Some(doc) = record.as_ref().and_then(|r| r.document.as_ref()) {
                 self.document(&doc.path, &doc.sha256);
             }
-            for attempt in std::fs::read_dir(stage.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let dir = attempt.path();
-                let (Ok(changed), Ok(after)) = (
-                    read_json::<ChangedFiles>(&dir.join("changed-files.json")),
-                    read_json::<GitSnapshot>(&dir.join("git-after.json")),
+            for attempt in run.attempts(&stage).unwrap_or_default() {
+                let (Some(changed), Some(after)) = (
+                    attempt.json_opt::<ChangedFiles>(file::CHANGED_FILES),
+                    attempt.json_opt::<GitSnapshot>(file::GIT_AFTER),
                 ) else {
                     continue;
                 };
@@ -159,7 +155,7 @@ pub fn write_snapshot(
     name: &str,
     snap: &GitSnapshot,
 ) -> Result<(), String> {
-    run.write_json(&format!("{attempt_rel}/{name}"), snap)
+    run.write_json(&layout::in_attempt(attempt_rel, name), snap)
         .map(|_| ())
         .map_err(|e| format!("failed to write {name}: {e}"))
 }
@@ -168,7 +164,8 @@ pub fn write_snapshot(
 /// prompt and schema files it names, every document its generate stages write, and
 /// `protectedPaths`.
 pub fn protected_paths(ctx: &RunContext, run: &RunHandle) -> ProtectedPaths {
-    let pipeline_file = read_json::<RunRecord>(&run.dir().join("run.json"))
+    let pipeline_file = RunReader::at(run.dir())
+        .run()
         .map(|r| r.pipeline.path)
         .unwrap_or_default();
     protected_paths_for(ctx, &pipeline_file)
@@ -347,10 +344,10 @@ impl RunStoreState {
         let new_run = |path: &str| {
             let mut parts = path.splitn(3, '/');
             match (parts.next(), parts.next()) {
-                (Some("runs"), Some(dir)) => !before
+                (Some(layout::RUNS_DIR), Some(dir)) => !before
                     .files
                     .keys()
-                    .any(|k| k.starts_with(&format!("runs/{dir}/"))),
+                    .any(|k| k.starts_with(&format!("{}/{dir}/", layout::RUNS_DIR))),
                 _ => false,
             }
         };
@@ -397,7 +394,7 @@ fn walk_store(base: &Path, dir: &Path, own: &Path, out: &mut BTreeMap<String, (u
             continue;
         };
         // Rewritten by whichever run takes the working tree, beside this one.
-        if Path::new(specbridge_engine::store::TREE_LOCK_FILE).strip_prefix(".specbridge")
+        if Path::new(specbridge_engine::store::TREE_LOCK_FILE).strip_prefix(layout::STORE_DIR)
             == Ok(rel)
         {
             continue;

@@ -2,7 +2,7 @@
 
 use specbridge_engine::audit::{audit_all, audit_run, AuditReport, Severity};
 use specbridge_engine::exit;
-use specbridge_engine::store::RunStore;
+use specbridge_engine::store::{RunReader, RunStore};
 
 use crate::commands::Workspace;
 use crate::error::{CliError, CliResult};
@@ -21,9 +21,9 @@ pub fn run(
     } else {
         let selector = run.as_deref().unwrap_or("latest");
         // A path to a run folder anywhere (a recording, a copy) is audited as is.
-        let as_path = std::path::Path::new(selector);
-        let dir = if as_path.join("run.json").is_file() {
-            as_path.to_path_buf()
+        let as_path = RunReader::at(std::path::Path::new(selector));
+        let dir = if as_path.has_run_record() {
+            as_path.dir().to_path_buf()
         } else {
             store
                 .select(selector)

@@ -2,7 +2,7 @@
 
 use specbridge_engine::graph::GraphView;
 use specbridge_engine::pipeline::validate::load_and_validate;
-use specbridge_engine::store::{read_json, PlanRecord, RunStore};
+use specbridge_engine::store::{layout, PlanRecord};
 
 use crate::args::{GraphArgs, GraphFormat};
 use crate::commands::validate::{display_path, exit_code, print_diagnostics, relative, summary};
@@ -41,13 +41,10 @@ fn print(printer: &Printer, view: &GraphView, format: GraphFormat) {
 
 /// The expanded graph of a recorded run, with each node's status.
 fn of_run(ws: &Workspace, selector: &str) -> CliResult<GraphView> {
-    let store = RunStore::new(&ws.root);
-    let (_, dir) = store
-        .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
-    let plan: PlanRecord =
-        read_json(&dir.join("plan.json")).map_err(|e| CliError::Config(e.to_string()))?;
-    let stages = crate::commands::runs::read_stages(&dir);
+    let reader = crate::commands::runs::open(ws, selector)?;
+    let config = |e: specbridge_engine::store::StoreError| CliError::Config(e.to_string());
+    let plan: PlanRecord = reader.json(layout::PLAN).map_err(config)?;
+    let stages = reader.stages_in_plan_order().map_err(config)?;
     Ok(GraphView::of_run(&plan, |id| {
         stages
             .iter()

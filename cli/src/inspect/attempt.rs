@@ -1,14 +1,14 @@
 //! One attempt folder read back: every record is optional, since a stage can stop
 //! at any point (before the spawn, before verification, …).
 
-use std::path::Path;
-
 use serde::Serialize;
 use serde_json::Value;
+use specbridge_engine::store::layout::attempt as file;
+use specbridge_engine::store::AttemptReader;
 use specbridge_engine::TokenUsage;
 
 use super::transcript::{self, ToolCall, TranscriptSource};
-use super::{attempt_rel, head, tail};
+use super::{head, tail, AttemptCost};
 
 /// How much of a failing verification command's output is kept.
 const FAILURE_TAIL_LINES: usize = 20;
@@ -77,10 +77,6 @@ pub struct Verification {
     pub failure_tail: Option<String>,
 }
 
-fn read_json(path: &Path) -> Option<Value> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
-}
-
 fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
         .map(|a| {
@@ -94,32 +90,38 @@ fn strings(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub fn read_attempt(
-    run_dir: &Path,
-    stage: &str,
-    attempt: u32,
-    prompt_lines: usize,
-) -> AttemptStory {
-    let rel = attempt_rel(stage, attempt);
-    let dir = run_dir.join(&rel);
-    let result = read_json(&dir.join("result.json"));
-    let process = read_json(&dir.join("process.json"));
-    let evidence = read_json(&dir.join("evidence.json"));
-    let changed = read_json(&dir.join("changed-files.json"));
-    let prompt = std::fs::read(dir.join("prompt.md")).ok();
+impl AttemptStory {
+    /// What the attempt cost, for the sums.
+    pub fn cost(&self) -> AttemptCost {
+        AttemptCost {
+            invoked: self.invoked,
+            replayed: self.replayed,
+            cost_usd: self.cost_usd,
+            tokens: self.tokens,
+        }
+    }
+}
+
+pub fn read_attempt(dir: &AttemptReader, prompt_lines: usize) -> AttemptStory {
+    let result = dir.json_opt::<Value>(file::RESULT);
+    let process = dir.json_opt::<Value>(file::PROCESS);
+    let evidence = dir.json_opt::<Value>(file::EVIDENCE);
+    let changed = dir.json_opt::<Value>(file::CHANGED_FILES);
+    let prompt = dir.bytes(file::PROMPT);
     let r = |k: &str| result.as_ref().and_then(|v| v.get(k));
     let p = |k: &str| process.as_ref().and_then(|v| v.get(k));
-    let (tool_calls, transcript_source) = transcript::read(&dir, result.as_ref());
+    let (tool_calls, transcript_source) = transcript::read(dir, result.as_ref());
+    let cost = AttemptCost::of(result.as_ref(), dir);
     AttemptStory {
-        attempt,
-        invoked: result.is_some(),
-        replayed: dir.join("replay.json").is_file(),
+        attempt: dir.number(),
+        invoked: cost.invoked,
+        replayed: cost.replayed,
         outcome: r("outcome").and_then(Value::as_str).map(str::to_owned),
         failure_reason: r("failureReason")
             .and_then(Value::as_str)
             .map(str::to_owned),
-        cost_usd: r("totalCostUsd").and_then(Value::as_f64),
-        tokens: r("tokens").and_then(|t| serde_json::from_value(t.clone()).ok()),
+        cost_usd: cost.cost_usd,
+        tokens: cost.tokens,
         turns: r("numTurns").and_then(Value::as_u64),
         started_at: p("startedAt").and_then(Value::as_str).map(str::to_owned),
         ended_at: p("endedAt").and_then(Value::as_str).map(str::to_owned),
@@ -131,7 +133,7 @@ pub fn read_attempt(
         prompt_bytes: prompt.as_ref().map(|b| b.len() as u64),
         tool_calls,
         transcript_source,
-        verification: verification(&dir),
+        verification: verification(dir),
         evidence_status: evidence
             .as_ref()
             .and_then(|e| e.get("status"))
@@ -156,17 +158,15 @@ pub fn read_attempt(
             ambiguous: strings(changed.as_ref().and_then(|c| c.get("ambiguous"))),
         },
         diff: dir
-            .join("diff.patch")
-            .metadata()
-            .ok()
-            .filter(|m| m.len() > 0)
-            .map(|_| format!("{rel}/diff.patch")),
-        path: rel,
+            .len(file::DIFF)
+            .filter(|len| *len > 0)
+            .map(|_| dir.rel_of(file::DIFF)),
+        path: dir.rel().to_string(),
     }
 }
 
-fn verification(dir: &Path) -> Vec<Verification> {
-    let Some(record) = read_json(&dir.join("verification.json")) else {
+fn verification(dir: &AttemptReader) -> Vec<Verification> {
+    let Some(record) = dir.json_opt::<Value>(file::VERIFICATION) else {
         return Vec::new();
     };
     record
@@ -176,7 +176,7 @@ fn verification(dir: &Path) -> Vec<Verification> {
         .unwrap_or_default()
 }
 
-fn command(dir: &Path, c: &Value) -> Verification {
+fn command(dir: &AttemptReader, c: &Value) -> Verification {
     let s = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_owned);
     let passed = c.get("passed").and_then(Value::as_bool).unwrap_or(false);
     let failure_tail = (!passed).then(|| {
@@ -184,10 +184,7 @@ fn command(dir: &Path, c: &Value) -> Verification {
         for key in ["stdoutLog", "stderrLog"] {
             let Some(name) = s(key) else { continue };
             // Log names come from the record; only a plain file name is followed.
-            if name.contains('/') || name.contains("..") {
-                continue;
-            }
-            if let Ok(bytes) = std::fs::read(dir.join(&name)) {
+            if let Some(bytes) = dir.named_log(&name) {
                 let text = String::from_utf8_lossy(&bytes);
                 let t = tail(&text, FAILURE_TAIL_LINES);
                 if !t.trim().is_empty() {

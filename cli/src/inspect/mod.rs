@@ -6,10 +6,10 @@
 mod attempt;
 mod transcript;
 
-use std::path::Path;
-
 use serde::Serialize;
-use specbridge_engine::store::StageRecord;
+use serde_json::Value;
+use specbridge_engine::store::layout::attempt as file;
+use specbridge_engine::store::{AttemptReader, RunReader, StageRecord, StoreError};
 use specbridge_engine::TokenUsage;
 
 pub use attempt::{read_attempt, AttemptStory};
@@ -45,26 +45,64 @@ pub struct StageStory {
 }
 
 impl StageStory {
-    pub fn read(run_dir: &Path, stage: StageRecord, lines: usize) -> StageStory {
-        let attempts: Vec<AttemptStory> = attempt_numbers(run_dir, &stage.stage_id)
-            .into_iter()
-            .map(|n| read_attempt(run_dir, &stage.stage_id, n, lines))
+    pub fn read(
+        run: &RunReader,
+        stage: StageRecord,
+        lines: usize,
+    ) -> Result<StageStory, StoreError> {
+        let attempts: Vec<AttemptStory> = run
+            .attempts(&stage.stage_id)?
+            .iter()
+            .map(|a| read_attempt(a, lines))
             .collect();
-        let (spent, recorded_not_spent) = sums(&attempts);
-        StageStory {
+        let (spent, recorded_not_spent) = sums(attempts.iter().map(AttemptStory::cost));
+        Ok(StageStory {
             stage,
             attempts,
             spent,
             recorded_not_spent,
+        })
+    }
+}
+
+/// What a stage's attempts spent and what its replayed attempts had spent when
+/// recorded, from each attempt's `result.json` alone: a listing of a large run
+/// reads no prompt, log or transcript.
+pub fn stage_spend(run: &RunReader, stage: &str) -> Result<(Spend, Spend), StoreError> {
+    Ok(sums(run.attempts(stage)?.iter().map(|a| {
+        AttemptCost::of(a.json_opt::<Value>(file::RESULT).as_ref(), a)
+    })))
+}
+
+/// What one attempt cost, as the sums need it.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptCost {
+    /// An agent was invoked (or replayed): the attempt has a `result.json`.
+    pub invoked: bool,
+    /// Answered from a recording (`replay.json`).
+    pub replayed: bool,
+    pub cost_usd: Option<f64>,
+    pub tokens: Option<TokenUsage>,
+}
+
+impl AttemptCost {
+    /// From the attempt's parsed `result.json`, if any.
+    fn of(result: Option<&Value>, a: &AttemptReader) -> AttemptCost {
+        let r = |k: &str| result.and_then(|v| v.get(k));
+        AttemptCost {
+            invoked: result.is_some(),
+            replayed: a.has(file::REPLAY),
+            cost_usd: r("totalCostUsd").and_then(Value::as_f64),
+            tokens: r("tokens").and_then(|t| serde_json::from_value(t.clone()).ok()),
         }
     }
 }
 
 /// What the attempts spent, and what replayed attempts had spent when recorded.
-pub fn sums(attempts: &[AttemptStory]) -> (Spend, Spend) {
+pub fn sums(attempts: impl IntoIterator<Item = AttemptCost>) -> (Spend, Spend) {
     let mut spent = Spend::default();
     let mut recorded = Spend::default();
-    for a in attempts.iter().filter(|a| a.invoked) {
+    for a in attempts.into_iter().filter(|a| a.invoked) {
         let into = if a.replayed {
             &mut recorded
         } else {
@@ -73,28 +111,6 @@ pub fn sums(attempts: &[AttemptStory]) -> (Spend, Spend) {
         into.add(a.cost_usd.unwrap_or(0.0), a.tokens.unwrap_or_default());
     }
     (spent, recorded)
-}
-
-/// `attempt-NNN` folders of a stage, by number.
-pub fn attempt_numbers(run_dir: &Path, stage: &str) -> Vec<u32> {
-    let mut numbers: Vec<u32> = std::fs::read_dir(run_dir.join("stages").join(stage))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()?
-                .strip_prefix("attempt-")?
-                .parse()
-                .ok()
-        })
-        .collect();
-    numbers.sort_unstable();
-    numbers
-}
-
-pub fn attempt_rel(stage: &str, attempt: u32) -> String {
-    format!("stages/{stage}/attempt-{attempt:03}")
 }
 
 /// The last `lines` lines of a text, for the tail of a failing command's output.

@@ -2,11 +2,12 @@
 //! else read back from the stream-json in `raw-stdout.log`.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
 use specbridge_engine::runner::claude_code::observe::{CallVerdict, ToolCallRecord};
+use specbridge_engine::store::layout::attempt;
+use specbridge_engine::store::AttemptReader;
 
 /// How long an input summary or a result excerpt may be.
 const SUMMARY_CHARS: usize = 160;
@@ -32,8 +33,11 @@ pub enum TranscriptSource {
     None,
 }
 
-pub fn read(dir: &Path, result: Option<&Value>) -> (Vec<ToolCall>, TranscriptSource) {
-    if let Ok(text) = std::fs::read_to_string(dir.join("tool-calls.jsonl")) {
+pub fn read(dir: &AttemptReader, result: Option<&Value>) -> (Vec<ToolCall>, TranscriptSource) {
+    if let Some(text) = dir
+        .bytes(attempt::TOOL_CALLS)
+        .and_then(|b| String::from_utf8(b).ok())
+    {
         // The engine's own record type: one owner of the format.
         let calls = text
             .lines()
@@ -42,13 +46,13 @@ pub fn read(dir: &Path, result: Option<&Value>) -> (Vec<ToolCall>, TranscriptSou
             .collect();
         return (calls, TranscriptSource::ToolCalls);
     }
-    match std::fs::read(dir.join("raw-stdout.log")) {
-        Ok(bytes) => {
+    match dir.bytes(attempt::RAW_STDOUT) {
+        Some(bytes) => {
             let denied = denied_ids(result);
             let calls = from_stream(&String::from_utf8_lossy(&bytes), &denied);
             (calls, TranscriptSource::Stream)
         }
-        Err(_) => (Vec::new(), TranscriptSource::None),
+        None => (Vec::new(), TranscriptSource::None),
     }
 }
 

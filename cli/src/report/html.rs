@@ -1,7 +1,7 @@
 //! The page itself.
 
+use specbridge_engine::store::RunReader;
 use std::fmt::Write;
-use std::path::Path;
 
 use super::svg::{self, GraphNode};
 use super::{esc, status_class, ReportData, DIFF_BYTES};
@@ -11,7 +11,7 @@ use crate::table::{cost, duration, thousands, tokens};
 const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
 
-pub fn render(data: &ReportData, dir: &Path) -> String {
+pub fn render(data: &ReportData, reader: &RunReader) -> String {
     let run = &data.run;
     let mut h = String::with_capacity(64 * 1024);
     let _ = write!(
@@ -63,7 +63,7 @@ pub fn render(data: &ReportData, dir: &Path) -> String {
     decisions_section(&mut h, data);
     h.push_str("<section><h2>Stages</h2><p class=\"hint\">Open a stage for its tool calls, verification, evidence and diff.</p>");
     for (i, story) in data.stories.iter().enumerate() {
-        stage_details(&mut h, i, story, dir);
+        stage_details(&mut h, i, story, reader);
     }
     let _ = writeln!(
         h,
@@ -190,7 +190,7 @@ fn decisions_section(h: &mut String, data: &ReportData) {
     h.push_str("</tbody></table></section>");
 }
 
-fn stage_details(h: &mut String, i: usize, story: &StageStory, dir: &Path) {
+fn stage_details(h: &mut String, i: usize, story: &StageStory, run: &RunReader) {
     let r = &story.stage;
     let _ = write!(
         h,
@@ -212,7 +212,7 @@ fn stage_details(h: &mut String, i: usize, story: &StageStory, dir: &Path) {
             .unwrap_or_default(),
     );
     for a in &story.attempts {
-        attempt(h, a, dir);
+        attempt(h, a, run);
     }
     if story.attempts.is_empty() {
         h.push_str("<p>No attempt was recorded.</p>");
@@ -220,7 +220,7 @@ fn stage_details(h: &mut String, i: usize, story: &StageStory, dir: &Path) {
     h.push_str("</template></details>");
 }
 
-fn attempt(h: &mut String, a: &AttemptStory, dir: &Path) {
+fn attempt(h: &mut String, a: &AttemptStory, run: &RunReader) {
     let _ = write!(
         h,
         "<div class=\"attempt\"><h3>Attempt {} <small>{} · {}</small></h3>",
@@ -329,7 +329,7 @@ fn attempt(h: &mut String, a: &AttemptStory, dir: &Path) {
         h.push_str("</ul>");
     }
     if let Some(rel) = &a.diff {
-        if let Ok(bytes) = std::fs::read(dir.join(rel)) {
+        if let Ok(bytes) = std::fs::read(run.path(rel)) {
             let cut = bytes.len() > DIFF_BYTES;
             let text = String::from_utf8_lossy(&bytes[..bytes.len().min(DIFF_BYTES)]);
             let _ = write!(

@@ -11,11 +11,9 @@ mod html;
 mod svg;
 mod timeline;
 
-use std::path::Path;
-
 use serde_json::Value;
 use specbridge_engine::audit::AuditReport;
-use specbridge_engine::store::RunRecord;
+use specbridge_engine::store::{RunReader, RunRecord, StoreError};
 
 use crate::inspect::StageStory;
 
@@ -35,22 +33,22 @@ pub struct ReportData {
 }
 
 impl ReportData {
-    pub fn read(dir: &Path, run: RunRecord) -> ReportData {
-        let stages = crate::commands::runs::read_stages(dir);
-        let stories = stages
+    pub fn read(reader: &RunReader, run: RunRecord) -> Result<ReportData, StoreError> {
+        let stories = reader
+            .stages_in_plan_order()?
             .into_iter()
-            .map(|s| StageStory::read(dir, s, 8))
-            .collect();
-        let (timeline, decisions) = timeline::from_events(&dir.join("events.jsonl"));
-        let audit = specbridge_engine::audit::audit_run(dir)
+            .map(|s| StageStory::read(reader, s, 8))
+            .collect::<Result<_, _>>()?;
+        let (timeline, decisions) = timeline::from_events(&reader.events_path());
+        let audit = specbridge_engine::audit::audit_run(reader.dir())
             .map_err(|e| specbridge_engine::error_chain(&e));
-        ReportData {
+        Ok(ReportData {
             run,
             stories,
             timeline,
             decisions,
             audit,
-        }
+        })
     }
 }
 

@@ -8,6 +8,7 @@ use crate::audit::events::{EventFacts, RunEvent, StageEvent};
 use crate::audit::records::{read_record, str_field};
 use crate::audit::report::{Finding, FindingCode};
 use crate::audit::stages::StageState;
+use crate::store::layout;
 
 /// Statuses a stage or run may show while no finish event follows its start: it is
 /// still going, or a resume found it cut off by a crash.
@@ -16,11 +17,11 @@ const UNFINISHED: &[&str] = &["running", "interrupted"];
 const COST_TOLERANCE: f64 = 1e-9;
 
 pub fn check_run_json(run_dir: &Path, facts: &EventFacts, findings: &mut Vec<Finding>) {
-    let Some(run) = read_record(run_dir, "run.json", findings) else {
+    let Some(run) = read_record(run_dir, layout::RUN, findings) else {
         return;
     };
     let mismatch =
-        |message: String| Finding::new(FindingCode::RunJsonMismatch, message).file("run.json");
+        |message: String| Finding::new(FindingCode::RunJsonMismatch, message).file(layout::RUN);
     let status = str_field(&run, "status").unwrap_or("missing");
     match &facts.run {
         Some(RunEvent::Finished {
@@ -86,7 +87,7 @@ pub fn check_stage_json(states: &[StageState], facts: &EventFacts, findings: &mu
         let Some(status) = state.status.as_deref() else {
             continue;
         };
-        let rel = format!("stages/{}/stage.json", state.id);
+        let rel = layout::stage_record_rel(&state.id);
         let mismatch = |message: String, attempt: Option<u32>| {
             Finding::new(FindingCode::StageJsonMismatch, message)
                 .file(&rel)

@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::store::layout;
+
 use crate::audit::report::{Finding, FindingCode};
 use crate::store::events::verify_chain_with;
 
@@ -66,7 +68,7 @@ pub fn read_events(
     run_dir: &Path,
     findings: &mut Vec<Finding>,
 ) -> Result<EventFacts, crate::store::events::EventError> {
-    let path = run_dir.join("events.jsonl");
+    let path = run_dir.join(layout::EVENTS);
     let mut facts = EventFacts::default();
     if !path.exists() {
         findings.push(
@@ -74,7 +76,7 @@ pub fn read_events(
                 FindingCode::ChainBroken,
                 "events.jsonl is missing: nothing in this run can be checked against its log",
             )
-            .file("events.jsonl"),
+            .file(layout::EVENTS),
         );
         return Ok(facts);
     }
@@ -91,7 +93,7 @@ pub fn read_events(
             FindingCode::ChainBroken
         };
         findings.push(
-            Finding::new(code, format!("line {}: {}", p.line, p.message)).file("events.jsonl"),
+            Finding::new(code, format!("line {}: {}", p.line, p.message)).file(layout::EVENTS),
         );
     }
     if total > MAX_CHAIN_FINDINGS {
@@ -103,7 +105,7 @@ pub fn read_events(
                     total - MAX_CHAIN_FINDINGS
                 ),
             )
-            .file("events.jsonl"),
+            .file(layout::EVENTS),
         );
     }
     if let Some(tail) = &check.torn_tail {
@@ -116,7 +118,7 @@ pub fn read_events(
                     tail.len()
                 ),
             )
-            .file("events.jsonl"),
+            .file(layout::EVENTS),
         );
     }
     Ok(facts)

@@ -11,7 +11,7 @@ use crate::audit::AuditError;
 use crate::store::is_safe_component;
 
 /// The run lock: empty, and rewritten by whoever opens the run.
-const LOCK_FILE: &str = ".lock";
+const LOCK_FILE: &str = crate::store::layout::LOCK;
 
 /// Hash and scan every regular file; compare with the announcements.
 /// Returns how many files were read.

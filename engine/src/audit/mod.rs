@@ -63,24 +63,13 @@ pub fn audit_run(run_dir: &Path) -> Result<AuditReport, AuditError> {
 
 /// Audit every run in `runs_dir` (`.specbridge/runs`), oldest first.
 pub fn audit_all(runs_dir: &Path) -> Result<Vec<AuditReport>, AuditError> {
-    let entries = match std::fs::read_dir(runs_dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(AuditError::Read {
-                path: runs_dir.to_path_buf(),
-                source,
-            })
-        }
-    };
-    // Run ids are UUID v7: their text order is their age.
-    let mut ids: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| uuid::Uuid::parse_str(n).is_ok())
-        .collect();
-    ids.sort();
+    let ids = crate::store::run_ids(runs_dir).map_err(|e| match e {
+        crate::store::RunSelectError::Io { path, source } => AuditError::Read { path, source },
+        other => AuditError::Read {
+            path: runs_dir.to_path_buf(),
+            source: std::io::Error::other(other),
+        },
+    })?;
     ids.iter().map(|id| audit_run(&runs_dir.join(id))).collect()
 }
 
@@ -95,7 +84,7 @@ fn set_aside_tails(run_dir: &Path, findings: &mut Vec<Finding>) -> Result<(), Au
         .map_err(read)?
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.starts_with("events.jsonl.torn-"))
+        .filter(|n| n.starts_with(crate::store::layout::TORN_TAIL_PREFIX))
         .collect();
     names.sort();
     for name in names {

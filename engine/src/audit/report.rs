@@ -4,6 +4,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// Where a run-relative path is: one owner of the layout.
+pub use crate::store::layout::{attempt_number, locate};
+
 /// How bad a finding is. Errors mean the run's records cannot be trusted as they
 /// stand; warnings are traces of a crash that specbridge itself can leave behind.
 #[derive(
@@ -161,29 +164,6 @@ impl Finding {
     }
 }
 
-/// The stage and attempt a run-relative path belongs to:
-/// `stages/<stage>/attempt-NNN/…`.
-pub fn locate(rel: &str) -> (Option<String>, Option<u32>) {
-    let mut parts = rel.split('/');
-    if parts.next() != Some("stages") {
-        return (None, None);
-    }
-    let stage = parts.next().filter(|s| !s.is_empty()).map(str::to_string);
-    let rest: Vec<&str> = parts.collect();
-    // The stage folder itself holds stage.json and output.json: no attempt.
-    let attempt = if rest.len() > 1 {
-        rest.first().and_then(|d| attempt_number(d))
-    } else {
-        None
-    };
-    (stage, attempt)
-}
-
-/// `attempt-007` → 7.
-pub fn attempt_number(dir_name: &str) -> Option<u32> {
-    dir_name.strip_prefix("attempt-")?.parse().ok()
-}
-
 /// The audit of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -220,23 +200,6 @@ impl AuditReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn paths_are_located_to_stage_and_attempt() {
-        assert_eq!(locate("run.json"), (None, None));
-        assert_eq!(
-            locate("stages/spec/stage.json"),
-            (Some("spec".into()), None)
-        );
-        assert_eq!(
-            locate("stages/impl.t-1/attempt-012/process.json"),
-            (Some("impl.t-1".into()), Some(12))
-        );
-        assert_eq!(
-            locate("stages/spec/attempt-x/process.json"),
-            (Some("spec".into()), None)
-        );
-    }
 
     #[test]
     fn messages_stay_on_one_line() {

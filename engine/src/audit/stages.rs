@@ -10,6 +10,7 @@ use crate::audit::records::{self, read_record, str_field};
 use crate::audit::report::{attempt_number, Finding, FindingCode};
 use crate::audit::tools::{denied_tools_in, is_editing_mode, is_mutating, mutating_tools_in};
 use crate::audit::AuditError;
+use crate::store::layout::{self, attempt};
 
 /// Validation errors quoted per output before the rest are counted.
 const MAX_SCHEMA_ERRORS: usize = 3;
@@ -26,11 +27,11 @@ pub fn check_stages(
     run_dir: &Path,
     findings: &mut Vec<Finding>,
 ) -> Result<Vec<StageState>, AuditError> {
-    let stages_dir = run_dir.join("stages");
+    let stages_dir = run_dir.join(layout::STAGES);
     let mut states = Vec::new();
     for id in subdirs(&stages_dir)? {
-        let stage_rel = format!("stages/{id}");
-        let record = read_record(run_dir, &format!("{stage_rel}/stage.json"), findings);
+        let stage_rel = layout::stage_rel(&id);
+        let record = read_record(run_dir, &layout::stage_record_rel(&id), findings);
         let kind = record.as_ref().and_then(|r| str_field(r, "kind"));
         let generate = kind == Some("generate");
         let mut attempts: Vec<(u32, String)> = subdirs(&run_dir.join(&stage_rel))?
@@ -65,7 +66,7 @@ pub fn check_stages(
 }
 
 fn check_attempt(run_dir: &Path, attempt_rel: &str, generate: bool, findings: &mut Vec<Finding>) {
-    let process_rel = format!("{attempt_rel}/process.json");
+    let process_rel = layout::in_attempt(attempt_rel, attempt::PROCESS);
     let argv = read_record(run_dir, &process_rel, findings).and_then(|p| {
         let argv = records::redacted_argv(&p);
         if argv.is_none() {
@@ -115,7 +116,7 @@ fn check_attempt(run_dir: &Path, attempt_rel: &str, generate: bool, findings: &m
         check_offered_tools(run_dir, attempt_rel, argv.as_deref(), findings);
     }
 
-    let evidence_rel = format!("{attempt_rel}/evidence.json");
+    let evidence_rel = layout::in_attempt(attempt_rel, attempt::EVIDENCE);
     let Some(raw) = read_record(run_dir, &evidence_rel, findings) else {
         return;
     };
@@ -158,7 +159,7 @@ fn check_offered_tools(
     argv: Option<&[String]>,
     findings: &mut Vec<Finding>,
 ) {
-    let result_rel = format!("{attempt_rel}/result.json");
+    let result_rel = layout::in_attempt(attempt_rel, attempt::RESULT);
     let Some(result) = read_record(run_dir, &result_rel, findings) else {
         return;
     };
@@ -187,7 +188,7 @@ fn check_verification(
     evidence_rel: &str,
     findings: &mut Vec<Finding>,
 ) {
-    let verification_rel = format!("{attempt_rel}/verification.json");
+    let verification_rel = layout::in_attempt(attempt_rel, attempt::VERIFICATION);
     let Some(v) = read_record(run_dir, &verification_rel, findings) else {
         if !run_dir.join(&verification_rel).exists() {
             findings.push(
@@ -244,11 +245,15 @@ fn check_output(
     attempts: &[(u32, String)],
     findings: &mut Vec<Finding>,
 ) {
-    let output_rel = format!("{stage_rel}/output.json");
+    let output_rel = format!("{stage_rel}/{}", layout::OUTPUT);
     let Some(output) = read_record(run_dir, &output_rel, findings) else {
         return;
     };
-    let has_schema = |rel: &String| run_dir.join(rel).join("output-schema.json").is_file();
+    let has_schema = |rel: &String| {
+        run_dir
+            .join(layout::in_attempt(rel, attempt::OUTPUT_SCHEMA))
+            .is_file()
+    };
     let chosen = attempts
         .iter()
         .find(|(n, rel)| Some(u64::from(*n)) == final_attempt && has_schema(rel))
@@ -265,7 +270,7 @@ fn check_output(
         }
         return;
     };
-    let schema_rel = format!("{attempt_rel}/output-schema.json");
+    let schema_rel = layout::in_attempt(attempt_rel, attempt::OUTPUT_SCHEMA);
     let Some(schema) = read_record(run_dir, &schema_rel, findings) else {
         return;
     };

@@ -31,4 +31,4 @@ pub use status::{generate_violations, judge, EvidenceInput, EvidenceVerdict, Ver
 
 /// The run store's folder: specbridge writes there during every stage, so it is never
 /// part of a snapshot (the run's own hash chain is what protects it).
-pub const RUN_STORE_DIR: &str = ".specbridge";
+pub const RUN_STORE_DIR: &str = crate::store::layout::STORE_DIR;

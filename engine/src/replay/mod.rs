@@ -17,7 +17,8 @@ use chrono::Utc;
 use serde_json::Value;
 
 use crate::audit::{audit_run, Severity};
-use crate::store::{read_json, StageRecord};
+use crate::store::layout::attempt as file;
+use crate::store::{RunReader, StageRecord};
 use crate::supervisor::{OutputSink, ProcessRecord};
 
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +82,7 @@ impl Recording {
             dir: dir.to_path_buf(),
             message,
         };
-        if !dir.join("run.json").is_file() {
+        if !RunReader::at(dir).has_run_record() {
             return Err(open_err("no run.json: not a run folder".into()));
         }
         let report = audit_run(dir).map_err(|e| open_err(e.to_string()))?;
@@ -127,9 +128,12 @@ impl Recording {
         if !crate::store::is_safe_component(stage) {
             return Err(no_recording());
         }
-        let stage_dir = self.dir.join("stages").join(stage);
-        let record: StageRecord =
-            read_json(&stage_dir.join("stage.json")).map_err(|_| no_recording())?;
+        let reader = RunReader::at(&self.dir);
+        let record: StageRecord = reader
+            .stage(stage)
+            .ok()
+            .flatten()
+            .ok_or_else(no_recording)?;
         if let (Some(now), Some(recorded)) = (input_hash, record.input_hash.as_deref()) {
             if now != recorded {
                 return Err(ReplayError::HashMismatch {
@@ -140,10 +144,11 @@ impl Recording {
             }
         }
         let attempt = record.attempts.max(1);
-        let dir = stage_dir.join(format!("attempt-{attempt:03}"));
-        if !dir.join("raw-stdout.log").is_file() {
+        let recorded = reader.attempt(stage, attempt);
+        if !recorded.has(file::RAW_STDOUT) {
             return Err(no_recording());
         }
+        let dir = recorded.dir().to_path_buf();
         Ok(RecordedAttempt {
             stage: stage.to_string(),
             attempt,
@@ -190,10 +195,10 @@ impl RecordedAttempt {
                 total += n as u64;
             }
         };
-        let stdout_bytes = copy("raw-stdout.log", stdout)?;
-        let stderr_bytes = copy("raw-stderr.log", stderr)?;
+        let stdout_bytes = copy(file::RAW_STDOUT, stdout)?;
+        let stderr_bytes = copy(file::RAW_STDERR, stderr)?;
         self.apply_changes(root)?;
-        let recorded: Option<Value> = std::fs::read(self.dir.join("process.json"))
+        let recorded: Option<Value> = std::fs::read(self.dir.join(file::PROCESS))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         let exit_code = recorded
@@ -231,11 +236,11 @@ impl RecordedAttempt {
 
     /// Apply the recorded `diff.patch` to the working tree (never the index).
     fn apply_changes(&self, root: &Path) -> Result<(), ReplayError> {
-        let patch = self.dir.join("diff.patch");
+        let patch = self.dir.join(file::DIFF);
         if !patch.is_file() {
             return Ok(());
         }
-        if let Ok(b) = std::fs::read(self.dir.join("evidence.json")) {
+        if let Ok(b) = std::fs::read(self.dir.join(file::EVIDENCE)) {
             if let Ok(ev) = serde_json::from_slice::<Value>(&b) {
                 let diff = &ev["diff"];
                 if diff["truncated"].as_bool() == Some(true)

@@ -146,7 +146,7 @@ pub fn retire(
     retired.outcome = Some(format!("retired: {reason}"));
     retired.reused = None;
     run.write_json(
-        &format!("{}/stage.json", RunHandle::stage_rel(&rec.stage_id)),
+        &crate::store::layout::stage_record_rel(&rec.stage_id),
         &retired,
     )?;
     run.event(

@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 
 use crate::status::StageStatus;
 use crate::store::events::verify_chain_with;
-use crate::store::{RunHandle, StageRecord, StoreError};
+use crate::store::layout::{self, attempt};
+use crate::store::{RunHandle, RunReader, StageRecord, StoreError};
 use crate::supervisor::{group_alive, kill_group_if_alive};
 
 /// A process group recorded at spawn whose end specbridge never saw.
@@ -31,7 +32,8 @@ pub struct Orphan {
 /// was never seen to end, so its group may still be running.
 pub fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Option<String>)> {
     let mut spawns: BTreeMap<(String, u32), (Orphan, Option<String>)> = BTreeMap::new();
-    let _ = verify_chain_with(&run_dir.join("events.jsonl"), |_, ev| {
+    let run = RunReader::at(run_dir);
+    let _ = verify_chain_with(&run.events_path(), |_, ev| {
         if ev.get("type").and_then(Value::as_str) != Some("process-spawned") {
             return;
         }
@@ -57,10 +59,7 @@ pub fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Option<String>)> {
     });
     spawns
         .into_values()
-        .filter(|(o, _)| {
-            let rel = RunHandle::attempt_rel(&o.stage, o.attempt);
-            !run_dir.join(rel).join("process.json").exists()
-        })
+        .filter(|(o, _)| !run.attempt(&o.stage, o.attempt).has(attempt::PROCESS))
         .collect()
 }
 
@@ -131,9 +130,9 @@ pub fn mark_interrupted(
         if rec.status != StageStatus::Running {
             continue;
         }
-        let attempt_rel = RunHandle::attempt_rel(&rec.stage_id, rec.attempts);
-        for log in ["raw-stdout.log", "raw-stderr.log"] {
-            let rel = format!("{attempt_rel}/{log}");
+        let attempt_rel = layout::attempt_rel(&rec.stage_id, rec.attempts);
+        for log in [attempt::RAW_STDOUT, attempt::RAW_STDERR] {
+            let rel = layout::in_attempt(&attempt_rel, log);
             if run.path(&rel).is_ok_and(|p| p.is_file()) {
                 run.announce(&rel)?;
             }
@@ -144,10 +143,7 @@ pub fn mark_interrupted(
             rec.attempts
         ));
         rec.reused = None;
-        run.write_json(
-            &format!("{}/stage.json", RunHandle::stage_rel(&rec.stage_id)),
-            &*rec,
-        )?;
+        run.write_json(&layout::stage_record_rel(&rec.stage_id), &*rec)?;
         run.event(
             "stage-finished",
             json!({

@@ -20,8 +20,8 @@ use crate::scheduler::{self, Node, SchedulerOptions, StageExecutor, StageReport}
 use crate::status::{RunStatus, StageStatus};
 use crate::store::events::{set_aside_torn_tail, verify_chain, EventError};
 use crate::store::{
-    now_rfc3339, read_json, sha256_hex, PlanRecord, RunLock, RunOptions, RunRecord, RunStore,
-    RunnerInfo, StageRecord, StoreError,
+    layout, now_rfc3339, sha256_hex, PlanRecord, RunLock, RunOptions, RunReader, RunRecord,
+    RunStore, RunnerInfo, StageRecord, StoreError,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -109,14 +109,11 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
         run: id.clone(),
         message: e.to_string(),
     };
-    let record: RunRecord = read_json(&dir.join("run.json")).map_err(unreadable)?;
-    let plan: PlanRecord = if dir.join("plan.json").exists() {
-        read_json(&dir.join("plan.json")).map_err(unreadable)?
-    } else {
-        PlanRecord::default()
-    };
+    let reader = RunReader::at(&dir);
+    let record: RunRecord = reader.run().map_err(unreadable)?;
+    let plan: PlanRecord = reader.plan().map_err(unreadable)?.unwrap_or_default();
     let stages = read_stage_records(&dir).map_err(unreadable)?;
-    let torn_tail = verify_chain(&dir.join("events.jsonl"))?
+    let torn_tail = verify_chain(&reader.events_path())?
         .torn_tail
         .map(|t| t.len());
     Ok(OpenedRun {
@@ -133,18 +130,7 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
 
 /// Every `stages/*/stage.json`, by stage id.
 pub fn read_stage_records(dir: &Path) -> Result<BTreeMap<String, StageRecord>, StoreError> {
-    let mut out = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(dir.join("stages")) else {
-        return Ok(out);
-    };
-    for entry in entries.flatten() {
-        let path = entry.path().join("stage.json");
-        if path.is_file() {
-            let rec: StageRecord = read_json(&path)?;
-            out.insert(rec.stage_id.clone(), rec);
-        }
-    }
-    Ok(out)
+    RunReader::at(dir).stage_records()
 }
 
 /// What a resume needs besides the opened run.
@@ -223,7 +209,7 @@ impl OpenedRun {
 
         // The log first: a torn line is kept aside and the chain goes on from the
         // last whole event.
-        let aside = set_aside_torn_tail(&dir.join("events.jsonl"))?;
+        let aside = set_aside_torn_tail(&RunReader::at(&dir).events_path())?;
         let run = Arc::new(RunStore::open_locked(
             id.clone(),
             dir.clone(),
@@ -260,7 +246,7 @@ impl OpenedRun {
         let interrupted = mark_interrupted(&run, &mut stages)?;
 
         if pipeline_sha != record.pipeline.sha256 {
-            run.write_bytes("pipeline.yaml", &spec.source.bytes)?;
+            run.write_bytes(layout::PIPELINE, &spec.source.bytes)?;
         }
         let previous_pipeline = record.pipeline.sha256.clone();
         record.pipeline.sha256 = pipeline_sha.clone();
@@ -306,7 +292,7 @@ impl OpenedRun {
             }
         }
         record.resumes.push(entry);
-        run.write_json("run.json", &record)?;
+        run.write_json(layout::RUN, &record)?;
 
         let executor = ResumeExecutor::new(
             spec.executor.clone(),
@@ -334,7 +320,7 @@ impl OpenedRun {
         plan.nodes = final_nodes(&outcome);
         plan.expansions
             .extend(expansions(&outcome, &spec.source.file));
-        run.write_json("plan.json", &plan)?;
+        run.write_json(layout::PLAN, &plan)?;
 
         let (status, exit_code) = settle(&outcome);
         let retired = decisions
@@ -362,7 +348,7 @@ impl OpenedRun {
             entry.insert("spent".into(), json!(outcome.totals));
             entry.insert("decisions".into(), json!(decisions));
         }
-        run.write_json("run.json", &record)?;
+        run.write_json(layout::RUN, &record)?;
         run.event(
             "run-finished",
             json!({ "status": status, "exitCode": exit_code, "totals": record.totals }),

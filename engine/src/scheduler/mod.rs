@@ -396,7 +396,7 @@ fn write_stage(
     report: Option<&StageReport>,
     attempt: u32,
 ) -> Result<(), SchedulerError> {
-    let rel = format!("{}/stage.json", RunHandle::stage_rel(&node.id));
+    let rel = crate::store::layout::stage_record_rel(&node.id);
     let record = node::stage_record(node, status, report, attempt);
     run.write_json(&rel, &record)?;
     Ok(())

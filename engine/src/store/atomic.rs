@@ -7,7 +7,7 @@
 //! folder. Documents are written by `store::confined` (no symlink followed).
 
 use std::io::Write;
-use std::path::{Component, Path};
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
@@ -61,13 +61,7 @@ pub fn write_report(
         path: path.display().to_string(),
         source,
     };
-    if path
-        .components()
-        .any(|c| c == Component::Normal("runs".as_ref()))
-        && path
-            .components()
-            .any(|c| c == Component::Normal(".specbridge".as_ref()))
-    {
+    if crate::store::layout::may_be_in_run_store(path) {
         return Err(err(std::io::Error::other(
             "run folders are written only through the run's redacting writer",
         )));

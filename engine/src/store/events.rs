@@ -250,7 +250,7 @@ pub fn set_aside_torn_tail(path: &Path) -> Result<Option<PathBuf>, EventError> {
     };
     let mut n = 1;
     let aside = loop {
-        let p = path.with_extension(format!("jsonl.torn-{n}"));
+        let p = path.with_file_name(format!("{}{n}", crate::store::layout::TORN_TAIL_PREFIX));
         if !p.exists() {
             break p;
         }

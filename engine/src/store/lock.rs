@@ -28,7 +28,7 @@ pub struct RunLock {
 impl RunLock {
     /// Take the lock without waiting.
     pub fn acquire(run_dir: &Path, run_id: &str) -> Result<RunLock, LockError> {
-        let path = run_dir.join(".lock");
+        let path = run_dir.join(crate::store::layout::LOCK);
         use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
             .mode(0o600)

@@ -3,14 +3,17 @@
 //!
 //! [`RunHandle`] is the only writer of run records: it owns the run's redactor,
 //! and the raw writers (`atomic`, the event log, the log files) are private to
-//! this module.
+//! this module. [`RunReader`] is the one reader of a run folder, and [`layout`]
+//! the one place that names its folders and files, for both.
 
 mod atomic;
 pub mod confined;
 pub mod events;
+pub mod layout;
 pub mod lock;
 mod log;
 mod private;
+mod reader;
 pub mod records;
 mod run;
 mod select;
@@ -23,9 +26,13 @@ pub use events::{verify_chain, ChainCheck};
 pub use lock::{LockError, RunLock};
 pub use log::RunLog;
 pub use private::{add_exclude_line, excludes_run_store, git_exclude_file, EXCLUDE_LINE};
+pub use reader::{AttemptReader, RunReader};
 pub use records::*;
 pub use run::{read_json, RunHandle, RunStore, StoreError};
-pub use select::{is_safe_component, RunSelectError, MAX_ID_BYTES, MAX_NAME_BYTES};
+pub(crate) use select::run_ids;
+pub use select::{
+    is_safe_component, shortest_unique_prefixes, RunSelectError, MAX_ID_BYTES, MAX_NAME_BYTES,
+};
 pub use tamper::RecordChange;
 pub use tree_lock::{lock_tree_for, TreeLock, TreeLockError, TREE_LOCK_FILE};
 

@@ -8,9 +8,11 @@ use serde_json::{json, Value};
 use crate::redact::Redactor;
 use crate::store::atomic::{json_bytes, sha256_file, sha256_hex, write_atomic, WriteError};
 use crate::store::events::{EventError, EventLog};
+use crate::store::layout;
 use crate::store::lock::{LockError, RunLock};
 use crate::store::log::RunLog;
 use crate::store::private::{ensure_private_dir, exclude_from_git};
+use crate::store::reader::RunReader;
 use crate::store::records::RunRecord;
 use crate::store::select::{self, is_safe_component, RunSelectError};
 use crate::store::tamper::RecordChange;
@@ -35,6 +37,8 @@ pub enum StoreError {
     },
     #[error("refusing unsafe record path `{0}`")]
     UnsafePath(String),
+    #[error("failed to read the run folder {0}: it no longer exists")]
+    RunGone(PathBuf),
 }
 
 /// `.specbridge/runs/` of one repository.
@@ -48,7 +52,7 @@ impl RunStore {
     pub fn new(repo_root: &Path) -> Self {
         RunStore {
             root: repo_root.to_path_buf(),
-            runs_dir: repo_root.join(".specbridge").join("runs"),
+            runs_dir: layout::runs_dir(repo_root),
         }
     }
 
@@ -67,7 +71,7 @@ impl RunStore {
             let path = path.to_path_buf();
             move |source| StoreError::Create { path, source }
         };
-        let base = self.root.join(".specbridge");
+        let base = self.root.join(layout::STORE_DIR);
         // `runs/`, not `.specbridge/`: the working-tree lock of a run with execute
         // stages creates `.specbridge/` before the first run folder exists.
         let first = !self.runs_dir.exists();
@@ -82,7 +86,7 @@ impl RunStore {
             }
         }
         let lock = RunLock::acquire(&dir, &id)?;
-        let events = EventLog::create(&dir.join("events.jsonl"))?;
+        let events = EventLog::create(&dir.join(layout::EVENTS))?;
         Ok(RunHandle::new(id, dir, lock, events, redactor))
     }
 
@@ -115,7 +119,7 @@ impl RunStore {
         lock: RunLock,
         redactor: Redactor,
     ) -> Result<RunHandle, StoreError> {
-        let events = EventLog::open(&dir.join("events.jsonl"))?;
+        let events = EventLog::open(&dir.join(layout::EVENTS))?;
         Ok(RunHandle::new(id, dir, lock, events, redactor))
     }
 
@@ -124,9 +128,33 @@ impl RunStore {
         Ok(select::run_ids(&self.runs_dir)?)
     }
 
+    /// A reader of the run a selector (id, unique prefix, `latest`) names.
+    pub fn reader(&self, selector: &str) -> Result<RunReader, StoreError> {
+        let (id, dir) = self.select(selector)?;
+        Ok(RunReader::new(id, dir))
+    }
+
+    /// A reader of every run, oldest first, each with the shortest prefix of its
+    /// id (at least 8 characters) that no other run shares, for display.
+    pub fn readers(&self) -> Result<Vec<(RunReader, String)>, StoreError> {
+        let ids = self.run_ids()?;
+        let short = select::shortest_unique_prefixes(&ids, 8);
+        Ok(ids
+            .into_iter()
+            .zip(short)
+            .map(|(id, short)| {
+                let dir = self.runs_dir.join(&id);
+                (RunReader::new(id, dir), short)
+            })
+            .collect())
+    }
+
     /// Read one run's `run.json`.
     pub fn read_run(&self, id: &str) -> Result<RunRecord, StoreError> {
-        read_json(&self.runs_dir.join(id).join("run.json"))
+        if !is_safe_component(id) {
+            return Err(StoreError::UnsafePath(id.to_string()));
+        }
+        RunReader::new(id.to_string(), self.runs_dir.join(id)).run()
     }
 }
 
@@ -214,16 +242,6 @@ impl RunHandle {
     /// terminal) or must be checked for secrets (a document, a change).
     pub fn redactor(&self) -> &Arc<Redactor> {
         &self.redactor
-    }
-
-    /// `stages/<stage-id>` (relative).
-    pub fn stage_rel(stage_id: &str) -> String {
-        format!("stages/{stage_id}")
-    }
-
-    /// `stages/<stage-id>/attempt-NNN` (relative).
-    pub fn attempt_rel(stage_id: &str, attempt: u32) -> String {
-        format!("stages/{stage_id}/attempt-{attempt:03}")
     }
 
     /// The absolute path of a relative record path, refusing anything that could

@@ -66,6 +66,25 @@ pub fn run_ids(runs_dir: &Path) -> Result<Vec<String>, RunSelectError> {
     Ok(ids)
 }
 
+/// For each of `ids` (sorted, as [`run_ids`] gives them), its shortest prefix of at
+/// least `min` characters that no other id shares. Sorted ids share their longest
+/// prefix with a neighbour, so this is linear in the ids.
+pub fn shortest_unique_prefixes(ids: &[String], min: usize) -> Vec<String> {
+    let common = |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    (0..ids.len())
+        .map(|i| {
+            let id = &ids[i];
+            let before = i.checked_sub(1).map_or(0, |j| common(id, &ids[j]));
+            let after = ids.get(i + 1).map_or(0, |next| common(id, next));
+            let mut n = min.max(before.max(after) + 1).min(id.len());
+            while !id.is_char_boundary(n) {
+                n += 1;
+            }
+            id[..n].to_string()
+        })
+        .collect()
+}
+
 /// Resolve a selector to a run id.
 pub fn select(runs_dir: &Path, selector: &str) -> Result<String, RunSelectError> {
     let ids = run_ids(runs_dir)?;
@@ -125,6 +144,34 @@ mod tests {
             select(dir.path(), "../x"),
             Err(RunSelectError::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn shortest_prefixes_are_unique_and_at_least_the_minimum() {
+        let ids: Vec<String> = [
+            "01900000-0000-7000-8000-000000000001",
+            "01900000-0000-7000-8000-000000000002",
+            "01900000-1000-7000-8000-000000000003",
+            "01910000-0000-7000-8000-000000000004",
+        ]
+        .map(String::from)
+        .to_vec();
+        let short = shortest_unique_prefixes(&ids, 8);
+        assert_eq!(
+            short,
+            [
+                "01900000-0000-7000-8000-000000000001",
+                "01900000-0000-7000-8000-000000000002",
+                "01900000-1",
+                "01910000",
+            ]
+        );
+        for (i, s) in short.iter().enumerate() {
+            let matching = ids.iter().filter(|id| id.starts_with(s.as_str())).count();
+            assert_eq!(matching, 1, "{s} must name only {}", ids[i]);
+        }
+        assert!(shortest_unique_prefixes(&[], 8).is_empty());
+        assert_eq!(shortest_unique_prefixes(&["abc".to_string()], 8), ["abc"]);
     }
 
     #[test]

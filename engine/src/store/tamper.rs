@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::store::atomic::sha256_file;
 use crate::store::events::{verify_chain, EventLog};
+use crate::store::layout;
 
 /// One record that is no longer what specbridge wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +38,7 @@ pub(crate) fn changed_records(dir: &Path, log: &EventLog) -> Vec<RecordChange> {
                 && check.events == log.last_seq()
                 && check.last_hash == log.head() => {}
         Ok(check) => changes.push(RecordChange {
-            path: "events.jsonl".into(),
+            path: layout::EVENTS.into(),
             what: match check.problems.first() {
                 Some(p) => format!("was edited (line {}: {})", p.line, p.message),
                 None => format!(
@@ -48,7 +49,7 @@ pub(crate) fn changed_records(dir: &Path, log: &EventLog) -> Vec<RecordChange> {
             },
         }),
         Err(e) => changes.push(RecordChange {
-            path: "events.jsonl".into(),
+            path: layout::EVENTS.into(),
             what: format!("cannot be read: {e}"),
         }),
     }

@@ -8,27 +8,29 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use specbridge_engine::redact::Redactor;
-use specbridge_engine::store::{PlanRecord, RunStore, StageRecord};
+use specbridge_engine::store::layout::attempt;
+use specbridge_engine::store::{RunReader, RunStore, StoreError};
 
 use crate::commands::Workspace;
 use crate::error::{CliError, CliResult};
-use crate::inspect::{self, StageStory};
+use crate::inspect::{self, Spend};
 use crate::printer::Printer;
 use crate::table::{cost, duration, tokens, tokens_short, Table};
 
 pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
     let store = RunStore::new(&ws.root);
-    let ids = store
-        .run_ids()
+    let runs = store
+        .readers()
         .map_err(|e| CliError::Config(e.to_string()))?;
     let mut rows = Vec::new();
-    for id in &ids {
+    for (run, short_id) in &runs {
+        let id = run.id();
         // A run folder without a readable run.json (a crash before the first
         // record) is still listed, so the user can find and audit it.
-        match store.read_run(id) {
+        match run.run() {
             Ok(r) => rows.push(json!({
                 "runId": id,
-                "shortId": short_id(id, &ids),
+                "shortId": short_id,
                 "pipeline": r.pipeline.name,
                 "status": r.status,
                 "startedAt": r.started_at,
@@ -41,7 +43,7 @@ pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
             })),
             Err(e) => rows.push(json!({
                 "runId": id,
-                "shortId": short_id(id, &ids),
+                "shortId": short_id,
                 "status": "unreadable",
                 "error": e.to_string(),
             })),
@@ -87,33 +89,32 @@ pub fn show(
     json_out: bool,
     verbose: bool,
 ) -> CliResult {
-    let store = RunStore::new(&ws.root);
-    let (id, dir) = store
-        .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
-    let run = store
-        .read_run(&id)
-        .map_err(|e| CliError::Config(e.to_string()))?;
-    let stages = read_stages(&dir);
+    let reader = open(ws, selector)?;
+    let (id, dir) = (reader.id(), reader.dir());
+    let config = |e: StoreError| CliError::Config(e.to_string());
+    let run = reader.run().map_err(config)?;
+    let stages = reader.stages_in_plan_order().map_err(config)?;
     // Per stage, every attempt's result.json: stage.json holds only the attempt
     // that settled the stage, and replayed attempts spent nothing.
-    let stories: Vec<StageStory> = stages
+    let spends: Vec<(Spend, Spend)> = stages
         .iter()
-        .map(|s| StageStory::read(&dir, s.clone(), 0))
-        .collect();
-    let mut recorded = inspect::Spend::default();
-    for st in &stories {
-        recorded.cost_usd += st.recorded_not_spent.cost_usd;
-        recorded.tokens += st.recorded_not_spent.tokens;
-        recorded.invocations += st.recorded_not_spent.invocations;
+        .map(|s| inspect::stage_spend(&reader, &s.stage_id))
+        .collect::<Result<_, _>>()
+        .map_err(config)?;
+    let mut recorded = Spend::default();
+    for (_, not_spent) in &spends {
+        recorded.cost_usd += not_spent.cost_usd;
+        recorded.tokens += not_spent.tokens;
+        recorded.invocations += not_spent.invocations;
     }
     if json_out {
-        let spend: serde_json::Map<String, Value> = stories
+        let spend: serde_json::Map<String, Value> = stages
             .iter()
-            .map(|st| {
+            .zip(&spends)
+            .map(|(s, (spent, not_spent))| {
                 (
-                    st.stage.stage_id.clone(),
-                    json!({ "spent": st.spent, "recordedNotSpent": st.recorded_not_spent }),
+                    s.stage_id.clone(),
+                    json!({ "spent": spent, "recordedNotSpent": not_spent }),
                 )
             })
             .collect();
@@ -126,7 +127,12 @@ pub fn show(
         if verbose {
             v["attempts"] = stages
                 .iter()
-                .map(|s| (s.stage_id.clone(), json!(attempt_files(&dir, &s.stage_id))))
+                .map(|s| {
+                    (
+                        s.stage_id.clone(),
+                        json!(attempt_files(&reader, &s.stage_id)),
+                    )
+                })
                 .collect::<serde_json::Map<_, _>>()
                 .into();
         }
@@ -173,8 +179,8 @@ pub fn show(
     let mut t = Table::new(&[
         "STAGE", "STATUS", "ATTEMPTS", "DURATION", "TURNS", "COST", "TOKENS", "EVIDENCE", "OUTCOME",
     ]);
-    for (s, st) in stages.iter().zip(&stories) {
-        let replayed_only = st.spent.invocations == 0 && st.recorded_not_spent.invocations > 0;
+    for (s, (spent, not_spent)) in stages.iter().zip(&spends) {
+        let replayed_only = spent.invocations == 0 && not_spent.invocations > 0;
         t.row(vec![
             s.stage_id.clone(),
             s.status.as_str().to_string(),
@@ -182,14 +188,14 @@ pub fn show(
             duration(s.duration_ms),
             s.turns.to_string(),
             if replayed_only {
-                format!("{} recorded", cost(st.recorded_not_spent.cost_usd))
+                format!("{} recorded", cost(not_spent.cost_usd))
             } else {
-                cost(st.spent.cost_usd)
+                cost(spent.cost_usd)
             },
             tokens_short(if replayed_only {
-                &st.recorded_not_spent.tokens
+                &not_spent.tokens
             } else {
-                &st.spent.tokens
+                &spent.tokens
             }),
             s.evidence_status.map_or("-", |e| e.as_str()).to_string(),
             s.outcome.clone().unwrap_or_default(),
@@ -198,7 +204,7 @@ pub fn show(
     printer.out(t.render().trim_end());
     if verbose {
         for s in &stages {
-            for a in attempt_files(&dir, &s.stage_id) {
+            for a in attempt_files(&reader, &s.stage_id) {
                 printer.out(format!("\n{} attempt {}", s.stage_id, a.attempt));
                 for f in &a.files {
                     printer.out(format!("  {} ({} bytes)", f.path, f.bytes));
@@ -216,12 +222,12 @@ pub fn show(
     if let Some(first) = stages.first() {
         printer.out(format!(
             "next: specbridge runs show {} {}   (one stage: tool calls, verification, evidence)",
-            short(&id),
+            short(id),
             first.stage_id
         ));
         printer.out(format!(
             "next: specbridge runs report {}   (the whole run as one HTML page)",
-            short(&id)
+            short(id)
         ));
     }
     Ok(0)
@@ -249,29 +255,18 @@ struct FileHead {
     truncated: bool,
 }
 
-fn attempt_files(dir: &Path, stage: &str) -> Vec<AttemptFiles> {
+fn attempt_files(run: &RunReader, stage: &str) -> Vec<AttemptFiles> {
     let redactor = Redactor::from_process_env();
-    let mut attempts: Vec<(u32, String)> = std::fs::read_dir(dir.join("stages").join(stage))
+    run.attempts(stage)
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let n = name.strip_prefix("attempt-")?.parse().ok()?;
-            Some((n, name))
-        })
-        .collect();
-    attempts.sort();
-    attempts
-        .into_iter()
-        .map(|(attempt, name)| AttemptFiles {
-            attempt,
-            files: ["prompt.md", "raw-stdout.log", "raw-stderr.log"]
+        .map(|a| AttemptFiles {
+            attempt: a.number(),
+            files: [attempt::PROMPT, attempt::RAW_STDOUT, attempt::RAW_STDERR]
                 .iter()
                 .filter_map(|f| {
-                    let rel = format!("stages/{stage}/{name}/{f}");
-                    head_of(&dir.join(&rel), &redactor).map(|(bytes, head, truncated)| FileHead {
-                        path: rel,
+                    head_of(&a.path(f), &redactor).map(|(bytes, head, truncated)| FileHead {
+                        path: a.rel_of(f),
                         bytes,
                         head,
                         truncated,
@@ -300,49 +295,8 @@ fn head_of(path: &Path, redactor: &Redactor) -> Option<(u64, String, bool)> {
     Some((bytes, redactor.redact_str(&head), truncated))
 }
 
-/// Stage records in plan order (then any others by id).
-pub fn read_stages(dir: &Path) -> Vec<StageRecord> {
-    let mut stages: Vec<StageRecord> = std::fs::read_dir(dir.join("stages"))
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let bytes = std::fs::read(e.path().join("stage.json")).ok()?;
-            serde_json::from_slice(&bytes).ok()
-        })
-        .collect();
-    // Plan position by id: a search per comparison is quadratic in the stages.
-    let order: std::collections::HashMap<String, usize> = std::fs::read(dir.join("plan.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<PlanRecord>(&b).ok())
-        .map(|p| {
-            p.nodes
-                .into_iter()
-                .enumerate()
-                .map(|(i, n)| (n.id, i))
-                .collect()
-        })
-        .unwrap_or_default();
-    stages.sort_by_cached_key(|s| {
-        (
-            order.get(&s.stage_id).copied().unwrap_or(usize::MAX),
-            s.stage_id.clone(),
-        )
-    });
-    stages
-}
-
 fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
-}
-
-/// The shortest prefix of `id` (at least 8 characters) that no other run shares.
-fn short_id(id: &str, all: &[String]) -> String {
-    let mut n = 8.min(id.len());
-    while n < id.len() && all.iter().any(|o| o != id && o.starts_with(&id[..n])) {
-        n += 1;
-    }
-    id[..n].to_string()
 }
 
 pub fn show_stage(
@@ -351,9 +305,12 @@ pub fn show_stage(
     selector: &str,
     args: stage::StageArgs<'_>,
 ) -> CliResult {
-    let store = RunStore::new(&ws.root);
-    let (id, dir) = store
-        .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
-    stage::show(printer, &dir, &id, args)
+    stage::show(printer, &open(ws, selector)?, args)
+}
+
+/// The run a selector names (id, unique prefix, `latest`).
+pub fn open(ws: &Workspace, selector: &str) -> CliResult<RunReader> {
+    RunStore::new(&ws.root)
+        .reader(selector)
+        .map_err(|e| CliError::Config(e.to_string()))
 }

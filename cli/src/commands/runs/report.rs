@@ -18,14 +18,12 @@ pub fn run(
     json_out: bool,
 ) -> CliResult {
     let store = RunStore::new(&ws.root);
-    let (id, dir) = store
-        .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
-    let record = store
-        .read_run(&id)
-        .map_err(|e| CliError::Config(e.to_string()))?;
-    let data = ReportData::read(&dir, record);
-    let page = render(&data, &dir);
+    let reader = super::open(ws, selector)?;
+    let id = reader.id();
+    let config = |e: specbridge_engine::store::StoreError| CliError::Config(e.to_string());
+    let record = reader.run().map_err(config)?;
+    let data = ReportData::read(&reader, record).map_err(config)?;
+    let page = render(&data, &reader);
     // Outside the run folder: the audit checks every file in it against an
     // announcement, and the report is not a record.
     let path = output.unwrap_or_else(|| {

@@ -1,8 +1,8 @@
 //! `specbridge runs show RUN STAGE`: one stage's story, attempt by attempt.
 
-use std::path::Path;
-
 use serde_json::json;
+use specbridge_engine::store::layout::attempt as file;
+use specbridge_engine::store::RunReader;
 
 use crate::error::{CliError, CliResult};
 use crate::inspect::{AttemptStory, Spend, StageStory};
@@ -19,8 +19,10 @@ pub struct StageArgs<'a> {
     pub json: bool,
 }
 
-pub fn show(printer: Printer, dir: &Path, run_id: &str, args: StageArgs<'_>) -> CliResult {
-    let stages = super::read_stages(dir);
+pub fn show(printer: Printer, run: &RunReader, args: StageArgs<'_>) -> CliResult {
+    let run_id = run.id();
+    let config = |e: specbridge_engine::store::StoreError| CliError::Config(e.to_string());
+    let stages = run.stages_in_plan_order().map_err(config)?;
     let Some(record) = stages.iter().find(|s| s.stage_id == args.stage).cloned() else {
         let known: Vec<&str> = stages.iter().map(|s| s.stage_id.as_str()).collect();
         return Err(CliError::Config(format!(
@@ -33,7 +35,7 @@ pub fn show(printer: Printer, dir: &Path, run_id: &str, args: StageArgs<'_>) -> 
             }
         )));
     };
-    let mut story = StageStory::read(dir, record, PROMPT_LINES);
+    let mut story = StageStory::read(run, record, PROMPT_LINES).map_err(config)?;
     if let Some(n) = args.attempt {
         if !story.attempts.iter().any(|a| a.attempt == n) {
             return Err(CliError::Config(format!(
@@ -50,7 +52,7 @@ pub fn show(printer: Printer, dir: &Path, run_id: &str, args: StageArgs<'_>) -> 
         story.attempts.retain(|a| a.attempt == n);
     }
     if args.diff {
-        return print_diff(printer, dir, &story, args.json);
+        return print_diff(printer, run, &story, args.json);
     }
     if args.json {
         printer.json(&json!({ "runId": run_id, "stage": story }));
@@ -61,12 +63,12 @@ pub fn show(printer: Printer, dir: &Path, run_id: &str, args: StageArgs<'_>) -> 
 }
 
 /// The change of each attempt shown, in order: one `diff.patch` each.
-fn print_diff(printer: Printer, dir: &Path, story: &StageStory, json_out: bool) -> CliResult {
+fn print_diff(printer: Printer, run: &RunReader, story: &StageStory, json_out: bool) -> CliResult {
     let mut parts = Vec::new();
     for a in &story.attempts {
         if let Some(rel) = &a.diff {
-            let text = std::fs::read_to_string(dir.join(rel)).map_err(|e| {
-                CliError::Config(format!("failed to read {}: {e}", dir.join(rel).display()))
+            let text = std::fs::read_to_string(run.path(rel)).map_err(|e| {
+                CliError::Config(format!("failed to read {}: {e}", run.path(rel).display()))
             })?;
             parts.push((a.attempt, rel.clone(), text));
         }
@@ -162,8 +164,8 @@ fn attempt(printer: Printer, a: &AttemptStory, out: &mut Vec<String>) {
             "  tool calls ({}, from {})",
             a.tool_calls.len(),
             match a.transcript_source {
-                crate::inspect::TranscriptSource::ToolCalls => "tool-calls.jsonl",
-                crate::inspect::TranscriptSource::Stream => "raw-stdout.log",
+                crate::inspect::TranscriptSource::ToolCalls => file::TOOL_CALLS,
+                crate::inspect::TranscriptSource::Stream => file::RAW_STDOUT,
                 crate::inspect::TranscriptSource::None => "no transcript",
             }
         ));

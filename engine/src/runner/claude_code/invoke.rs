@@ -31,6 +31,7 @@ use crate::pipeline::ResolvedRunner;
 use crate::replay::RecordedAttempt;
 use crate::safety::assert_argv_safe;
 use crate::status::StageStatus;
+use crate::store::layout::{self, attempt};
 use crate::store::{now_rfc3339, sha256_hex, RunHandle, RunLog};
 use crate::supervisor::{
     self, CancelToken, ObserverControl, ProcessRecord, SpawnSpec, StdoutObserver, SupervisorError,
@@ -197,7 +198,7 @@ impl StdoutObserver for StreamObserver<'_> {
 /// Runs one invocation and writes its attempt records. Never panics on a failing
 /// agent or store: every failure becomes the outcome's status and reason.
 pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
-    let attempt_rel = RunHandle::attempt_rel(spec.stage_id, spec.attempt);
+    let attempt_rel = layout::attempt_rel(spec.stage_id, spec.attempt);
     let redactor = spec.run.redactor().clone();
     let store_failed = |what: &str, e: &dyn std::fmt::Display| {
         InvocationOutcome::not_spawned(
@@ -206,19 +207,19 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             format!("failed to write {what}: {e}"),
         )
     };
-    let rel = |name: &str| format!("{attempt_rel}/{name}");
+    let rel = |name: &str| layout::in_attempt(&attempt_rel, name);
 
     if let Err(e) = spec
         .run
-        .write_bytes(&rel("prompt.md"), spec.prompt.as_bytes())
+        .write_bytes(&rel(attempt::PROMPT), spec.prompt.as_bytes())
     {
-        return store_failed("prompt.md", &e);
+        return store_failed(attempt::PROMPT, &e);
     }
     let mut schema_sha256 = None;
     if let Some(schema) = spec.schema {
-        match spec.run.write_json(&rel("output-schema.json"), schema) {
+        match spec.run.write_json(&rel(attempt::OUTPUT_SCHEMA), schema) {
             Ok(sha) => schema_sha256 = Some(sha),
-            Err(e) => return store_failed("output-schema.json", &e),
+            Err(e) => return store_failed(attempt::OUTPUT_SCHEMA, &e),
         }
     }
     let cwd = spec.cwd.display().to_string();
@@ -241,8 +242,8 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             scrubbed_env: &scrubbed,
         },
     );
-    if let Err(e) = spec.run.write_json(&rel("request.json"), &request) {
-        return store_failed("request.json", &e);
+    if let Err(e) = spec.run.write_json(&rel(attempt::REQUEST), &request) {
+        return store_failed(attempt::REQUEST, &e);
     }
 
     // The third safety layer: whatever assembled this argv, it is checked here.
@@ -260,8 +261,8 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
 
     let logs = spec
         .run
-        .log(&rel("raw-stdout.log"))
-        .and_then(|out| Ok((out, spec.run.log(&rel("raw-stderr.log"))?)));
+        .log(&rel(attempt::RAW_STDOUT))
+        .and_then(|out| Ok((out, spec.run.log(&rel(attempt::RAW_STDERR))?)));
     let (stdout_log, stderr_log) = match logs {
         Ok(logs) => logs,
         Err(e) => return store_failed("the agent's logs", &e),
@@ -365,7 +366,7 @@ fn finish(
 ) -> InvocationOutcome {
     let run = spec.run;
     let redactor = run.redactor();
-    let rel = |name: &str| format!("{attempt_rel}/{name}");
+    let rel = |name: &str| layout::in_attempt(&attempt_rel, name);
     if !state.result_seen() && !record.stdout_truncated {
         // `--output-format json` may pretty-print its envelope over several lines.
         if let Some(stdout) = fallback {
@@ -407,7 +408,7 @@ fn finish(
             failure_reason = Some(e);
         }
     }
-    if let Err(e) = run.write_json(&rel("process.json"), &record) {
+    if let Err(e) = run.write_json(&rel(attempt::PROCESS), &record) {
         status = StageStatus::Failed;
         failure_reason = Some(format!("failed to write process.json: {e}"));
     }
@@ -416,7 +417,7 @@ fn finish(
         && classification.status == StageStatus::Failed
         && spec.replay.is_none())
     .then(|| {
-        let stderr = stderr_tail(&run.dir().join(rel("raw-stderr.log")));
+        let stderr = stderr_tail(&run.dir().join(rel(attempt::RAW_STDERR)));
         transient::detect(state.result(), state.progress().api_retries, &stderr)
     })
     .flatten();
@@ -425,7 +426,7 @@ fn finish(
     result_record.outcome = status;
     result_record.failure_reason = failure_reason.clone();
     result_record.transient = transient.is_some();
-    if let Err(e) = run.write_json(&rel("result.json"), &result_record) {
+    if let Err(e) = run.write_json(&rel(attempt::RESULT), &result_record) {
         status = StageStatus::Failed;
         failure_reason = Some(format!("failed to write result.json: {e}"));
     }
@@ -509,7 +510,10 @@ fn observe(
     // Written before the records are re-hashed, so that it is checked with them.
     let written = spec
         .run
-        .write_bytes(&format!("{attempt_rel}/tool-calls.jsonl"), &lines)
+        .write_bytes(
+            &layout::in_attempt(attempt_rel, attempt::TOOL_CALLS),
+            &lines,
+        )
         .map_err(|e| format!("failed to write tool-calls.jsonl: {e}"));
     let mut violations: Vec<String> = Vec::new();
     if let Some(mismatch) = state
@@ -558,7 +562,7 @@ fn play_back(
     });
     let played = spec
         .run
-        .write_json(&format!("{attempt_rel}/replay.json"), &source)
+        .write_json(&layout::in_attempt(attempt_rel, attempt::REPLAY), &source)
         .map_err(|e| format!("failed to write replay.json: {e}"))
         .and_then(|_| {
             recorded
@@ -571,7 +575,7 @@ fn play_back(
     }
     let record = played?;
     let mut state = StreamState::new();
-    let stdout = recorded.dir.join("raw-stdout.log");
+    let stdout = recorded.dir.join(attempt::RAW_STDOUT);
     if stdout.is_file() {
         let file = std::fs::File::open(&stdout)
             .map_err(|e| format!("failed to read the played-back output: {e}"))?;
@@ -606,9 +610,9 @@ fn write_unspawned_result(spec: &InvokeSpec<'_>, attempt_rel: &str, outcome: &In
     let record = ResultRecord::new(&classification, None, None);
     if let Err(e) = spec
         .run
-        .write_json(&format!("{attempt_rel}/result.json"), &record)
+        .write_json(&layout::in_attempt(attempt_rel, attempt::RESULT), &record)
     {
-        tracing::warn!("failed to write result.json of {attempt_rel}: {e}");
+        tracing::warn!("failed to write {} of {attempt_rel}: {e}", attempt::RESULT);
     }
 }
 
