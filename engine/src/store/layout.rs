@@ -35,7 +35,7 @@ pub const STAGE: &str = "stage.json";
 pub const OUTPUT: &str = "output.json";
 
 /// What an attempt folder name starts with (`attempt-007`).
-const ATTEMPT_PREFIX: &str = "attempt-";
+pub const ATTEMPT_PREFIX: &str = "attempt-";
 
 /// The files of an attempt folder.
 pub mod attempt {
