@@ -7,6 +7,7 @@
 
 mod atomic;
 pub mod confined;
+mod durable;
 pub mod events;
 pub mod lock;
 mod log;
