@@ -26,6 +26,14 @@ pub struct WriteError {
 /// never a torn one. The file is private to the user (0600), and so are the folders
 /// created for it (0700). Returns the sha256 (hex) of what was written.
 pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<String, WriteError> {
+    stage_atomic(path, bytes)?.commit()
+}
+
+/// The first half of [`write_atomic`]: the bytes in a synced temporary file beside
+/// `path`, not yet visible. The run handle makes its `record-intent` durable
+/// between the two halves, so the sync of the bytes and that of the intent do
+/// not wait for each other under the event log's lock.
+pub(super) fn stage_atomic(path: &Path, bytes: &[u8]) -> Result<Staged, WriteError> {
     let err = |source| WriteError {
         path: path.display().to_string(),
         source,
@@ -34,14 +42,49 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<String, WriteErr
         .parent()
         .ok_or_else(|| err(std::io::Error::other("no parent folder")))?;
     create_private_dir(dir).map_err(err)?;
-    persist(path, dir, bytes).map_err(err)
+    let tmp = stage_in(dir, bytes).map_err(err)?;
+    Ok(Staged {
+        tmp,
+        path: path.to_path_buf(),
+        sha256: sha256_hex(bytes),
+    })
+}
+
+/// Bytes synced in a temporary file, waiting to be renamed into place.
+pub(super) struct Staged {
+    tmp: tempfile::NamedTempFile,
+    path: std::path::PathBuf,
+    sha256: String,
+}
+
+impl Staged {
+    /// Rename into place, then sync the folder so the rename itself survives a
+    /// crash (what is announced after this is on disk before its announcement).
+    pub fn commit(self) -> Result<String, WriteError> {
+        let err = |source| WriteError {
+            path: self.path.display().to_string(),
+            source,
+        };
+        self.tmp.persist(&self.path).map_err(|e| err(e.error))?;
+        if let Some(dir) = self.path.parent() {
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(self.sha256)
+    }
 }
 
 /// Temporary files are created 0600 by `tempfile`.
-fn persist(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Result<String> {
+fn stage_in(dir: &Path, bytes: &[u8]) -> std::io::Result<tempfile::NamedTempFile> {
     let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
+    Ok(tmp)
+}
+
+fn persist(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Result<String> {
+    let tmp = stage_in(dir, bytes)?;
     tmp.persist(path).map_err(|e| e.error)?;
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();

@@ -2,17 +2,20 @@
 //!
 //! Every line is one JSON object with `seq` (from 1, contiguous), `at`, `type` and
 //! `prev`: the sha256 (hex) of the previous line's bytes without its newline, or 64
-//! zeros for the first line. Each line is written with a single `write` and synced,
-//! so a crash leaves at most one torn line at the end, which [`verify_chain`] tells
-//! apart from tampering.
+//! zeros for the first line. Each line is written with a single `write`, so a crash
+//! leaves at most one torn line at the end, which [`verify_chain`] tells apart from
+//! tampering. Lines are synced in groups, where durability is needed
+//! ([`super::durable`]), not one by one.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use crate::store::atomic::sha256_hex;
+use crate::store::durable::GroupCommit;
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -46,6 +49,7 @@ pub(in crate::store) struct EventLog {
     file: File,
     next_seq: u64,
     prev: String,
+    commit: Arc<GroupCommit>,
 }
 
 impl EventLog {
@@ -66,9 +70,14 @@ impl EventLog {
                 path: path.to_path_buf(),
                 source,
             })?;
+        let syncer = file.try_clone().map_err(|source| EventError::Append {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(EventLog {
             path: path.to_path_buf(),
             file,
+            commit: Arc::new(GroupCommit::new(syncer, next_seq - 1)),
             next_seq,
             prev,
         })
@@ -95,7 +104,8 @@ impl EventLog {
         Self::append_to(path, false, check.events + 1, check.last_hash)
     }
 
-    /// Append one event: `type` plus the fields of `data` (an object).
+    /// Append one event: `type` plus the fields of `data` (an object). The line is
+    /// written, not synced: [`Self::commit`] makes it durable.
     pub fn append(&mut self, kind: &str, data: Value) -> Result<u64, EventError> {
         let mut obj = Map::new();
         obj.insert("seq".into(), Value::from(self.next_seq));
@@ -117,11 +127,16 @@ impl EventLog {
             source,
         };
         self.file.write_all(&buf).map_err(err)?;
-        self.file.sync_data().map_err(err)?;
         self.prev = sha256_hex(&line);
         let seq = self.next_seq;
+        self.commit.wrote(seq);
         self.next_seq += 1;
         Ok(seq)
+    }
+
+    /// What makes this log's lines durable; usable without the log's lock.
+    pub fn commit(&self) -> Arc<GroupCommit> {
+        self.commit.clone()
     }
 
     /// The sha256 of the last line appended (the next event's `prev`).

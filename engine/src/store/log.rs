@@ -129,7 +129,7 @@ impl RunLog {
         let hashing = writer.finish().map_err(io)?;
         let Hashing { file, hasher } = hashing;
         let file = file.into_inner().map_err(|e| io(e.into_error()))?;
-        match file.sync_data() {
+        match super::durable::off_the_worker(|| file.sync_data()) {
             Err(e) if e.raw_os_error() != Some(libc::EINVAL) => return Err(io(e)),
             _ => {}
         }

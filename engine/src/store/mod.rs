@@ -8,6 +8,7 @@
 
 mod atomic;
 pub mod confined;
+mod durable;
 pub mod events;
 pub mod layout;
 pub mod lock;

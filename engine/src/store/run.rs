@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use crate::redact::Redactor;
-use crate::store::atomic::{json_bytes, sha256_file, sha256_hex, write_atomic, WriteError};
+use crate::store::atomic::{json_bytes, sha256_file, sha256_hex, stage_atomic, WriteError};
+use crate::store::durable::{off_the_worker, GroupCommit};
 use crate::store::events::{EventError, EventLog};
 use crate::store::layout;
 use crate::store::lock::{LockError, RunLock};
@@ -204,6 +205,7 @@ pub struct RunHandle {
     dir: PathBuf,
     _lock: RunLock,
     events: Arc<Mutex<EventLog>>,
+    commit: Arc<GroupCommit>,
     redactor: Arc<Redactor>,
 }
 
@@ -225,6 +227,7 @@ impl RunHandle {
             id,
             dir,
             _lock: lock,
+            commit: events.commit(),
             events: Arc::new(Mutex::new(events)),
             redactor: Arc::new(redactor),
         }
@@ -284,23 +287,52 @@ impl RunHandle {
 
     /// Intent first: a crash between the rename and the `record-written` event
     /// leaves a file that matches an announced intent, which recovery can tell from
-    /// tampering (docs/audit.md, "Crash recovery"). The log stays held from the
-    /// intent to the announcement, so that a check of the records never sees a
-    /// file between the two.
+    /// tampering (docs/audit.md, "Crash recovery"). So the intent is on disk before
+    /// the rename, and the rename (file and folder synced) before the
+    /// announcement is written; the announcement itself is made durable by the
+    /// next group commit. The log is held from the rename to the announcement, so
+    /// that a check of the records never sees a file between the two.
     fn put(&self, rel: &str, path: &Path, redacted: &[u8]) -> Result<String, StoreError> {
-        let mut log = self.events.lock().expect("event log lock");
+        off_the_worker(|| self.put_synced(rel, path, redacted))
+    }
+
+    fn put_synced(&self, rel: &str, path: &Path, redacted: &[u8]) -> Result<String, StoreError> {
         let sha = sha256_hex(redacted);
         let mut intent = json!({ "path": rel, "sha256": sha });
         self.redactor.redact_json(&mut intent);
-        log.append("record-intent", intent)?;
+        let seq = self
+            .events
+            .lock()
+            .expect("event log lock")
+            .append("record-intent", intent)?;
         crash_point();
-        let written = write_atomic(path, redacted)?;
+        let staged = stage_atomic(path, redacted)?;
+        self.sync_through(seq)?;
+        let mut log = self.events.lock().expect("event log lock");
+        let written = staged.commit()?;
         crash_point();
         let mut data = json!({ "path": rel, "sha256": written });
         self.redactor.redact_json(&mut data);
         log.append("record-written", data)?;
         crash_point();
         Ok(written)
+    }
+
+    fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
+        self.commit
+            .sync_through(seq)
+            .map_err(|source| EventError::Append {
+                path: self.dir.join("events.jsonl"),
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// Make every event appended so far durable (one `fdatasync`, shared with any
+    /// other thread syncing at the same time; none if nothing new was appended).
+    pub fn sync(&self) -> Result<(), StoreError> {
+        let seq = self.events.lock().expect("event log lock").last_seq();
+        self.sync_through(seq)
     }
 
     /// A record written as a stream (a process's output, JSON lines), redacted as
@@ -341,6 +373,16 @@ impl RunHandle {
             source,
         })?;
         Ok(p)
+    }
+}
+
+impl Drop for RunHandle {
+    /// The tail of the log (the last announcements and events) is made durable
+    /// when the run is closed, whatever path closes it.
+    fn drop(&mut self) {
+        if let Err(e) = self.sync() {
+            tracing::warn!("failed to sync the event log: {}", crate::error_chain(&e));
+        }
     }
 }
 
