@@ -13,7 +13,6 @@ mod timeline;
 
 use std::path::Path;
 
-use serde_json::Value;
 use specbridge_engine::audit::AuditReport;
 use specbridge_engine::store::RunRecord;
 
@@ -30,7 +29,7 @@ pub struct ReportData {
     pub stories: Vec<StageStory>,
     pub timeline: Vec<timeline::Bar>,
     /// `resume-decision` events: reruns and what a human changed between runs.
-    pub decisions: Vec<Value>,
+    pub decisions: Vec<specbridge_engine::events::ResumeDecision>,
     pub audit: Result<AuditReport, String>,
 }
 

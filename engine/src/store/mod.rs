@@ -11,6 +11,7 @@ pub mod events;
 pub mod lock;
 mod log;
 mod private;
+mod publish;
 pub mod records;
 mod run;
 mod select;
