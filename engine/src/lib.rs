@@ -9,6 +9,7 @@ pub mod bash_rule;
 pub mod builtin_schemas;
 pub mod dag;
 pub mod diagnostic;
+pub mod events;
 pub mod evidence;
 pub mod graph;
 pub mod orchestrate;

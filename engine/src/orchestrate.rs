@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use crate::events::{RunEvent, RunFinished, RunStarted};
 use crate::pipeline::{PipelineFile, RunOverrides, StageDef};
 use crate::scheduler::{self, Node, RunOutcome, SchedulerOptions, StageExecutor, StageReport};
 use crate::status::{exit, RunStatus, StageStatus};
@@ -139,10 +140,10 @@ pub async fn execute_run(
     on_created(&run);
     let started = Instant::now();
 
-    run.event(
-        "run-started",
-        json!({ "runId": run.id(), "specbridgeVersion": env!("CARGO_PKG_VERSION") }),
-    )?;
+    run.event(RunEvent::RunStarted(RunStarted {
+        run_id: run.id().to_string(),
+        specbridge_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+    }))?;
     // As loaded, except secrets (a token in `commandArgs`, say), which the store
     // redacts: run.json keeps the sha256 of the original bytes.
     run.write_bytes(layout::PIPELINE, &spec.source.bytes)?;
@@ -197,10 +198,11 @@ pub async fn execute_run(
     record.totals = outcome.totals.clone();
     record.stage_counts = count_statuses(outcome.statuses.values().copied());
     run.write_json(layout::RUN, &record)?;
-    run.event(
-        "run-finished",
-        json!({ "status": status, "exitCode": exit_code, "totals": record.totals }),
-    )?;
+    run.event(RunEvent::RunFinished(RunFinished {
+        status,
+        exit_code,
+        totals: record.totals.clone(),
+    }))?;
     Ok(RunResult {
         run_id: run.id().to_string(),
         run_dir: run.dir().to_path_buf(),

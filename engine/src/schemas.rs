@@ -3,7 +3,7 @@
 //! equals its generated text; `SPECBRIDGE_BLESS=1` rewrites them.
 
 use schemars::schema_for;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::store::{PlanRecord, RunRecord, StageRecord};
 
@@ -18,7 +18,7 @@ pub fn all() -> Vec<(&'static str, Value)> {
         ("run.schema.json", gen(schema_for!(RunRecord))),
         ("stage.schema.json", gen(schema_for!(StageRecord))),
         ("plan.schema.json", gen(schema_for!(PlanRecord))),
-        ("event.schema.json", event_schema()),
+        ("event.schema.json", crate::events::schema::event_schema()),
         (
             "process.schema.json",
             crate::supervisor::process_record_schema(),
@@ -63,28 +63,4 @@ pub fn all() -> Vec<(&'static str, Value)> {
 /// The text a schema file holds: pretty JSON and a final newline.
 pub fn text(schema: &Value) -> String {
     serde_json::to_string_pretty(schema).expect("schema is JSON") + "\n"
-}
-
-/// One line of `events.jsonl`. Events carry more fields by type; these four are
-/// on every line.
-fn event_schema() -> Value {
-    json!({
-        "$schema": "http://json-schema.org/draft-07/schema#",
-        "title": "events.jsonl line",
-        "description": "One event of a run's append-only, hash-chained log. `prev` is the sha256 (hex) of the previous line's bytes without its newline, 64 zeros for the first line.",
-        "type": "object",
-        "required": ["seq", "at", "type", "prev"],
-        "properties": {
-            "seq": { "type": "integer", "minimum": 1 },
-            "at": { "type": "string", "description": "RFC 3339 UTC with milliseconds" },
-            "type": { "type": "string", "examples": ["run-started", "record-written", "stage-started", "stage-retrying", "process-spawned", "stage-expanded", "stage-finished", "run-finished"] },
-            "prev": { "type": "string", "pattern": "^[0-9a-f]{64}$" },
-            "path": { "type": "string", "description": "record-written: the file, relative to the run folder" },
-            "sha256": { "type": "string", "pattern": "^[0-9a-f]{64}$" },
-            "stage": { "type": "string" },
-            "attempt": { "type": "integer" },
-            "status": { "type": "string" }
-        },
-        "additionalProperties": true
-    })
 }

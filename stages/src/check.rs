@@ -5,6 +5,7 @@ use std::time::Duration;
 use std::path::Path;
 
 use serde_json::json;
+use specbridge_engine::events::RunEvent;
 use specbridge_engine::pipeline::resolve::DEFAULT_CHECK_TIMEOUT_MS;
 use specbridge_engine::pipeline::StageDef;
 use specbridge_engine::sandbox::AppliedSandbox;
@@ -136,10 +137,7 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
     let node_id = sr.node.id.clone();
     let attempt = sr.attempt;
     let result = supervisor::run(spec, ctx.cancel.clone(), None, |pid, pgid| {
-        let _ = run.event(
-            "process-spawned",
-            json!({ "stage": node_id, "attempt": attempt, "pid": pid, "pgid": pgid }),
-        );
+        let _ = run.event(RunEvent::stage_spawned(&node_id, attempt, pid, pgid));
     })
     .await;
     let mut report = match result {

@@ -8,7 +8,8 @@
 //! keep it as `stages/<id>/output.json` (redacted) and, when `output.document` is
 //! set, write its `markdown` field to that path. The agent itself never writes.
 
-use serde_json::{json, Value};
+use serde_json::Value;
+use specbridge_engine::events::{DocumentWritten, RunEvent};
 use specbridge_engine::evidence::{
     attempt_diff, attribute, generate_violations, ChangeCounts, EvidenceKind, EvidenceRecord,
     GitSnapshot, Violation, DEFAULT_DIFF_MAX_BYTES,
@@ -241,10 +242,11 @@ fn accept_output(
             format!("document of stage `{node_id}`: {}", crate::error_chain(&e)),
         )
     })?;
-    if let Err(e) = run.event(
-        "document-written",
-        json!({ "stage": node_id, "path": doc, "sha256": sha }),
-    ) {
+    if let Err(e) = run.event(RunEvent::DocumentWritten(DocumentWritten {
+        stage: node_id.to_string(),
+        path: doc.clone(),
+        sha256: sha.clone(),
+    })) {
         return Err((StageStatus::Failed, e.to_string()));
     }
     Ok((

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
+use specbridge_engine::events::{line, RunEvent};
 use specbridge_engine::redact::Redactor;
 use specbridge_engine::store::layout::attempt;
 use specbridge_engine::store::{AttemptReader, RunReader};
@@ -129,16 +130,14 @@ pub(crate) fn finished(
     stage: &str,
     number: u32,
 ) -> Option<(String, Option<String>)> {
-    let text = std::fs::read_to_string(RunReader::at(run_dir).events_path()).ok()?;
-    text.lines()
+    line::read_all(&RunReader::at(run_dir).events_path())
+        .into_iter()
         .rev()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| e["type"] == "stage-finished" && e["stage"] == stage && e["attempt"] == number)
-        .map(|e| {
-            (
-                e["status"].as_str().unwrap_or("failed").to_string(),
-                e["outcome"].as_str().map(String::from),
-            )
+        .find_map(|l| match l.event {
+            RunEvent::StageFinished(f) if f.stage == stage && f.attempt == Some(number) => {
+                Some((f.status.as_str().to_string(), f.outcome))
+            }
+            _ => None,
         })
 }
 

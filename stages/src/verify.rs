@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use specbridge_engine::events::{ProcessSpawned, RunEvent, VerificationProcess};
 use specbridge_engine::evidence::verification::{CommandResult, VerificationRecord};
 use specbridge_engine::pipeline::resolve::DEFAULT_CHECK_TIMEOUT_MS;
 use specbridge_engine::pipeline::VerificationCommand;
@@ -103,10 +103,14 @@ pub async fn run_verification(
             crate::confine::spawn_spec(ctx, wrapped, argv.clone(), logs, timeout, kill_grace)?;
         let name = cmd.name.clone();
         let result = supervisor::run(spec, ctx.cancel.clone(), None, |pid, pgid| {
-            let _ = run.event(
-                "process-spawned",
-                json!({ "verification": name, "attempt": attempt_rel, "pid": pid, "pgid": pgid }),
-            );
+            let _ = run.event(RunEvent::ProcessSpawned(ProcessSpawned::Verification(
+                VerificationProcess {
+                    verification: name.clone(),
+                    attempt: attempt_rel.to_string(),
+                    pid,
+                    pgid,
+                },
+            )));
         })
         .await;
         let entry = match result {

@@ -171,20 +171,19 @@ fn decisions_section(h: &mut String, data: &ReportData) {
     }
     let _ = write!(h, "<p>Resumed {} time(s).</p><table><thead><tr><th>stage</th><th>action</th><th>reason</th><th>detail</th></tr></thead><tbody>", data.run.resumes.len());
     for d in &data.decisions {
-        let s = |k: &str| {
-            esc(&match &d[k] {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Null => String::new(),
-                other => other.to_string(),
-            })
-        };
+        // The stable kebab-case code, as the event records it.
+        let reason = d
+            .reason
+            .and_then(|r| serde_json::to_value(r).ok())
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            s("stage"),
-            s("action"),
-            s("reason"),
-            s("detail")
+            esc(&d.stage),
+            esc(d.action.as_str()),
+            esc(&reason),
+            esc(d.detail.as_deref().unwrap_or_default())
         );
     }
     h.push_str("</tbody></table></section>");

@@ -12,6 +12,8 @@ mod svg;
 mod timeline;
 
 use serde_json::Value;
+use std::path::Path;
+
 use specbridge_engine::audit::AuditReport;
 use specbridge_engine::store::{RunReader, RunRecord, StoreError};
 
@@ -28,7 +30,7 @@ pub struct ReportData {
     pub stories: Vec<StageStory>,
     pub timeline: Vec<timeline::Bar>,
     /// `resume-decision` events: reruns and what a human changed between runs.
-    pub decisions: Vec<Value>,
+    pub decisions: Vec<specbridge_engine::events::ResumeDecision>,
     pub audit: Result<AuditReport, String>,
 }
 

@@ -1,11 +1,10 @@
 //! Stage attempts in time, from `events.jsonl` (`stage-started` → `stage-finished`).
 
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
+use specbridge_engine::events::{line, ResumeDecision, RunEvent};
 
 /// One attempt of one stage.
 #[derive(Debug, Clone)]
@@ -24,38 +23,30 @@ fn millis(at: &str) -> Option<i64> {
 }
 
 /// The attempts in start order, and the resume decisions, read line by line.
-pub fn from_events(path: &Path) -> (Vec<Bar>, Vec<Value>) {
+pub fn from_events(path: &Path) -> (Vec<Bar>, Vec<ResumeDecision>) {
     let mut bars: Vec<Bar> = Vec::new();
     let mut open: HashMap<String, usize> = HashMap::new();
     let mut decisions = Vec::new();
-    let Ok(file) = std::fs::File::open(path) else {
-        return (bars, decisions);
-    };
-    for line in std::io::BufReader::new(file).lines().map_while(Result::ok) {
-        let Ok(event) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        let kind = event["type"].as_str().unwrap_or_default();
-        let stage = event["stage"].as_str().unwrap_or_default().to_string();
-        let at = event["at"].as_str().and_then(millis);
-        match (kind, at) {
-            ("stage-started", Some(at)) => {
-                open.insert(stage.clone(), bars.len());
+    for line in line::read_all(path) {
+        let at = millis(&line.at);
+        match (line.event, at) {
+            (RunEvent::StageStarted(s), Some(at)) => {
+                open.insert(s.stage.clone(), bars.len());
                 bars.push(Bar {
-                    attempt: event["attempt"].as_u64().unwrap_or(1) as u32,
-                    stage,
+                    attempt: s.attempt,
+                    stage: s.stage,
                     start_ms: at,
                     end_ms: None,
                     status: "running".into(),
                 });
             }
-            ("stage-finished", Some(at)) => {
-                if let Some(i) = open.remove(&stage) {
+            (RunEvent::StageFinished(f), Some(at)) => {
+                if let Some(i) = open.remove(&f.stage) {
                     bars[i].end_ms = Some(at);
-                    bars[i].status = event["status"].as_str().unwrap_or("?").to_string();
+                    bars[i].status = f.status.as_str().to_string();
                 }
             }
-            ("resume-decision", _) => decisions.push(event),
+            (RunEvent::ResumeDecision(d), _) => decisions.push(d),
             _ => {}
         }
     }

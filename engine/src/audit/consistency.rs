@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::audit::events::{EventFacts, RunEvent, StageEvent};
+use crate::audit::events::{EventFacts, RunLifecycle, StageEvent};
 use crate::audit::records::{read_record, str_field};
 use crate::audit::report::{Finding, FindingCode};
 use crate::audit::stages::StageState;
@@ -24,7 +24,7 @@ pub fn check_run_json(run_dir: &Path, facts: &EventFacts, findings: &mut Vec<Fin
         |message: String| Finding::new(FindingCode::RunJsonMismatch, message).file(layout::RUN);
     let status = str_field(&run, "status").unwrap_or("missing");
     match &facts.run {
-        Some(RunEvent::Finished {
+        Some(RunLifecycle::Finished {
             status: ev_status,
             exit_code,
             totals,
@@ -50,7 +50,7 @@ pub fn check_run_json(run_dir: &Path, facts: &EventFacts, findings: &mut Vec<Fin
                 }
             }
         }
-        Some(RunEvent::Open { line }) if !UNFINISHED.contains(&status) => {
+        Some(RunLifecycle::Open { line }) if !UNFINISHED.contains(&status) => {
             findings.push(mismatch(format!(
                 "status is {status} but no run-finished event follows the run's start (line {line})"
             )));

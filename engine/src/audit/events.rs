@@ -1,5 +1,7 @@
-//! One streaming pass over `events.jsonl`: the chain check, plus the facts later
-//! checks compare the files against (announcements, stage and run events).
+//! One streaming pass over `events.jsonl`: the chain check, each line read as a
+//! [`RunEvent`] (a line that is not one is an `event-unknown` finding), plus the
+//! facts later checks compare the files against (announcements, stage and run
+//! events).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -9,7 +11,8 @@ use serde_json::Value;
 use crate::store::layout;
 
 use crate::audit::report::{Finding, FindingCode};
-use crate::store::events::verify_chain_with;
+use crate::events::line::{read_with, EventLine, UnknownEvent};
+use crate::events::RunEvent;
 
 /// Chain problems reported one by one before the rest are summed up, so a log
 /// rewritten wholesale does not bury every other finding.
@@ -38,7 +41,7 @@ pub enum StageEvent {
 
 /// Where the run's own lifecycle stood at the end of the log.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RunEvent {
+pub enum RunLifecycle {
     /// Started or resumed, and not finished since.
     Open { line: u64 },
     Finished {
@@ -60,7 +63,9 @@ pub struct EventFacts {
     /// a write the process may have died in (docs/audit.md, "Crash recovery").
     pub intents: BTreeMap<String, Announcement>,
     pub stages: BTreeMap<String, StageEvent>,
-    pub run: Option<RunEvent>,
+    pub run: Option<RunLifecycle>,
+    /// Lines that are not an event this version writes (each is a finding).
+    pub unknown: u64,
 }
 
 /// Read the log once; chain problems and a torn tail become findings.
@@ -81,7 +86,22 @@ pub fn read_events(
         return Ok(facts);
     }
     facts.present = true;
-    let check = verify_chain_with(&path, |line, ev| visit(&mut facts, line, ev))?;
+    let mut unknown = Vec::new();
+    let check = read_with(&path, |line, parsed| {
+        visit(&mut facts, &mut unknown, line, parsed)
+    })?;
+    if facts.unknown > MAX_CHAIN_FINDINGS as u64 {
+        unknown.push(
+            Finding::new(
+                FindingCode::EventUnknown,
+                format!(
+                    "{} more lines that are not events not listed one by one",
+                    facts.unknown - MAX_CHAIN_FINDINGS as u64
+                ),
+            )
+            .file("events.jsonl"),
+        );
+    }
     facts.events = check.events;
 
     let total = check.problems.len();
@@ -121,55 +141,78 @@ pub fn read_events(
             .file(layout::EVENTS),
         );
     }
+    findings.extend(unknown);
     Ok(facts)
 }
 
-fn visit(facts: &mut EventFacts, line: u64, ev: &Value) {
-    let kind = ev.get("type").and_then(Value::as_str).unwrap_or_default();
-    let str_field = |k: &str| ev.get(k).and_then(Value::as_str).map(str::to_string);
-    let attempt = ev
-        .get("attempt")
-        .and_then(Value::as_u64)
-        .and_then(|a| u32::try_from(a).ok());
-    match kind {
-        "record-written" => {
-            if let (Some(path), Some(sha256)) = (str_field("path"), str_field("sha256")) {
-                facts.intents.remove(&path);
-                facts.announced.insert(path, Announcement { sha256, line });
-            }
-        }
-        "record-intent" => {
-            if let (Some(path), Some(sha256)) = (str_field("path"), str_field("sha256")) {
-                facts.intents.insert(path, Announcement { sha256, line });
-            }
-        }
-        "stage-started" => {
-            if let Some(stage) = str_field("stage") {
-                facts
-                    .stages
-                    .insert(stage, StageEvent::Started { attempt, line });
-            }
-        }
-        "stage-finished" => {
-            if let (Some(stage), Some(status)) = (str_field("stage"), str_field("status")) {
-                facts.stages.insert(
-                    stage,
-                    StageEvent::Finished {
-                        status,
-                        attempt,
-                        line,
-                    },
+fn visit(
+    facts: &mut EventFacts,
+    findings: &mut Vec<Finding>,
+    line: u64,
+    parsed: Result<EventLine, UnknownEvent>,
+) {
+    let event = match parsed {
+        Ok(parsed) => parsed.event,
+        Err(unknown) => {
+            facts.unknown += 1;
+            if facts.unknown <= MAX_CHAIN_FINDINGS as u64 {
+                findings.push(
+                    Finding::new(FindingCode::EventUnknown, format!("line {line}: {unknown}"))
+                        .file("events.jsonl"),
                 );
             }
+            return;
         }
-        "run-started" | "run-resumed" => facts.run = Some(RunEvent::Open { line }),
-        "run-finished" => {
-            facts.run = Some(RunEvent::Finished {
-                status: str_field("status"),
-                exit_code: ev.get("exitCode").and_then(Value::as_i64),
-                totals: ev.get("totals").cloned(),
+    };
+    match event {
+        RunEvent::RecordWritten(r) => {
+            facts.intents.remove(&r.path);
+            facts.announced.insert(
+                r.path,
+                Announcement {
+                    sha256: r.sha256,
+                    line,
+                },
+            );
+        }
+        RunEvent::RecordIntent(r) => {
+            facts.intents.insert(
+                r.path,
+                Announcement {
+                    sha256: r.sha256,
+                    line,
+                },
+            );
+        }
+        RunEvent::StageStarted(s) => {
+            facts.stages.insert(
+                s.stage,
+                StageEvent::Started {
+                    attempt: Some(s.attempt),
+                    line,
+                },
+            );
+        }
+        RunEvent::StageFinished(f) => {
+            facts.stages.insert(
+                f.stage,
+                StageEvent::Finished {
+                    status: f.status.as_str().to_string(),
+                    attempt: f.attempt,
+                    line,
+                },
+            );
+        }
+        RunEvent::RunStarted(_) | RunEvent::RunResumed(_) => {
+            facts.run = Some(RunLifecycle::Open { line });
+        }
+        RunEvent::RunFinished(f) => {
+            facts.run = Some(RunLifecycle::Finished {
+                status: Some(f.status.as_str().to_string()),
+                exit_code: Some(i64::from(f.exit_code)),
+                totals: serde_json::to_value(&f.totals).ok(),
                 line,
-            })
+            });
         }
         _ => {}
     }

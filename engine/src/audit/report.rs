@@ -64,6 +64,9 @@ pub enum FindingCode {
     /// `record-written` confirmed: specbridge stopped between writing it and
     /// logging it. Resume confirms it.
     WriteUnconfirmed,
+    /// A line of `events.jsonl` that is not an event this version writes: an
+    /// unknown `type`, or a field that is missing, unknown or of the wrong shape.
+    EventUnknown,
 }
 
 impl FindingCode {
@@ -89,6 +92,7 @@ impl FindingCode {
             FindingCode::RunJsonMismatch => "run-json-mismatch",
             FindingCode::StageJsonMismatch => "stage-json-mismatch",
             FindingCode::WriteUnconfirmed => "write-unconfirmed",
+            FindingCode::EventUnknown => "event-unknown",
         }
     }
 

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use serde_json::json;
+use crate::events::{RunEvent, StageFinished};
 
 use crate::resume::force::Forced;
 use crate::resume::reuse::{reuse_or_rerun, Current, Reason, ReuseDecision, Why};
@@ -76,21 +76,12 @@ impl ResumeExecutor {
     fn note(&self, run: &RunHandle, decision: ReuseDecision) {
         // The decision is part of the run's story; losing its event must not stop
         // the stage, and the scheduler's own writes report a broken log.
-        let _ = run.event("resume-decision", decision_event(&decision));
+        let _ = run.event(RunEvent::ResumeDecision((&decision).into()));
         self.decisions
             .lock()
             .expect("decisions lock")
             .push(decision);
     }
-}
-
-pub(crate) fn decision_event(d: &ReuseDecision) -> serde_json::Value {
-    json!({
-        "stage": d.stage,
-        "action": d.action,
-        "reason": d.reason,
-        "detail": d.detail,
-    })
 }
 
 /// The first recorded output file of a stage that is missing or no longer has its
@@ -149,12 +140,16 @@ pub fn retire(
         &crate::store::layout::stage_record_rel(&rec.stage_id),
         &retired,
     )?;
-    run.event(
-        "stage-finished",
-        json!({ "stage": rec.stage_id, "status": StageStatus::Retired, "outcome": retired.outcome }),
-    )?;
+    run.event(RunEvent::StageFinished(StageFinished {
+        stage: rec.stage_id.clone(),
+        attempt: None,
+        status: StageStatus::Retired,
+        outcome: retired.outcome.clone(),
+        evidence_status: None,
+        recovered: false,
+    }))?;
     let decision = ReuseDecision::retire(&rec.stage_id, reason);
-    run.event("resume-decision", decision_event(&decision))?;
+    run.event(RunEvent::ResumeDecision((&decision).into()))?;
     Ok(decision)
 }
 

@@ -5,57 +5,38 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Serialize;
-use serde_json::{json, Value};
-
+use crate::events::line::{self, EventLine};
+use crate::events::{ProcessSpawned, RecordAnnounced, RunEvent, StageFinished};
 use crate::status::StageStatus;
-use crate::store::events::verify_chain_with;
 use crate::store::layout::{self, attempt};
 use crate::store::{RunHandle, RunReader, StageRecord, StoreError};
 use crate::supervisor::{group_alive, kill_group_if_alive};
 
-/// A process group recorded at spawn whose end specbridge never saw.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Orphan {
-    pub stage: String,
-    pub attempt: u32,
-    pub pid: i32,
-    pub pgid: i32,
-    /// Whether something of the group was alive and was ended.
-    pub ended: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
+pub use crate::events::Orphan;
 
 /// `process-spawned` events of attempts that have no `process.json`: the process
 /// was never seen to end, so its group may still be running.
 pub fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Option<String>)> {
     let mut spawns: BTreeMap<(String, u32), (Orphan, Option<String>)> = BTreeMap::new();
     let run = RunReader::at(run_dir);
-    let _ = verify_chain_with(&run.events_path(), |_, ev| {
-        if ev.get("type").and_then(Value::as_str) != Some("process-spawned") {
-            return;
-        }
-        let int = |k: &str| ev.get(k).and_then(Value::as_i64);
-        let (Some(stage), Some(attempt), Some(pid), Some(pgid)) = (
-            ev.get("stage").and_then(Value::as_str),
-            int("attempt"),
-            int("pid"),
-            int("pgid"),
-        ) else {
+    let _ = line::read_with(&run.events_path(), |_, parsed| {
+        let Ok(EventLine {
+            at,
+            event: RunEvent::ProcessSpawned(ProcessSpawned::Stage(p)),
+            ..
+        }) = parsed
+        else {
             return;
         };
         let orphan = Orphan {
-            stage: stage.to_string(),
-            attempt: attempt as u32,
-            pid: pid as i32,
-            pgid: pgid as i32,
+            stage: p.stage.clone(),
+            attempt: p.attempt,
+            pid: i32::try_from(p.pid).unwrap_or(i32::MAX),
+            pgid: p.pgid,
             ended: false,
             note: None,
         };
-        let at = ev.get("at").and_then(Value::as_str).map(String::from);
-        spawns.insert((stage.to_string(), attempt as u32), (orphan, at));
+        spawns.insert((p.stage, p.attempt), (orphan, Some(at)));
     });
     spawns
         .into_values()
@@ -73,18 +54,12 @@ pub fn end_orphans(run: &RunHandle, grace: Duration) -> Result<Vec<Orphan>, Stor
         }
         if let Some(note) = reused_group(orphan.pgid, at.as_deref()) {
             orphan.note = Some(note);
-            run.event(
-                "orphan-left",
-                serde_json::to_value(&orphan).expect("serialises"),
-            )?;
+            run.event(RunEvent::OrphanLeft(orphan.clone()))?;
             out.push(orphan);
             continue;
         }
         orphan.ended = kill_group_if_alive(orphan.pgid, grace);
-        run.event(
-            "orphan-ended",
-            serde_json::to_value(&orphan).expect("serialises"),
-        )?;
+        run.event(RunEvent::OrphanEnded(orphan.clone()))?;
         out.push(orphan);
     }
     Ok(out)
@@ -144,15 +119,14 @@ pub fn mark_interrupted(
         ));
         rec.reused = None;
         run.write_json(&layout::stage_record_rel(&rec.stage_id), &*rec)?;
-        run.event(
-            "stage-finished",
-            json!({
-                "stage": rec.stage_id,
-                "attempt": rec.attempts,
-                "status": StageStatus::Interrupted,
-                "outcome": rec.outcome,
-            }),
-        )?;
+        run.event(RunEvent::StageFinished(StageFinished {
+            stage: rec.stage_id.clone(),
+            attempt: Some(rec.attempts),
+            status: StageStatus::Interrupted,
+            outcome: rec.outcome.clone(),
+            evidence_status: None,
+            recovered: false,
+        }))?;
         ids.push(rec.stage_id.clone());
     }
     Ok(ids)
@@ -174,10 +148,11 @@ pub fn repair_unlogged(
     for (rel, intent) in &facts.intents {
         let Ok(path) = run.path(rel) else { continue };
         if crate::store::sha256_file(&path).is_ok_and(|sha| sha == intent.sha256) {
-            run.event(
-                "record-written",
-                json!({ "path": rel, "sha256": intent.sha256, "recovered": true }),
-            )?;
+            run.event(RunEvent::RecordWritten(RecordAnnounced {
+                path: rel.clone(),
+                sha256: intent.sha256.clone(),
+                recovered: true,
+            }))?;
             repaired.push(format!("confirmed {rel}"));
         }
     }
@@ -193,17 +168,14 @@ pub fn repair_unlogged(
             None => true,
         };
         if !logged {
-            run.event(
-                "stage-finished",
-                json!({
-                    "stage": rec.stage_id,
-                    "attempt": rec.attempts,
-                    "status": rec.status,
-                    "outcome": rec.outcome,
-                    "evidenceStatus": rec.evidence_status,
-                    "recovered": true,
-                }),
-            )?;
+            run.event(RunEvent::StageFinished(StageFinished {
+                stage: rec.stage_id.clone(),
+                attempt: Some(rec.attempts),
+                status: rec.status,
+                outcome: rec.outcome.clone(),
+                evidence_status: rec.evidence_status,
+                recovered: true,
+            }))?;
             repaired.push(format!("logged the finish of {}", rec.stage_id));
         }
     }

@@ -9,7 +9,7 @@ use crate::status::StageStatus;
 use crate::store::{InputParts, StageRecord};
 
 /// Why a stage runs again (or is retired). The kebab-case codes are stable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Reason {
     /// It ended failed, malformed-output, max-turns, budget-exceeded,
@@ -85,7 +85,7 @@ impl std::fmt::Display for Reason {
 }
 
 /// What resume does with one stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Action {
     Reuse,

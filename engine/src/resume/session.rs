@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::audit::{audit_run, AuditError, Finding, FindingCode};
+use crate::events::{CrashRepaired, RunEvent, RunFinished, RunResumed, TornTailSetAside};
 use crate::orchestrate::{
     count_statuses, display_rel, expansions, final_nodes, plan_nodes, settle, OrchestrateError,
     PipelineSource, RunResult,
@@ -218,26 +219,27 @@ impl OpenedRun {
         )?);
         let number = record.resumes.len() + 1;
         let pipeline_sha = sha256_hex(&spec.source.bytes);
-        run.event(
-            "run-resumed",
-            json!({
-                "resume": number,
-                "previousStatus": record.status,
-                "pipelineSha256": pipeline_sha,
-            }),
-        )?;
+        run.event(RunEvent::RunResumed(RunResumed {
+            resume: u32::try_from(number).unwrap_or(u32::MAX),
+            previous_status: record.status,
+            pipeline_sha256: pipeline_sha.clone(),
+        }))?;
         let torn_tail = aside.map(|p| {
             p.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         });
         if let Some(name) = &torn_tail {
-            run.event("torn-tail-set-aside", json!({ "path": name }))?;
+            run.event(RunEvent::TornTailSetAside(TornTailSetAside {
+                path: name.clone(),
+            }))?;
         }
 
         let repaired = repair_unlogged(&run, &stages)?;
         if !repaired.is_empty() {
-            run.event("crash-repaired", json!({ "repaired": repaired }))?;
+            run.event(RunEvent::CrashRepaired(CrashRepaired {
+                repaired: repaired.clone(),
+            }))?;
         }
 
         // Nothing new starts while an agent of the dead process may still be
@@ -349,10 +351,11 @@ impl OpenedRun {
             entry.insert("decisions".into(), json!(decisions));
         }
         run.write_json(layout::RUN, &record)?;
-        run.event(
-            "run-finished",
-            json!({ "status": status, "exitCode": exit_code, "totals": record.totals }),
-        )?;
+        run.event(RunEvent::RunFinished(RunFinished {
+            status,
+            exit_code,
+            totals: record.totals.clone(),
+        }))?;
         Ok(ResumeResult {
             run: RunResult {
                 run_id: id,

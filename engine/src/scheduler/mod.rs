@@ -15,7 +15,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use serde_json::json;
+use crate::events::{RunEvent, StageExpanded, StageFinished, StageRetrying};
 use tokio::sync::RwLock;
 
 pub use node::{Node, StageReport};
@@ -180,10 +180,10 @@ pub async fn run_plan(
                 match executor.expand(&node, &run) {
                     Ok(instances) => {
                         let ids: Vec<String> = instances.iter().map(|n| n.id.clone()).collect();
-                        run.event(
-                            "stage-expanded",
-                            json!({ "stage": node.id, "instances": ids }),
-                        )?;
+                        run.event(RunEvent::StageExpanded(StageExpanded {
+                            stage: node.id.clone(),
+                            instances: ids,
+                        }))?;
                         st.expand(&id, instances);
                     }
                     Err(reason) => {
@@ -288,16 +288,13 @@ pub async fn run_plan(
             if count <= hint.retries && !budget_spent && !executor.cancelled() {
                 add_totals(&mut st, &report);
                 let delay = retry::delay(count, &hint);
-                run.event(
-                    "stage-retrying",
-                    json!({
-                        "stage": id,
-                        "attempt": attempt,
-                        "outcome": report.outcome,
-                        "retry": count,
-                        "delayMs": delay.as_millis() as u64,
-                    }),
-                )?;
+                run.event(RunEvent::StageRetrying(StageRetrying {
+                    stage: id.clone(),
+                    attempt,
+                    outcome: report.outcome.clone(),
+                    retry: count,
+                    delay_ms: delay.as_millis() as u64,
+                }))?;
                 st.set_prior_attempts(&id, attempt);
                 start_attempt(
                     &mut st,
@@ -343,16 +340,14 @@ pub async fn run_plan(
         st.totals.invocations += report.invocations;
         st.set(&id, report.status);
         write_stage(&run, &node, report.status, Some(&report), attempt)?;
-        run.event(
-            "stage-finished",
-            json!({
-                "stage": id,
-                "attempt": attempt,
-                "status": report.status,
-                "outcome": report.outcome,
-                "evidenceStatus": report.evidence_status,
-            }),
-        )?;
+        run.event(RunEvent::StageFinished(StageFinished {
+            stage: id.clone(),
+            attempt: Some(attempt),
+            status: report.status,
+            outcome: report.outcome.clone(),
+            evidence_status: report.evidence_status,
+            recovered: false,
+        }))?;
         on_change(&node, report.status, Some(&report));
         st.record(&id, report);
     }
@@ -380,10 +375,14 @@ fn finish_unstarted(
     let report = StageReport::failed(status, reason);
     st.set(id, status);
     write_stage(run, &node, status, Some(&report), 0)?;
-    run.event(
-        "stage-finished",
-        json!({ "stage": id, "status": status, "outcome": report.outcome }),
-    )?;
+    run.event(RunEvent::StageFinished(StageFinished {
+        stage: id.to_string(),
+        attempt: None,
+        status,
+        outcome: report.outcome.clone(),
+        evidence_status: None,
+        recovered: false,
+    }))?;
     on_change(&node, status, Some(&report));
     st.record(id, report);
     Ok(())

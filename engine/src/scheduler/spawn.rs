@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use crate::events::{RunEvent, StageStarted};
 use tokio::sync::RwLock;
 
 use super::state::SchedState;
@@ -45,7 +45,10 @@ pub(super) fn start_attempt(
     // disk before this stage starts (docs/run-directory.md, "Durability").
     write_stage(run, node, StageStatus::Running, Some(&started), attempt)?;
     let started_at = started.started_at.clone();
-    run.event("stage-started", json!({ "stage": id, "attempt": attempt }))?;
+    run.event(RunEvent::StageStarted(StageStarted {
+        stage: id.to_string(),
+        attempt,
+    }))?;
     on_change(node, StageStatus::Running, None);
     let exec = spawn.executor.clone();
     let tree = spawn.tree.clone();

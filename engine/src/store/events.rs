@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::store::atomic::sha256_hex;
 use crate::store::durable::GroupCommit;
+use crate::store::publish::Redacted;
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -41,8 +42,16 @@ pub enum EventError {
     },
 }
 
+/// Where an event landed in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::store) struct Appended {
+    pub seq: u64,
+    pub at: String,
+}
+
 /// The writer side of a run's event log. Private to the store: events reach it
-/// only through [`crate::store::RunHandle::event`], which redacts them.
+/// only through [`crate::store::RunHandle::event`], which redacts them (a
+/// [`Redacted`] event).
 #[derive(Debug)]
 pub(in crate::store) struct EventLog {
     path: PathBuf,
@@ -104,19 +113,18 @@ impl EventLog {
         Self::append_to(path, false, check.events + 1, check.last_hash)
     }
 
-    /// Append one event: `type` plus the fields of `data` (an object). The line is
-    /// written, not synced: [`Self::commit`] makes it durable.
-    pub fn append(&mut self, kind: &str, data: Value) -> Result<u64, EventError> {
+    /// Append one event: the envelope, its `type`, then its fields in their order.
+    /// The line is written, not synced: the run's group commit makes it durable.
+    pub(in crate::store) fn append(&mut self, event: &Redacted) -> Result<Appended, EventError> {
+        let at = crate::store::now_rfc3339();
         let mut obj = Map::new();
         obj.insert("seq".into(), Value::from(self.next_seq));
-        obj.insert("at".into(), Value::from(crate::store::now_rfc3339()));
-        obj.insert("type".into(), Value::from(kind));
+        obj.insert("at".into(), Value::from(at.clone()));
+        obj.insert("type".into(), Value::from(event.kind()));
         obj.insert("prev".into(), Value::from(self.prev.clone()));
-        if let Value::Object(fields) = data {
-            for (k, v) in fields {
-                if !matches!(k.as_str(), "seq" | "at" | "type" | "prev") {
-                    obj.insert(k, v);
-                }
+        for (k, v) in event.fields() {
+            if !matches!(k.as_str(), "seq" | "at" | "type" | "prev") {
+                obj.insert(k.clone(), v.clone());
             }
         }
         let line = serde_json::to_vec(&Value::Object(obj)).expect("event serializes");
@@ -131,7 +139,7 @@ impl EventLog {
         let seq = self.next_seq;
         self.commit.wrote(seq);
         self.next_seq += 1;
-        Ok(seq)
+        Ok(Appended { seq, at })
     }
 
     /// What makes this log's lines durable; usable without the log's lock.
@@ -282,14 +290,23 @@ pub fn set_aside_torn_tail(path: &Path) -> Result<Option<PathBuf>, EventError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::events::{RunEvent, StageStarted};
+    use crate::redact::Redactor;
+
+    fn started(attempt: u32) -> Redacted {
+        let event = RunEvent::StageStarted(StageStarted {
+            stage: "s".into(),
+            attempt,
+        });
+        Redacted::new(&event, &Redactor::default())
+    }
 
     fn log_with(n: usize) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("events.jsonl");
         let mut log = EventLog::create(&p).unwrap();
-        for i in 0..n {
-            log.append("test", json!({ "i": i })).unwrap();
+        for i in 0..n as u32 {
+            log.append(&started(i)).unwrap();
         }
         (dir, p)
     }
@@ -301,7 +318,7 @@ mod tests {
         assert!(c.is_intact(), "{:?}", c.problems);
         assert_eq!(c.events, 3);
         let mut log = EventLog::open(&p).unwrap();
-        assert_eq!(log.append("more", json!({})).unwrap(), 4);
+        assert_eq!(log.append(&started(9)).unwrap().seq, 4);
         assert!(verify_chain(&p).unwrap().is_intact());
     }
 
@@ -311,7 +328,7 @@ mod tests {
         let text = std::fs::read_to_string(&p).unwrap();
         let lines: Vec<&str> = text.lines().collect();
 
-        let edited = text.replacen("\"i\":1", "\"i\":9", 1);
+        let edited = text.replacen("\"attempt\":1", "\"attempt\":9", 1);
         std::fs::write(&p, edited).unwrap();
         let c = verify_chain(&p).unwrap();
         assert_eq!(c.problems.len(), 1);
@@ -346,7 +363,7 @@ mod tests {
         let aside = set_aside_torn_tail(&p).unwrap().unwrap();
         assert_eq!(std::fs::read(&aside).unwrap(), b"{\"seq\":3,\"at\":\"x");
         let mut log = EventLog::open(&p).unwrap();
-        assert_eq!(log.append("after", json!({})).unwrap(), 3);
+        assert_eq!(log.append(&started(9)).unwrap().seq, 3);
         assert!(verify_chain(&p).unwrap().is_intact());
     }
 }

@@ -5,13 +5,14 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::events::EventLog;
-use super::run::{append_event, StoreError};
+use super::publish::Publisher;
+use super::run::StoreError;
+use crate::events::RunEvent;
 use crate::redact::{RedactingWriter, Redactor};
 use crate::supervisor::OutputSink;
 
@@ -23,7 +24,7 @@ pub struct RunLog {
     path: PathBuf,
     writer: Option<RedactingWriter<Hashing>>,
     redactor: Arc<Redactor>,
-    events: Arc<Mutex<EventLog>>,
+    events: Arc<Publisher>,
     sha256: Option<String>,
 }
 
@@ -56,7 +57,7 @@ impl RunLog {
         rel: String,
         path: PathBuf,
         redactor: Arc<Redactor>,
-        events: Arc<Mutex<EventLog>>,
+        events: Arc<Publisher>,
     ) -> Result<Self, StoreError> {
         let create = |source| StoreError::Create {
             path: path.clone(),
@@ -134,12 +135,8 @@ impl RunLog {
             _ => {}
         }
         let sha = hex::encode(hasher.finalize());
-        append_event(
-            &self.events,
-            &self.redactor,
-            "record-written",
-            json!({ "path": self.rel, "sha256": sha }),
-        )?;
+        self.events
+            .append(&self.redactor, &RunEvent::record_written(&self.rel, &sha))?;
         self.sha256 = Some(sha.clone());
         Ok(sha)
     }

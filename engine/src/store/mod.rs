@@ -15,6 +15,7 @@ pub mod lock;
 mod log;
 mod private;
 mod reader;
+mod publish;
 pub mod records;
 mod run;
 mod select;

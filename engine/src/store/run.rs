@@ -1,11 +1,11 @@
 //! Creating and opening run folders, and writing records into them.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use serde_json::{json, Value};
-
+use crate::events::{RunEvent, Subscriber};
 use crate::redact::Redactor;
+use crate::runner::claude_code::stream::Progress;
 use crate::store::atomic::{json_bytes, sha256_file, sha256_hex, stage_atomic, WriteError};
 use crate::store::durable::{off_the_worker, GroupCommit};
 use crate::store::events::{EventError, EventLog};
@@ -13,6 +13,7 @@ use crate::store::layout;
 use crate::store::lock::{LockError, RunLock};
 use crate::store::log::RunLog;
 use crate::store::private::{ensure_private_dir, exclude_from_git};
+use crate::store::publish::Publisher;
 use crate::store::reader::RunReader;
 use crate::store::records::RunRecord;
 use crate::store::select::{self, is_safe_component, RunSelectError};
@@ -204,21 +205,9 @@ pub struct RunHandle {
     id: String,
     dir: PathBuf,
     _lock: RunLock,
-    events: Arc<Mutex<EventLog>>,
+    events: Arc<Publisher>,
     commit: Arc<GroupCommit>,
     redactor: Arc<Redactor>,
-}
-
-/// Appends one event, redacted: what the run handle and its logs share.
-pub(super) fn append_event(
-    events: &Mutex<EventLog>,
-    redactor: &Redactor,
-    kind: &str,
-    mut data: Value,
-) -> Result<u64, StoreError> {
-    redactor.redact_json(&mut data);
-    let mut log = events.lock().expect("event log lock");
-    Ok(log.append(kind, data)?)
 }
 
 impl RunHandle {
@@ -228,7 +217,7 @@ impl RunHandle {
             dir,
             _lock: lock,
             commit: events.commit(),
-            events: Arc::new(Mutex::new(events)),
+            events: Arc::new(Publisher::new(events)),
             redactor: Arc::new(redactor),
         }
     }
@@ -256,11 +245,22 @@ impl RunHandle {
         Ok(self.dir.join(rel))
     }
 
-    /// Append an event, its strings redacted.
-    pub fn event(&self, kind: &str, data: Value) -> Result<u64, StoreError> {
-        let seq = append_event(&self.events, &self.redactor, kind, data)?;
+    /// Append an event, its strings redacted, and hand it to the subscribers.
+    pub fn event(&self, event: RunEvent) -> Result<u64, StoreError> {
+        let seq = self.events.append(&self.redactor, &event)?;
         crash_point();
         Ok(seq)
+    }
+
+    /// From now on, hand every event appended (and live agent progress) to
+    /// `subscriber` too: the live display is a consumer of the event stream.
+    pub fn subscribe(&self, subscriber: Subscriber) {
+        self.events.subscribe(subscriber);
+    }
+
+    /// Live progress of a running agent, for the subscribers only: not recorded.
+    pub fn live_progress(&self, stage: &str, progress: &Progress) {
+        self.events.live(&self.redactor, stage, progress);
     }
 
     /// Write a JSON record atomically, its strings (and keys) redacted, and
@@ -298,22 +298,20 @@ impl RunHandle {
 
     fn put_synced(&self, rel: &str, path: &Path, redacted: &[u8]) -> Result<String, StoreError> {
         let sha = sha256_hex(redacted);
-        let mut intent = json!({ "path": rel, "sha256": sha });
-        self.redactor.redact_json(&mut intent);
         let seq = self
             .events
-            .lock()
-            .expect("event log lock")
-            .append("record-intent", intent)?;
+            .append(&self.redactor, &RunEvent::record_intent(rel, &sha))?;
         crash_point();
         let staged = stage_atomic(path, redacted)?;
         self.sync_through(seq)?;
-        let mut log = self.events.lock().expect("event log lock");
+        let mut log = self.events.lock();
         let written = staged.commit()?;
         crash_point();
-        let mut data = json!({ "path": rel, "sha256": written });
-        self.redactor.redact_json(&mut data);
-        log.append("record-written", data)?;
+        self.events.append_held(
+            &mut log,
+            &self.redactor,
+            &RunEvent::record_written(rel, &written),
+        )?;
         crash_point();
         Ok(written)
     }
@@ -331,7 +329,7 @@ impl RunHandle {
     /// Make every event appended so far durable (one `fdatasync`, shared with any
     /// other thread syncing at the same time; none if nothing new was appended).
     pub fn sync(&self) -> Result<(), StoreError> {
-        let seq = self.events.lock().expect("event log lock").last_seq();
+        let seq = self.events.lock().last_seq();
         self.sync_through(seq)
     }
 
@@ -354,14 +352,14 @@ impl RunHandle {
             path: path.clone(),
             message: e.to_string(),
         })?;
-        self.event("record-written", json!({ "path": rel, "sha256": sha }))?;
+        self.event(RunEvent::record_written(rel, &sha))?;
         Ok(sha)
     }
 
     /// Every record of the run that is no longer what was announced, and the event
     /// log if it is not exactly what this process appended.
     pub fn changed_records(&self) -> Vec<RecordChange> {
-        let log = self.events.lock().expect("event log lock");
+        let log = self.events.lock();
         crate::store::tamper::changed_records(&self.dir, &log)
     }
 
@@ -390,6 +388,7 @@ impl Drop for RunHandle {
 mod tests {
     use super::*;
     use crate::store::events::verify_chain;
+    use serde_json::json;
 
     #[test]
     fn records_are_announced_and_the_run_is_locked() {
@@ -446,7 +445,10 @@ mod tests {
             .unwrap();
         run.write_bytes("b.txt", format!("y {CANARY}\n").as_bytes())
             .unwrap();
-        run.event("note", json!({ "text": CANARY })).unwrap();
+        run.event(RunEvent::CrashRepaired(crate::events::CrashRepaired {
+            repaired: vec![format!("confirmed {CANARY}")],
+        }))
+        .unwrap();
         let mut log = run.log("stages/s/attempt-001/raw-stdout.log").unwrap();
         // Cut inside the secret, at a 64 KiB read boundary.
         let text = format!("{} {CANARY} end\n", "z".repeat(65536 - 8));

@@ -4,11 +4,9 @@
 //! safety violation at once, not a later audit finding.
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::path::Path;
 
-use serde_json::Value;
-
+use crate::events::RunEvent;
 use crate::store::atomic::sha256_file;
 use crate::store::events::{verify_chain, EventLog};
 use crate::store::layout;
@@ -70,24 +68,9 @@ pub(crate) fn changed_records(dir: &Path, log: &EventLog) -> Vec<RecordChange> {
 /// The last announced sha256 of every record.
 fn announced(events: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    let Ok(file) = std::fs::File::open(events) else {
-        return out;
-    };
-    for line in std::io::BufReader::new(file)
-        .split(b'\n')
-        .map_while(Result::ok)
-    {
-        let Ok(event) = serde_json::from_slice::<Value>(&line) else {
-            continue;
-        };
-        if event.get("type").and_then(Value::as_str) != Some("record-written") {
-            continue;
-        }
-        if let (Some(path), Some(sha)) = (
-            event.get("path").and_then(Value::as_str),
-            event.get("sha256").and_then(Value::as_str),
-        ) {
-            out.insert(path.to_owned(), sha.to_owned());
+    for line in crate::events::line::read_all(events) {
+        if let RunEvent::RecordWritten(r) = line.event {
+            out.insert(r.path, r.sha256);
         }
     }
     out

@@ -18,6 +18,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::events::RunEvent;
+
 use super::argv::InvocationRequest;
 use super::observe::{
     check_calls, check_init, describe_violation, CallContext, InitExpectation, InitMismatch,
@@ -317,10 +319,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         Some(&mut observer),
         |pid, pgid| {
             // Recorded at once so that a resume after a crash can end the group.
-            if let Err(e) = run.event(
-                "process-spawned",
-                json!({ "stage": stage_id, "attempt": attempt, "pid": pid, "pgid": pgid }),
-            ) {
+            if let Err(e) = run.event(RunEvent::stage_spawned(&stage_id, attempt, pid, pgid)) {
                 tracing::warn!("failed to record the spawn of pid {pid}: {e}");
             }
         },

@@ -1,0 +1,165 @@
+//! A line of `events.jsonl` read back: the envelope the log adds (`seq`, `at`,
+//! `prev`) and the [`RunEvent`] it carries.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::RunEvent;
+use crate::store::events::{verify_chain_with, ChainCheck, EventError};
+
+/// The fields the log adds around every event; a payload never carries them.
+pub const ENVELOPE: [&str; 3] = ["seq", "at", "prev"];
+
+/// One whole line of the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventLine {
+    pub seq: u64,
+    /// RFC 3339 UTC with milliseconds.
+    pub at: String,
+    pub event: RunEvent,
+}
+
+/// Why a line that is JSON is not a [`RunEvent`]: an unknown `type`, a missing or
+/// unknown field, a value of the wrong shape.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{kind}` is not an event this version writes ({message})")]
+pub struct UnknownEvent {
+    /// The line's `type`, or `?` when it has none.
+    pub kind: String,
+    pub message: String,
+}
+
+/// The event a parsed line carries. The envelope fields are set aside first, so
+/// that a payload's unknown-field check sees only the payload.
+pub fn parse(line: &Value) -> Result<RunEvent, UnknownEvent> {
+    let kind = line
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_string();
+    let Value::Object(fields) = line else {
+        return Err(UnknownEvent {
+            kind,
+            message: "not an object".into(),
+        });
+    };
+    let payload: Map<String, Value> = fields
+        .iter()
+        .filter(|(k, _)| !ENVELOPE.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    serde_json::from_value(Value::Object(payload)).map_err(|e| UnknownEvent {
+        kind,
+        message: e.to_string(),
+    })
+}
+
+/// Read a log once, checking its chain (see [`verify_chain_with`]) and handing
+/// each line to `visit` as its line number and either its event or why it is not
+/// one. A line that is not JSON at all is a chain problem and is not visited.
+pub fn read_with(
+    path: &Path,
+    mut visit: impl FnMut(u64, Result<EventLine, UnknownEvent>),
+) -> Result<ChainCheck, EventError> {
+    verify_chain_with(path, |line, ev| {
+        let parsed = parse(ev).map(|event| EventLine {
+            seq: ev.get("seq").and_then(Value::as_u64).unwrap_or(line),
+            at: ev
+                .get("at")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            event,
+        });
+        visit(line, parsed);
+    })
+}
+
+/// Every event of a log whose lines parse, in order; unreadable lines are left
+/// out. For readers that tell a story (the report, `runs show`), not for audit.
+pub fn read_all(path: &Path) -> Vec<EventLine> {
+    let mut out = Vec::new();
+    let _ = read_with(path, |_, parsed| {
+        if let Ok(line) = parsed {
+            out.push(line);
+        }
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{ProcessSpawned, StageFinished, StageProcess, VerificationProcess};
+    use crate::status::StageStatus;
+    use serde_json::json;
+
+    #[test]
+    fn lines_written_before_the_type_existed_parse() {
+        // Taken from the committed recording and from older logs.
+        let finished = json!({"seq":23,"at":"2026-11-30T14:24:04.445Z","type":"stage-finished","prev":"29","stage":"requirements","attempt":1,"status":"succeeded","outcome":null,"evidenceStatus":null});
+        assert_eq!(
+            parse(&finished).unwrap(),
+            RunEvent::StageFinished(StageFinished {
+                stage: "requirements".into(),
+                attempt: Some(1),
+                status: StageStatus::Succeeded,
+                outcome: None,
+                evidence_status: None,
+                recovered: false,
+            })
+        );
+        let blocked = json!({"seq":3,"at":"x","type":"stage-finished","prev":"p","stage":"b","status":"blocked","outcome":"needs a"});
+        assert!(
+            matches!(parse(&blocked).unwrap(), RunEvent::StageFinished(f) if f.attempt.is_none())
+        );
+        let started = json!({"seq":1,"at":"x","type":"run-started","prev":"0","runId":"r"});
+        assert!(
+            matches!(parse(&started).unwrap(), RunEvent::RunStarted(s) if s.specbridge_version.is_none())
+        );
+        let finished_run = json!({"seq":117,"at":"x","type":"run-finished","prev":"c","status":"succeeded","exitCode":0,"totals":{"costUsd":0.0036,"invocations":5,"turns":14}});
+        assert!(matches!(
+            parse(&finished_run).unwrap(),
+            RunEvent::RunFinished(_)
+        ));
+    }
+
+    #[test]
+    fn both_shapes_of_a_spawn_parse_to_their_own_payload() {
+        let stage = json!({"type":"process-spawned","stage":"s","attempt":1,"pid":7,"pgid":7});
+        let verification = json!({"type":"process-spawned","verification":"tests","attempt":"stages/s/attempt-001","pid":8,"pgid":8});
+        assert!(matches!(
+            parse(&stage).unwrap(),
+            RunEvent::ProcessSpawned(ProcessSpawned::Stage(StageProcess { pid: 7, .. }))
+        ));
+        assert!(matches!(
+            parse(&verification).unwrap(),
+            RunEvent::ProcessSpawned(ProcessSpawned::Verification(VerificationProcess {
+                pid: 8,
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn an_unknown_type_or_field_is_an_error_not_a_guess() {
+        let unknown = parse(&json!({"seq":1,"type":"note","text":"hi"})).unwrap_err();
+        assert_eq!(unknown.kind, "note");
+        let extra = parse(&json!({"type":"stage-started","stage":"s","attempt":1,"extra":true}))
+            .unwrap_err();
+        assert!(extra.message.contains("extra"), "{extra}");
+        let missing = parse(&json!({"type":"record-written","path":"a"})).unwrap_err();
+        assert!(missing.message.contains("sha256"), "{missing}");
+        assert_eq!(parse(&json!({"stage":"s"})).unwrap_err().kind, "?");
+    }
+
+    #[test]
+    fn an_event_round_trips_through_its_line() {
+        let ev = RunEvent::record_written("run.json", &"a".repeat(64));
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(v["type"], "record-written");
+        assert!(v.get("recovered").is_none(), "false is not written");
+        assert_eq!(parse(&v).unwrap(), ev);
+    }
+}
