@@ -5,9 +5,9 @@ use specbridge_engine::pipeline::validate::load_and_validate;
 use specbridge_engine::store::{read_json, PlanRecord, RunStore};
 
 use crate::args::{GraphArgs, GraphFormat};
-use crate::commands::validate::{display_path, exit_code, print_diagnostics, relative, summary};
 use crate::commands::Workspace;
-use crate::error::{CliError, CliResult};
+use crate::diagnostics::{display_path, exit_code, print as print_diagnostics, relative, summary};
+use crate::error::CliResult;
 use crate::printer::Printer;
 
 pub fn run(ws: &Workspace, args: GraphArgs, printer: Printer) -> CliResult {
@@ -42,11 +42,8 @@ fn print(printer: &Printer, view: &GraphView, format: GraphFormat) {
 /// The expanded graph of a recorded run, with each node's status.
 fn of_run(ws: &Workspace, selector: &str) -> CliResult<GraphView> {
     let store = RunStore::new(&ws.root);
-    let (_, dir) = store
-        .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
-    let plan: PlanRecord =
-        read_json(&dir.join("plan.json")).map_err(|e| CliError::Config(e.to_string()))?;
+    let (_, dir) = store.select(selector)?;
+    let plan: PlanRecord = read_json(&dir.join("plan.json"))?;
     let stages = crate::commands::runs::read_stages(&dir);
     Ok(GraphView::of_run(&plan, |id| {
         stages

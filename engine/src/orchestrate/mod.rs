@@ -188,4 +188,3 @@ pub fn display_rel(root: &Path, path: &Path) -> String {
         .map(|x| x.display().to_string())
         .unwrap_or_else(|_| path.display().to_string())
 }
-

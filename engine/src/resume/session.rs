@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::audit::{audit_run, AuditError, Finding, FindingCode};
-use crate::orchestrate::lifecycle::{Resumed, ResumeReport};
+use crate::orchestrate::lifecycle::{ResumeReport, Resumed};
 use crate::orchestrate::{display_rel, plan_nodes, ActiveRun, OrchestrateError, PipelineSource};
 use crate::resume::executor::retire;
 use crate::resume::force::Forced;

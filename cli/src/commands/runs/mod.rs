@@ -11,16 +11,14 @@ use specbridge_engine::redact::Redactor;
 use specbridge_engine::store::{PlanRecord, RunStore, StageRecord};
 
 use crate::commands::Workspace;
-use crate::error::{CliError, CliResult};
+use crate::error::CliResult;
 use crate::inspect::{self, StageStory};
 use crate::printer::Printer;
 use crate::table::{cost, duration, tokens, tokens_short, Table};
 
 pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
     let store = RunStore::new(&ws.root);
-    let ids = store
-        .run_ids()
-        .map_err(|e| CliError::Config(e.to_string()))?;
+    let ids = store.run_ids()?;
     let mut rows = Vec::new();
     for id in &ids {
         // A run folder without a readable run.json (a crash before the first
@@ -88,12 +86,8 @@ pub fn show(
     verbose: bool,
 ) -> CliResult {
     let store = RunStore::new(&ws.root);
-    let (id, dir) = store
-        .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
-    let run = store
-        .read_run(&id)
-        .map_err(|e| CliError::Config(e.to_string()))?;
+    let (id, dir) = store.select(selector)?;
+    let run = store.read_run(&id)?;
     let stages = read_stages(&dir);
     // Per stage, every attempt's result.json: stage.json holds only the attempt
     // that settled the stage, and replayed attempts spent nothing.
@@ -352,8 +346,6 @@ pub fn show_stage(
     args: stage::StageArgs<'_>,
 ) -> CliResult {
     let store = RunStore::new(&ws.root);
-    let (id, dir) = store
-        .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
+    let (id, dir) = store.select(selector)?;
     stage::show(printer, &dir, &id, args)
 }

@@ -18,12 +18,8 @@ pub fn run(
     json_out: bool,
 ) -> CliResult {
     let store = RunStore::new(&ws.root);
-    let (id, dir) = store
-        .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
-    let record = store
-        .read_run(&id)
-        .map_err(|e| CliError::Config(e.to_string()))?;
+    let (id, dir) = store.select(selector)?;
+    let record = store.read_run(&id)?;
     let data = ReportData::read(&dir, record);
     let page = render(&data, &dir);
     // Outside the run folder: the audit checks every file in it against an
@@ -35,13 +31,12 @@ pub fn run(
     // Built from redacted records, and redacted once more with this process's
     // environment: the page may be shared.
     let redactor = specbridge_engine::redact::Redactor::from_process_env();
-    specbridge_engine::store::write_report(&path, page.as_bytes(), &redactor).map_err(|e| {
-        CliError::Other(format!(
-            "failed to write {}: {}",
-            path.display(),
-            specbridge_engine::error_chain(&e)
-        ))
-    })?;
+    specbridge_engine::store::write_report(&path, page.as_bytes(), &redactor).map_err(
+        |source| CliError::WriteReport {
+            path: path.clone(),
+            source,
+        },
+    )?;
     if json_out {
         printer.json(&json!({ "runId": id, "report": path, "bytes": page.len() }));
     } else {
