@@ -3,6 +3,10 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use specbridge_engine::orchestrate::GivenOptions;
+use specbridge_engine::pipeline::{DurationSpec, RunOverrides};
+
+use crate::error::CliError;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -156,6 +160,32 @@ pub struct OverrideArgs {
     /// Probe the runner again instead of using the detection remembered in the cache folder
     #[arg(long)]
     pub refresh_runner: bool,
+}
+
+impl OverrideArgs {
+    /// The flags as the session takes them. Only parsing happens here; which
+    /// values a run can use is the session's rule (`GivenOptions::check`).
+    pub fn given(&self, only: &[String]) -> Result<GivenOptions, CliError> {
+        let timeout = match &self.timeout {
+            Some(t) => Some(
+                DurationSpec::parse(t).map_err(|e| CliError::Config(format!("--timeout: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(GivenOptions {
+            concurrency: self.concurrency,
+            only: only.to_vec(),
+            fail_fast: self.fail_fast,
+            allow_dirty: self.allow_dirty,
+            overrides: RunOverrides {
+                max_turns: self.max_turns,
+                max_budget_usd: self.max_budget_usd,
+                timeout,
+                model: self.model.clone(),
+            },
+            run_budget_usd: self.run_budget_usd,
+        })
+    }
 }
 
 #[derive(Debug, Args)]

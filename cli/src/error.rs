@@ -1,31 +1,117 @@
-//! The one error type of the CLI, and the exit code each error maps to.
+//! The one error type of the CLI, and the one place an error becomes an exit
+//! code ([`CliError::exit_code`]) and what is printed for it.
 
+use std::path::PathBuf;
+
+use specbridge_engine::audit::AuditError;
 use specbridge_engine::exit;
+use specbridge_engine::store::{StoreError, WriteError};
+use specbridge_stages::init::InitError;
+use specbridge_stages::SessionError;
 
-/// An error that ends the command. Output already printed stays; this adds one
-/// last message on stderr and decides the exit code.
+use crate::diagnostics;
+use crate::printer::Printer;
+
+/// An error that ends the command. Output already printed stays; this adds the
+/// last messages on stderr and decides the exit code.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    /// Bad usage or configuration; the message says what and where.
+    /// Bad usage or configuration found by the CLI itself; the message says what
+    /// and where (a flag, an argument, `-C`).
     #[error("{0}")]
     Config(String),
-    /// Diagnostics were already printed; only the exit code is left.
-    #[error("")]
-    Reported(i32),
-    /// An integrity or safety refusal (a tampered recording, say).
-    #[error("{0}")]
-    Safety(String),
-    #[error("{0}")]
-    Other(String),
+    /// A run, resume or replay that could not start or finish.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The run store could not be read (a run selector, a record).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    #[error(transparent)]
+    Init(#[from] InitError),
+    #[error("failed to write {}", path.display())]
+    WriteReport {
+        path: PathBuf,
+        #[source]
+        source: WriteError,
+    },
+    #[error("failed to start the async runtime")]
+    Runtime(#[source] std::io::Error),
 }
 
 impl CliError {
+    /// The documented exit code (docs/cli.md) of each error. A session knows its
+    /// own; everything the CLI reads or writes itself is a usage or
+    /// configuration problem: a run store that cannot be read, a report that
+    /// cannot be written.
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Config(_) => exit::CONFIG,
-            CliError::Reported(code) => *code,
-            CliError::Safety(_) => exit::SAFETY,
-            CliError::Other(_) => exit::CONFIG,
+            CliError::Session(e) => e.exit_code(),
+            CliError::Config(_)
+            | CliError::Store(_)
+            | CliError::Audit(_)
+            | CliError::Init(_)
+            | CliError::WriteReport { .. }
+            | CliError::Runtime(_) => exit::CONFIG,
+        }
+    }
+
+    /// The message with its causes, each once: `failed to x: because y`. A
+    /// cause whose text the message already ends with is not repeated.
+    pub fn message(&self) -> String {
+        if let CliError::Session(SessionError::Invalid { path, diagnostics }) = self {
+            return diagnostics::summary(&path.display().to_string(), diagnostics);
+        }
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            let part = c.to_string();
+            if !part.is_empty() && !text.ends_with(&part) {
+                text.push_str(": ");
+                text.push_str(&part);
+            }
+            cause = c.source();
+        }
+        text
+    }
+
+    /// Print the error on stderr: an invalid pipeline file as its diagnostics and
+    /// their count, anything else as one `error:` line and its help lines.
+    pub fn report(&self, printer: Printer) {
+        if let CliError::Session(SessionError::Invalid { diagnostics: d, .. }) = self {
+            let d = diagnostics::relative(d.clone());
+            diagnostics::print(&printer, &d);
+            printer.err(self.message());
+            return;
+        }
+        printer.err(format!("{}: {}", printer.error_label(), self.message()));
+        for line in self.help() {
+            printer.err(line);
+        }
+    }
+
+    /// Lines after the message: what to do, or what was found.
+    fn help(&self) -> Vec<String> {
+        match self {
+            CliError::Session(SessionError::Resume(
+                specbridge_engine::resume::ResumeError::Tampered { findings, .. },
+            )) => findings
+                .iter()
+                .map(|f| {
+                    format!(
+                        "  [{}]{}: {}",
+                        f.code,
+                        f.file
+                            .as_deref()
+                            .map(|p| format!(" {p}"))
+                            .unwrap_or_default(),
+                        f.message
+                    )
+                })
+                .collect(),
+            CliError::Session(e) => e.help(),
+            _ => Vec::new(),
         }
     }
 }
@@ -47,18 +133,14 @@ pub fn code_name(exit_code: i32) -> &'static str {
 }
 
 /// The one JSON object `--json` prints for an error: `{"error": {"code",
-/// "message", "exitCode"}}`. A `Reported` error already wrote its details to
-/// stderr; its message says so.
+/// "message", "exitCode"}}`.
 pub fn error_json(e: &CliError) -> serde_json::Value {
     let code = e.exit_code();
-    let message = match e {
-        CliError::Reported(_) => format!(
-            "{}; the details are on stderr",
-            code_name(code).replace('-', " ")
-        ),
-        other => other.to_string(),
-    };
     serde_json::json!({
-        "error": { "code": code_name(code), "message": message, "exitCode": code }
+        "error": { "code": code_name(code), "message": e.message(), "exitCode": code }
     })
 }
+
+#[cfg(test)]
+#[path = "error_tests.rs"]
+mod tests;

@@ -2,12 +2,14 @@
 
 mod args;
 mod commands;
+mod diagnostics;
 mod error;
 mod inspect;
 mod printer;
 mod progress;
 mod report;
 mod table;
+mod view;
 
 use crate::args::{Cli, ColorChoice};
 use crate::error::{error_json, CliError};
@@ -32,9 +34,7 @@ fn main() {
             if json_out && !printer::json_printed() {
                 printer.json(&error_json(&e));
             }
-            if !matches!(e, CliError::Reported(_)) {
-                printer.err(format!("{}: {e}", printer.error_label()));
-            }
+            e.report(printer);
             e.exit_code()
         }
     };

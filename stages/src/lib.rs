@@ -19,6 +19,7 @@ pub mod prompt;
 pub mod reverify;
 pub mod schema;
 pub mod secrets;
+pub mod session;
 pub mod upstream;
 pub mod verify;
 pub mod working_tree;
@@ -26,6 +27,7 @@ pub mod working_tree;
 pub use agent::{AgentSetup, DetectedRunner, ProgressSink};
 pub use context::RunContext;
 pub use executor::PipelineExecutor;
+pub use session::{RunSession, SessionError};
 
 /// An argv as one line a user could paste into a shell (for display only: nothing
 /// specbridge runs goes through a shell).

@@ -5,7 +5,7 @@ use specbridge_engine::exit;
 use specbridge_engine::store::{RunReader, RunStore};
 
 use crate::commands::Workspace;
-use crate::error::{CliError, CliResult};
+use crate::error::CliResult;
 use crate::printer::Printer;
 
 pub fn run(
@@ -17,7 +17,7 @@ pub fn run(
 ) -> CliResult {
     let store = RunStore::new(&ws.root);
     let reports = if all {
-        audit_all(store.runs_dir()).map_err(|e| CliError::Config(e.to_string()))?
+        audit_all(store.runs_dir())?
     } else {
         let selector = run.as_deref().unwrap_or("latest");
         // A path to a run folder anywhere (a recording, a copy) is audited as is.
@@ -25,12 +25,9 @@ pub fn run(
         let dir = if as_path.has_run_record() {
             as_path.dir().to_path_buf()
         } else {
-            store
-                .select(selector)
-                .map_err(|e| CliError::Config(e.to_string()))?
-                .1
+            store.select(selector)?.1
         };
-        vec![audit_run(&dir).map_err(|e| CliError::Config(e.to_string()))?]
+        vec![audit_run(&dir)?]
     };
     let code = exit::most_severe(reports.iter().map(AuditReport::exit_code));
     if json {

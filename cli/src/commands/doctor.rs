@@ -6,8 +6,8 @@ use specbridge_engine::runner::claude_code::doctor::SandboxReport;
 use specbridge_engine::runner::claude_code::{
     diagnose, AuthStatus, DoctorOptions, DoctorReport, DoctorStatus,
 };
+use specbridge_stages::session::probe_path;
 
-use crate::commands::detect::probe_path;
 use crate::commands::Workspace;
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
@@ -34,7 +34,7 @@ pub fn run(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Other(format!("failed to start the async runtime: {e}")))?;
+        .map_err(CliError::Runtime)?;
     let mut report = runtime.block_on(diagnose(&command, &DoctorOptions::from_env()));
     if report.capabilities.is_some() {
         let support = specbridge_engine::sandbox::SandboxSupport::detect();

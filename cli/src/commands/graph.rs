@@ -5,9 +5,9 @@ use specbridge_engine::pipeline::validate::load_and_validate;
 use specbridge_engine::store::{layout, PlanRecord};
 
 use crate::args::{GraphArgs, GraphFormat};
-use crate::commands::validate::{display_path, exit_code, print_diagnostics, relative, summary};
 use crate::commands::Workspace;
-use crate::error::{CliError, CliResult};
+use crate::diagnostics::{display_path, exit_code, print as print_diagnostics, relative, summary};
+use crate::error::CliResult;
 use crate::printer::Printer;
 
 pub fn run(ws: &Workspace, args: GraphArgs, printer: Printer) -> CliResult {
@@ -42,9 +42,8 @@ fn print(printer: &Printer, view: &GraphView, format: GraphFormat) {
 /// The expanded graph of a recorded run, with each node's status.
 fn of_run(ws: &Workspace, selector: &str) -> CliResult<GraphView> {
     let reader = crate::commands::runs::open(ws, selector)?;
-    let config = |e: specbridge_engine::store::StoreError| CliError::Config(e.to_string());
-    let plan: PlanRecord = reader.json(layout::PLAN).map_err(config)?;
-    let stages = reader.stages_in_plan_order().map_err(config)?;
+    let plan: PlanRecord = reader.json(layout::PLAN)?;
+    let stages = reader.stages_in_plan_order()?;
     Ok(GraphView::of_run(&plan, |id| {
         stages
             .iter()

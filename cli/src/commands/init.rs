@@ -1,6 +1,6 @@
 //! `specbridge init`: write a starter pipeline fitted to the project.
 
-use specbridge_stages::init::{init, InitError, InitOptions, TestCommand, SPEC_FILE};
+use specbridge_stages::init::{init, InitOptions, TestCommand, SPEC_FILE};
 
 use crate::args::InitArgs;
 use crate::commands::Workspace;
@@ -21,10 +21,7 @@ pub fn run(ws: &Workspace, args: InitArgs, printer: Printer) -> CliResult {
         },
     ) {
         Ok(report) => report,
-        Err(e @ (InitError::UnknownTemplate { .. } | InitError::WouldOverwrite(_))) => {
-            return Err(CliError::Config(e.to_string()))
-        }
-        Err(e) => return Err(CliError::Other(specbridge_engine::error_chain(&e))),
+        Err(e) => return Err(CliError::Init(e)),
     };
     for f in &report.written {
         printer.out(format!("wrote {f}"));

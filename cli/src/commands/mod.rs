@@ -1,14 +1,11 @@
 //! One module per command; each returns the exit code.
 
 mod audit;
-mod detect;
 mod doctor;
 mod graph;
 mod init;
-pub mod load;
-mod replay;
 mod resume;
-pub mod run;
+mod run;
 pub mod runs;
 pub mod validate;
 

@@ -11,9 +11,6 @@ mod html;
 mod svg;
 mod timeline;
 
-use serde_json::Value;
-use std::path::Path;
-
 use specbridge_engine::audit::AuditReport;
 use specbridge_engine::store::{RunReader, RunRecord, StoreError};
 

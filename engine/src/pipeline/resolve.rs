@@ -11,8 +11,8 @@ use crate::pipeline::model::{RunnerKind, RunnerSettings, SandboxSetting};
 use crate::pipeline::units::{ByteSize, DurationSpec};
 
 /// Command-line overrides for one run (`--max-turns`, `--max-budget-usd`,
-/// `--timeout`, `--model`). Recorded in `run.json`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `--timeout`, `--model`). Recorded in `run.json` as this struct.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunOverrides {
     #[serde(skip_serializing_if = "Option::is_none")]

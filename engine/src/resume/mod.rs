@@ -9,8 +9,9 @@
 //! - [`force`]: `--rerun`, stages run again on purpose with their dependents;
 //! - [`recover`]: crash recovery (orphaned agents, stages left `running`);
 //! - [`dry`]: `--dry-run`, from the recorded outputs alone;
-//! - [`session`]: opening a run for resume (lock, integrity check) and the resume
-//!   itself.
+//! - [`session`]: opening a run for resume (lock, integrity check) and beginning
+//!   the resume in its folder; scheduling and settling are the run's own
+//!   (`orchestrate::ActiveRun`).
 
 pub mod dry;
 pub mod executor;
@@ -24,4 +25,4 @@ pub use executor::ResumeExecutor;
 pub use force::Forced;
 pub use recover::Orphan;
 pub use reuse::{reuse_or_rerun, Action, Current, Reason, Recorded, ReuseDecision, Why};
-pub use session::{open_for_resume, OpenedRun, ResumeError, ResumeResult, ResumeSpec};
+pub use session::{open_for_resume, OpenedRun, ResumeError, ResumeStart};

@@ -1,23 +1,22 @@
-//! Opening a run for resume and resuming it in its own folder.
+//! Opening a run for resume, and beginning the resume in its own folder: the
+//! resume-only steps of the run lifecycle (docs/architecture.md).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::audit::{audit_run, AuditError, Finding, FindingCode};
-use crate::events::{CrashRepaired, RunEvent, RunFinished, RunResumed, TornTailSetAside};
-use crate::orchestrate::{
-    count_statuses, display_rel, expansions, final_nodes, plan_nodes, settle, OrchestrateError,
-    PipelineSource, RunResult,
-};
-use crate::resume::executor::{retire, ResumeExecutor};
+use crate::events::{CrashRepaired, RunEvent, RunResumed, TornTailSetAside};
+use crate::orchestrate::lifecycle::{ResumeReport, Resumed};
+use crate::orchestrate::{display_rel, plan_nodes, ActiveRun, OrchestrateError, PipelineSource};
+use crate::resume::executor::retire;
 use crate::resume::force::Forced;
-use crate::resume::recover::{end_orphans, mark_interrupted, repair_unlogged, Orphan};
-use crate::resume::reuse::{Reason, ReuseDecision};
-use crate::scheduler::{self, Node, SchedulerOptions, StageExecutor, StageReport};
+use crate::resume::recover::{end_orphans, mark_interrupted, repair_unlogged};
+use crate::resume::reuse::Reason;
+use crate::scheduler::{self, Node};
 use crate::status::{RunStatus, StageStatus};
 use crate::store::events::{set_aside_torn_tail, verify_chain, EventError};
 use crate::store::{
@@ -134,8 +133,8 @@ pub fn read_stage_records(dir: &Path) -> Result<BTreeMap<String, StageRecord>, S
     RunReader::at(dir).stage_records()
 }
 
-/// What a resume needs besides the opened run.
-pub struct ResumeSpec {
+/// What a resume starts with besides the opened run.
+pub struct ResumeStart {
     pub root: PathBuf,
     /// The pipeline file as read again now.
     pub source: PipelineSource,
@@ -143,24 +142,12 @@ pub struct ResumeSpec {
     pub options: RunOptions,
     pub runner: Option<RunnerInfo>,
     pub warnings: Vec<String>,
-    pub executor: Arc<dyn StageExecutor>,
     /// SIGTERM → SIGKILL delay for orphaned agents.
     pub kill_grace: Duration,
     /// `--rerun` patterns: stages run again on purpose, with their dependents.
     pub rerun: Vec<String>,
     /// `--reverify`: unverified execute stages first get a verification-only attempt.
     pub reverify: bool,
-}
-
-/// How a resume went.
-#[derive(Debug, Clone)]
-pub struct ResumeResult {
-    pub run: RunResult,
-    pub decisions: Vec<ReuseDecision>,
-    pub orphans: Vec<Orphan>,
-    pub interrupted: Vec<String>,
-    /// Where a torn last event line was kept.
-    pub torn_tail: Option<String>,
 }
 
 impl OpenedRun {
@@ -186,16 +173,12 @@ impl OpenedRun {
         Ok(nodes)
     }
 
-    /// Recover from a crash, then run every stage again that cannot be reused, in
-    /// this run's folder.
-    pub async fn resume(
-        self,
-        spec: ResumeSpec,
-        on_change: impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send,
-    ) -> Result<ResumeResult, ResumeError> {
+    /// Take the working-tree lock, recover from a crash, and record this resume
+    /// in `run.json`: the run folder, ready for [`ActiveRun::run`] to run every
+    /// stage again that cannot be reused.
+    pub fn begin(self, spec: ResumeStart, nodes: Vec<Node>) -> Result<ActiveRun, ResumeError> {
         let started = Instant::now();
-        let nodes = self.nodes(&spec.source)?;
-        let _tree_lock =
+        let tree_lock =
             crate::orchestrate::lock_working_tree(&spec.root, "resume", Some(&self.id), &nodes)
                 .map_err(OrchestrateError::from)?;
         let OpenedRun {
@@ -204,7 +187,7 @@ impl OpenedRun {
             lock,
             mut record,
             mut stages,
-            mut plan,
+            plan,
             ..
         } = self;
 
@@ -296,78 +279,26 @@ impl OpenedRun {
         record.resumes.push(entry);
         run.write_json(layout::RUN, &record)?;
 
-        let executor = ResumeExecutor::new(
-            spec.executor.clone(),
-            spec.root.clone(),
-            stages,
-            Forced::new(spec.rerun.clone()),
-            spec.reverify,
-        );
-        let opts = SchedulerOptions {
-            concurrency: spec.options.concurrency.max(1) as usize,
-            fail_fast: spec.options.fail_fast,
-            budget_usd: spec.options.budget_usd,
-            spent_before_usd: record.totals.cost_usd,
-        };
-        let outcome = scheduler::run_plan(
+        Ok(ActiveRun {
+            run,
+            record,
+            plan,
+            started,
             nodes,
-            executor.clone() as Arc<dyn StageExecutor>,
-            run.clone(),
-            opts,
-            on_change,
-        )
-        .await?;
-        decisions.extend(executor.decisions());
-
-        plan.nodes = final_nodes(&outcome);
-        plan.expansions
-            .extend(expansions(&outcome, &spec.source.file));
-        run.write_json(layout::PLAN, &plan)?;
-
-        let (status, exit_code) = settle(&outcome);
-        let retired = decisions
-            .iter()
-            .filter(|d| d.action == crate::resume::Action::Retire)
-            .count() as u32;
-        let mut counts = count_statuses(outcome.statuses.values().copied());
-        if retired > 0 {
-            *counts.entry("retired".into()).or_insert(0) += retired;
-        }
-        record.status = status;
-        record.ended_at = Some(now_rfc3339());
-        record.duration_ms =
-            Some(record.duration_ms.unwrap_or(0) + started.elapsed().as_millis() as u64);
-        record.exit_code = Some(exit_code);
-        record.totals.cost_usd += outcome.totals.cost_usd;
-        record.totals.tokens += outcome.totals.tokens;
-        record.totals.invocations += outcome.totals.invocations;
-        record.totals.turns += outcome.totals.turns;
-        record.stage_counts = counts;
-        if let Some(Value::Object(entry)) = record.resumes.last_mut() {
-            entry.insert("endedAt".into(), json!(record.ended_at));
-            entry.insert("status".into(), json!(status));
-            entry.insert("exitCode".into(), json!(exit_code));
-            entry.insert("spent".into(), json!(outcome.totals));
-            entry.insert("decisions".into(), json!(decisions));
-        }
-        run.write_json(layout::RUN, &record)?;
-        run.event(RunEvent::RunFinished(RunFinished {
-            status,
-            exit_code,
-            totals: record.totals.clone(),
-        }))?;
-        Ok(ResumeResult {
-            run: RunResult {
-                run_id: id,
-                run_dir: dir,
-                status,
-                exit_code,
-                outcome,
-            },
-            decisions,
-            orphans,
-            interrupted,
-            torn_tail,
+            file: spec.source.file,
+            tree_lock,
+            resumed: Some(Resumed {
+                root: spec.root,
+                stages,
+                forced: Forced::new(spec.rerun),
+                reverify: spec.reverify,
+                report: ResumeReport {
+                    decisions,
+                    orphans,
+                    interrupted,
+                    torn_tail,
+                },
+            }),
         })
     }
 }

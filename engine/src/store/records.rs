@@ -85,7 +85,7 @@ pub struct RunOptions {
     pub allow_dirty: bool,
     /// `--max-turns`, `--max-budget-usd`, `--timeout`, `--model` given for this run.
     #[serde(default)]
-    pub overrides: BTreeMap<String, Value>,
+    pub overrides: crate::pipeline::RunOverrides,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_usd: Option<f64>,
 }

@@ -12,16 +12,14 @@ use specbridge_engine::store::layout::attempt;
 use specbridge_engine::store::{RunReader, RunStore, StoreError};
 
 use crate::commands::Workspace;
-use crate::error::{CliError, CliResult};
+use crate::error::CliResult;
 use crate::inspect::{self, Spend};
 use crate::printer::Printer;
 use crate::table::{cost, duration, tokens, tokens_short, Table};
 
 pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
     let store = RunStore::new(&ws.root);
-    let runs = store
-        .readers()
-        .map_err(|e| CliError::Config(e.to_string()))?;
+    let runs = store.readers()?;
     let mut rows = Vec::new();
     for (run, short_id) in &runs {
         let id = run.id();
@@ -91,16 +89,14 @@ pub fn show(
 ) -> CliResult {
     let reader = open(ws, selector)?;
     let (id, dir) = (reader.id(), reader.dir());
-    let config = |e: StoreError| CliError::Config(e.to_string());
-    let run = reader.run().map_err(config)?;
-    let stages = reader.stages_in_plan_order().map_err(config)?;
+    let run = reader.run()?;
+    let stages = reader.stages_in_plan_order()?;
     // Per stage, every attempt's result.json: stage.json holds only the attempt
     // that settled the stage, and replayed attempts spent nothing.
     let spends: Vec<(Spend, Spend)> = stages
         .iter()
         .map(|s| inspect::stage_spend(&reader, &s.stage_id))
-        .collect::<Result<_, _>>()
-        .map_err(config)?;
+        .collect::<Result<_, StoreError>>()?;
     let mut recorded = Spend::default();
     for (_, not_spent) in &spends {
         recorded.cost_usd += not_spent.cost_usd;
@@ -310,7 +306,5 @@ pub fn show_stage(
 
 /// The run a selector names (id, unique prefix, `latest`).
 pub fn open(ws: &Workspace, selector: &str) -> CliResult<RunReader> {
-    RunStore::new(&ws.root)
-        .reader(selector)
-        .map_err(|e| CliError::Config(e.to_string()))
+    Ok(RunStore::new(&ws.root).reader(selector)?)
 }

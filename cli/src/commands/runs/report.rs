@@ -20,9 +20,8 @@ pub fn run(
     let store = RunStore::new(&ws.root);
     let reader = super::open(ws, selector)?;
     let id = reader.id();
-    let config = |e: specbridge_engine::store::StoreError| CliError::Config(e.to_string());
-    let record = reader.run().map_err(config)?;
-    let data = ReportData::read(&reader, record).map_err(config)?;
+    let record = reader.run()?;
+    let data = ReportData::read(&reader, record)?;
     let page = render(&data, &reader);
     // Outside the run folder: the audit checks every file in it against an
     // announcement, and the report is not a record.
@@ -33,13 +32,12 @@ pub fn run(
     // Built from redacted records, and redacted once more with this process's
     // environment: the page may be shared.
     let redactor = specbridge_engine::redact::Redactor::from_process_env();
-    specbridge_engine::store::write_report(&path, page.as_bytes(), &redactor).map_err(|e| {
-        CliError::Other(format!(
-            "failed to write {}: {}",
-            path.display(),
-            specbridge_engine::error_chain(&e)
-        ))
-    })?;
+    specbridge_engine::store::write_report(&path, page.as_bytes(), &redactor).map_err(
+        |source| CliError::WriteReport {
+            path: path.clone(),
+            source,
+        },
+    )?;
     if json_out {
         printer.json(&json!({ "runId": id, "report": path, "bytes": page.len() }));
     } else {

@@ -6,21 +6,19 @@
 
 use std::path::Path;
 
-use specbridge_engine::exit;
 use specbridge_engine::pipeline::RunnerKind;
 use specbridge_engine::runner::claude_code::detection_cache::{detect_cached, CacheUse};
 use specbridge_engine::runner::claude_code::{DoctorOptions, DoctorReport, DoctorStatus};
 use specbridge_engine::scheduler::Node;
 use specbridge_engine::store::RunnerInfo;
-use specbridge_stages::agent::assumed_capabilities;
-use specbridge_stages::{AgentSetup, DetectedRunner, RunContext};
 
-use crate::error::{CliError, CliResult};
-use crate::printer::Printer;
+use super::SessionError;
+use crate::agent::assumed_capabilities;
+use crate::{AgentSetup, DetectedRunner, RunContext};
 
 /// What detection found, for the executor and `run.json`.
 #[derive(Debug, Default)]
-pub struct Detection {
+pub(crate) struct Detection {
     pub agent: AgentSetup,
     pub runner: Option<RunnerInfo>,
     pub warnings: Vec<String>,
@@ -29,7 +27,7 @@ pub struct Detection {
 }
 
 /// The runner commands of the planned agent stages, in plan order, each once.
-pub fn runner_commands(ctx: &RunContext, nodes: &[Node]) -> Vec<String> {
+pub(crate) fn runner_commands(ctx: &RunContext, nodes: &[Node]) -> Vec<String> {
     let mut commands: Vec<String> = Vec::new();
     for node in nodes.iter().filter(|n| n.kind.is_agent()) {
         let def_id = node.instance_of.as_deref().unwrap_or(&node.id);
@@ -47,21 +45,16 @@ pub fn runner_commands(ctx: &RunContext, nodes: &[Node]) -> Vec<String> {
 /// Probes each runner command. A runner that cannot be used stops the run with
 /// exit 3 before anything is created; under `--dry-run` capabilities are assumed
 /// instead, and the assumption is stated.
-pub fn detect(
+pub(crate) async fn detect(
     root: &Path,
     commands: &[String],
     dry_run: bool,
     refresh: bool,
-    printer: Printer,
-) -> CliResult<Detection> {
+) -> Result<Detection, SessionError> {
     let mut detection = Detection::default();
     if commands.is_empty() {
         return Ok(detection);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Other(format!("failed to start the async runtime: {e}")))?;
     let options = DoctorOptions::from_env();
     if !dry_run {
         detection.agent.sandbox = Some(specbridge_engine::sandbox::SandboxSupport::detect());
@@ -81,7 +74,7 @@ pub fn detect(
     };
     for command in commands {
         let probed = probe_path(root, command);
-        let (report, _) = runtime.block_on(detect_cached(&probed, &options, cache));
+        let (report, _) = detect_cached(&probed, &options, cache).await;
         match (&report.capabilities, report.status) {
             (Some(caps), DoctorStatus::Available) => {
                 for gap in &report.degraded {
@@ -125,18 +118,11 @@ pub fn detect(
                 );
             }
             _ => {
-                printer.err(format!(
-                    "{}: cannot run agent stages: the runner `{command}` {}",
-                    printer.error_label(),
-                    refusal(&report)
-                ));
-                if let Some(hint) = hint(report.status) {
-                    printer.err(format!("  help: {hint}"));
-                }
-                printer.err(
-                    "nothing was run; `specbridge runner doctor --command PATH` shows the details",
-                );
-                return Err(CliError::Reported(exit::RUNNER_UNAVAILABLE));
+                return Err(SessionError::RunnerUnavailable {
+                    command: command.clone(),
+                    refusal: refusal(&report),
+                    status: report.status,
+                })
             }
         }
     }
@@ -172,21 +158,6 @@ fn refusal(report: &DoctorReport) -> String {
             "is unavailable: {}",
             report.error.as_deref().unwrap_or("the probe failed")
         ),
-    }
-}
-
-fn hint(status: DoctorStatus) -> Option<&'static str> {
-    match status {
-        DoctorStatus::Unauthenticated => {
-            Some("log in with `claude auth login`, or set ANTHROPIC_API_KEY for the runner")
-        }
-        DoctorStatus::Incompatible => {
-            Some("install a newer Claude Code: `npm install -g @anthropic-ai/claude-code`")
-        }
-        DoctorStatus::Unavailable => {
-            Some("install Claude Code, or set `runner.command` to its path")
-        }
-        _ => None,
     }
 }
 

@@ -1,0 +1,303 @@
+//! `RunSession`: the one lifecycle of `run`, `resume` and replay
+//! (docs/architecture.md). It composes the engine's steps with the stage kinds,
+//! which is why it lives here and not in the engine: it builds the
+//! [`PipelineExecutor`], the sandbox preflight and the agent setup, all of this
+//! crate.
+//!
+//! The steps, in order, each once for both: check the flags; open the run to
+//! resume (lock, audit) or create a scaffold; load and validate the pipeline;
+//! resolve the options (over the recorded ones when resuming); plan the nodes;
+//! refuse a working tree that cannot be used; settle the command sandbox; open
+//! the recordings to replay; detect the runner; then, unless a dry run, begin the
+//! run folder (fresh, or resumed with crash recovery), schedule and settle it
+//! with SIGINT, SIGTERM and SIGHUP cancelling.
+
+mod detect;
+mod error;
+mod preflight;
+mod replay;
+mod settings;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use specbridge_engine::orchestrate::{
+    self, plan_nodes, plan_order, resolve_options, ActiveRun, PipelineSource,
+};
+use specbridge_engine::pipeline::validate::load_and_validate;
+use specbridge_engine::pipeline::ResolvedRunner;
+use specbridge_engine::resume::{open_for_resume, plan_dry_run, Forced, OpenedRun, ResumeStart};
+use specbridge_engine::scheduler::StageExecutor;
+use specbridge_engine::store::RunnerInfo;
+use specbridge_engine::supervisor::{install_cancel_signals, CancelToken};
+
+pub use detect::probe_path;
+pub use error::SessionError;
+pub use replay::{ReplaySettings, ScaffoldSettings};
+pub use settings::{
+    PlannedStage, Quiet, SessionEnd, SessionKind, SessionObserver, SessionSettings,
+};
+
+use crate::{PipelineExecutor, ProgressSink, RunContext};
+
+/// One `run` or `resume` from its settings to its end.
+pub struct RunSession {
+    settings: SessionSettings,
+    observer: Arc<dyn SessionObserver>,
+}
+
+/// Where the run starts from: nothing, or a recorded run opened for resume.
+enum Origin {
+    Fresh,
+    Resume {
+        opened: Box<OpenedRun>,
+        rerun: Vec<String>,
+        reverify: bool,
+    },
+}
+
+impl RunSession {
+    pub fn new(settings: SessionSettings, observer: Arc<dyn SessionObserver>) -> Self {
+        RunSession { settings, observer }
+    }
+
+    /// Run the lifecycle. Nothing is created before every check has passed.
+    pub fn run(self) -> Result<SessionEnd, SessionError> {
+        let RunSession { settings, observer } = self;
+        settings.given.check()?;
+        let dry_run = settings.dry_run;
+        let (origin, replay, scaffold) = match &settings.kind {
+            SessionKind::Run { replay, scaffold } => {
+                let scaffold = match scaffold {
+                    Some(s) => {
+                        let created = replay::Scaffold::create(s)?;
+                        observer.scaffold_created(created.root(), &s.from, s.keep);
+                        Some(created)
+                    }
+                    None => None,
+                };
+                (Origin::Fresh, replay.clone(), scaffold)
+            }
+            SessionKind::Resume {
+                run,
+                rerun,
+                reverify,
+            } => {
+                let opened = open_for_resume(&settings.root, run)?;
+                observer.resume_opened(&opened.findings, opened.torn_tail, dry_run);
+                let origin = Origin::Resume {
+                    opened: Box::new(opened),
+                    rerun: rerun.clone(),
+                    reverify: *reverify,
+                };
+                (origin, ReplaySettings::default(), None)
+            }
+        };
+        let root = scaffold
+            .as_ref()
+            .map_or_else(|| settings.root.clone(), |s| s.root().to_path_buf());
+
+        let recorded = match &origin {
+            Origin::Resume { opened, .. } => Some(&opened.record),
+            Origin::Fresh => None,
+        };
+        let path = match (&settings.file, recorded) {
+            (Some(f), _) => root.join(f),
+            (None, Some(r)) => root.join(&r.pipeline.path),
+            (None, None) => root.join("specbridge.yaml"),
+        };
+        let source = load(&path, &root, observer.as_ref())?;
+        let options = resolve_options(&settings.given, recorded.map(|r| &r.options), &source.file);
+
+        let nodes = match &origin {
+            Origin::Fresh => plan_nodes(&source.file, &options.only),
+            Origin::Resume { opened, .. } => opened.nodes(&source),
+        }
+        .map_err(SessionError::Plan)?;
+        let run_dir = match &origin {
+            Origin::Resume { opened, rerun, .. } => {
+                if let Some(p) = opened.unknown_reruns(rerun, &nodes).first() {
+                    return Err(SessionError::UnknownRerun {
+                        pattern: p.to_string(),
+                        run: opened.id.clone(),
+                    });
+                }
+                Some(opened.dir.clone())
+            }
+            Origin::Fresh => None,
+        };
+        if !dry_run {
+            preflight::check_working_tree(&root, &nodes, options.allow_dirty, run_dir.as_deref())?;
+        }
+
+        let cancel = CancelToken::new();
+        let mut ctx = RunContext::new(
+            &root,
+            &source,
+            options.overrides.clone(),
+            cancel.clone(),
+            options.allow_dirty,
+        );
+        if let (true, Origin::Resume { opened, rerun, .. }) = (dry_run, &origin) {
+            // From the recorded outputs alone: no sandbox, no runner.
+            let executor = PipelineExecutor::new(ctx);
+            let decisions = plan_dry_run(
+                &nodes,
+                &opened.stages,
+                executor.as_ref(),
+                &opened.dir,
+                &root,
+                &Forced::new(rerun.clone()),
+            );
+            return Ok(SessionEnd::ResumePlanned {
+                run_id: opened.id.clone(),
+                decisions,
+            });
+        }
+
+        let sandbox = preflight::command_sandbox(&root, &source.file, &nodes, dry_run)?;
+        ctx.bubblewrap = sandbox.bubblewrap;
+        // Recordings are audited before anything else happens.
+        let replay = replay::setup(&ctx, &replay)?;
+        // Agent stages need the runner: detected once, before anything is created —
+        // unless every one of them is replayed.
+        let commands = if replay.forced.is_some() && !replay.live_when_missing {
+            Vec::new()
+        } else {
+            detect::runner_commands(&ctx, &nodes)
+        };
+        let runtime = runtime()?;
+        let detect::Detection {
+            mut agent,
+            mut runner,
+            mut warnings,
+            assumption,
+        } = runtime.block_on(detect::detect(
+            &root,
+            &commands,
+            dry_run,
+            settings.refresh_runner,
+        ))?;
+        if let Some(recording) = &replay.forced {
+            let from = recording.dir().display().to_string();
+            warnings.push(format!("agent stages are replayed from {from}"));
+            if runner.is_none() {
+                runner = Some(RunnerInfo {
+                    kind: "replay".into(),
+                    command: from,
+                    version: None,
+                    capabilities: serde_json::Value::Null,
+                });
+            }
+        }
+        agent.replay = replay;
+        warnings.extend(sandbox.warnings);
+        observer.warnings(&warnings);
+
+        if dry_run {
+            let executor = PipelineExecutor::with_agent(ctx, agent);
+            let stages = plan_order(&nodes)
+                .into_iter()
+                .map(|n| PlannedStage {
+                    node: n.clone(),
+                    argv: executor.describe(n),
+                })
+                .collect();
+            return Ok(SessionEnd::Planned { stages, assumption });
+        }
+
+        agent.progress = Some(progress_sink(&observer));
+        let executor = PipelineExecutor::with_agent(ctx, agent);
+        let kill_grace = ResolvedRunner::resolve(&[&source.file.runner], &options.overrides)
+            .kill_grace
+            .as_duration();
+        let begin = |source: PipelineSource| -> Result<ActiveRun, SessionError> {
+            match origin {
+                Origin::Fresh => {
+                    let active =
+                        orchestrate::begin_run(&root, &source, options, runner, warnings, nodes)
+                            .map_err(SessionError::Run)?;
+                    observer.run_started(active.id(), false);
+                    Ok(active)
+                }
+                Origin::Resume {
+                    opened,
+                    rerun,
+                    reverify,
+                } => {
+                    executor.resume_from(&opened.dir);
+                    observer.run_started(&opened.id, true);
+                    let start = ResumeStart {
+                        root: root.clone(),
+                        source,
+                        options,
+                        runner,
+                        warnings,
+                        kill_grace,
+                        rerun,
+                        reverify,
+                    };
+                    Ok(opened.begin(start, nodes)?)
+                }
+            }
+        };
+        let result = runtime.block_on(async {
+            let _signals = install_cancel_signals(cancel.clone());
+            let active = begin(source)?;
+            active
+                .run(
+                    executor.clone() as Arc<dyn StageExecutor>,
+                    |node, status, report| observer.stage_changed(node, status, report),
+                )
+                .await
+                .map_err(SessionError::Run)
+        })?;
+        let records_deleted = match &scaffold {
+            Some(s) if s.kept() => {
+                observer.scaffold_kept(s.root());
+                false
+            }
+            Some(_) => true,
+            None => false,
+        };
+        Ok(SessionEnd::Finished {
+            result: Box::new(result),
+            records_deleted,
+        })
+    }
+}
+
+/// The pipeline file, loaded and validated; its warnings told.
+fn load(
+    path: &Path,
+    root: &Path,
+    observer: &dyn SessionObserver,
+) -> Result<PipelineSource, SessionError> {
+    match load_and_validate(path, root) {
+        Ok(v) => {
+            observer.pipeline_warnings(&v.warnings);
+            Ok(PipelineSource {
+                path: v.pipeline.path.clone(),
+                bytes: v.pipeline.raw.clone(),
+                file: v.pipeline.file.clone(),
+            })
+        }
+        Err(diagnostics) => Err(SessionError::Invalid {
+            path: PathBuf::from(path),
+            diagnostics,
+        }),
+    }
+}
+
+/// Live agent progress, told to the observer from the supervisor's task.
+fn progress_sink(observer: &Arc<dyn SessionObserver>) -> ProgressSink {
+    let observer = observer.clone();
+    Arc::new(move |stage, p| observer.agent_progress(stage, p))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, SessionError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(SessionError::Runtime)
+}
