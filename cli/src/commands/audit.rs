@@ -17,7 +17,8 @@ pub fn run(
 ) -> CliResult {
     let store = RunStore::new(&ws.root);
     let reports = if all {
-        audit_all(store.runs_dir()).map_err(|e| CliError::Config(e.to_string()))?
+        audit_all(store.runs_dir())
+            .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?
     } else {
         let selector = run.as_deref().unwrap_or("latest");
         // A path to a run folder anywhere (a recording, a copy) is audited as is.
@@ -27,10 +28,10 @@ pub fn run(
         } else {
             store
                 .select(selector)
-                .map_err(|e| CliError::Config(e.to_string()))?
+                .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?
                 .1
         };
-        vec![audit_run(&dir).map_err(|e| CliError::Config(e.to_string()))?]
+        vec![audit_run(&dir).map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?]
     };
     let code = exit::most_severe(reports.iter().map(AuditReport::exit_code));
     if json {

@@ -44,9 +44,9 @@ fn of_run(ws: &Workspace, selector: &str) -> CliResult<GraphView> {
     let store = RunStore::new(&ws.root);
     let (_, dir) = store
         .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
-    let plan: PlanRecord =
-        read_json(&dir.join("plan.json")).map_err(|e| CliError::Config(e.to_string()))?;
+        .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
+    let plan: PlanRecord = read_json(&dir.join("plan.json"))
+        .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
     let stages = crate::commands::runs::read_stages(&dir);
     Ok(GraphView::of_run(&plan, |id| {
         stages

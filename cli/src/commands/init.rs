@@ -22,7 +22,7 @@ pub fn run(ws: &Workspace, args: InitArgs, printer: Printer) -> CliResult {
     ) {
         Ok(report) => report,
         Err(e @ (InitError::UnknownTemplate { .. } | InitError::WouldOverwrite(_))) => {
-            return Err(CliError::Config(e.to_string()))
+            return Err(CliError::Config(specbridge_engine::error_chain(&e)))
         }
         Err(e) => return Err(CliError::Other(specbridge_engine::error_chain(&e))),
     };

@@ -29,7 +29,8 @@ pub fn from_cwd(p: &Path) -> PathBuf {
 /// `--scaffold DIR`: a fresh one-commit git repository holding a copy of DIR.
 pub fn scaffold_workspace(dir: &Path, printer: Printer, keep: bool) -> CliResult<Workspace> {
     let src = from_cwd(dir);
-    let root = scaffold::create(&src).map_err(|e| CliError::Config(e.to_string()))?;
+    let root =
+        scaffold::create(&src).map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
     if keep {
         printer.err(format!(
             "scaffold: {} (a copy of {} in a new git repository)",
@@ -48,8 +49,10 @@ pub fn scaffold_workspace(dir: &Path, printer: Printer, keep: bool) -> CliResult
 fn open(dir: &Path) -> CliResult<Arc<Recording>> {
     match Recording::open(dir) {
         Ok(r) => Ok(Arc::new(r)),
-        Err(e @ ReplayError::Tampered { .. }) => Err(CliError::Safety(e.to_string())),
-        Err(e) => Err(CliError::Config(e.to_string())),
+        Err(e @ ReplayError::Tampered { .. }) => {
+            Err(CliError::Safety(specbridge_engine::error_chain(&e)))
+        }
+        Err(e) => Err(CliError::Config(specbridge_engine::error_chain(&e))),
     }
 }
 

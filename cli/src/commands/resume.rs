@@ -3,7 +3,6 @@
 use serde_json::json;
 use specbridge_engine::exit;
 use specbridge_engine::orchestrate;
-use specbridge_engine::pipeline::ResolvedRunner;
 use specbridge_engine::resume::{
     open_for_resume, plan_dry_run, Action, Forced, ResumeError, ResumeResult, ResumeSpec,
     ReuseDecision,
@@ -68,7 +67,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
     );
     let nodes = opened
         .nodes(&source)
-        .map_err(|e| CliError::Config(e.to_string()))?;
+        .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
     if let Some(p) = opened.unknown_reruns(&args.rerun, &nodes).first() {
         return Err(CliError::Config(format!(
             "--rerun {p}: no stage or fan-out instance of run {} has this id",
@@ -116,9 +115,6 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
     let progress = run_cmd::live_progress(printer, json_out, &mut agent);
     let executor = PipelineExecutor::with_agent(ctx, agent);
     executor.resume_from(&opened.dir);
-    let kill_grace = ResolvedRunner::resolve(&[&source.file.runner], &ov)
-        .kill_grace
-        .as_duration();
     let spec = ResumeSpec {
         root: ws.root.clone(),
         source,
@@ -126,7 +122,6 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
         runner,
         warnings,
         executor,
-        kill_grace,
         rerun: args.rerun.clone(),
         reverify: args.reverify,
     };

@@ -125,7 +125,7 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
     let given = given_options(&args.overrides, &args.only)?;
     let (options, ov) = orchestrate::resolve_options(&given, None, &source.file);
     let nodes = orchestrate::plan_nodes(&source.file, &args.only)
-        .map_err(|e| CliError::Config(e.to_string()))?;
+        .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
     if !args.dry_run {
         preflight(ws, &nodes, options.allow_dirty, None)?;
     }
@@ -210,7 +210,7 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
         }
         r
     });
-    let result = result.map_err(|e| CliError::Config(e.to_string()))?;
+    let result = result.map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
     // `--no-keep` deletes the scaffold after this: its paths are not worth printing.
     print_summary_of(printer, &result, json_out, args.no_keep);
     Ok(result.exit_code)
@@ -338,7 +338,7 @@ pub(crate) fn summary_json(r: &orchestrate::RunResult) -> serde_json::Value {
                 "status": r.outcome.statuses.get(&n.id).copied().unwrap_or(StageStatus::Pending),
                 "reused": rep.is_some_and(|x| x.reused),
                 "evidenceStatus": rep.and_then(|x| x.evidence_status),
-                "outcome": rep.and_then(|x| x.outcome.clone()),
+                "outcome": rep.and_then(|x| x.reason.clone()),
                 "durationMs": rep.and_then(|x| x.duration_ms),
                 "costUsd": rep.map(|x| x.cost_usd).unwrap_or(0.0),
                 "tokens": rep.map(|x| x.tokens).unwrap_or_default(),
@@ -388,7 +388,7 @@ fn print_summary_of(printer: Printer, r: &orchestrate::RunResult, json_out: bool
                 .to_string(),
             duration(rep.and_then(|x| x.duration_ms)),
             cost(rep.map(|x| x.cost_usd).unwrap_or(0.0)),
-            rep.and_then(|x| x.outcome.clone()).unwrap_or_default(),
+            rep.and_then(|x| x.reason.clone()).unwrap_or_default(),
         ]);
     }
     printer.out(t.render().trim_end());

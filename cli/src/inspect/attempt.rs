@@ -23,7 +23,9 @@ pub struct AttemptStory {
     pub invoked: bool,
     /// Answered from a recording (`replay.json`): the cost was recorded, not spent.
     pub replayed: bool,
-    pub outcome: Option<String>,
+    /// The status of the invocation, from `result.json` (`outcome` there).
+    #[serde(rename = "outcome")]
+    pub status: Option<String>,
     pub failure_reason: Option<String>,
     pub cost_usd: Option<f64>,
     pub tokens: Option<TokenUsage>,
@@ -114,7 +116,7 @@ pub fn read_attempt(
         attempt,
         invoked: result.is_some(),
         replayed: dir.join("replay.json").is_file(),
-        outcome: r("outcome").and_then(Value::as_str).map(str::to_owned),
+        status: r("outcome").and_then(Value::as_str).map(str::to_owned),
         failure_reason: r("failureReason")
             .and_then(Value::as_str)
             .map(str::to_owned),

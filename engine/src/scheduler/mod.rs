@@ -293,7 +293,7 @@ pub async fn run_plan(
                     json!({
                         "stage": id,
                         "attempt": attempt,
-                        "outcome": report.outcome,
+                        "outcome": report.reason,
                         "retry": count,
                         "delayMs": delay.as_millis() as u64,
                     }),
@@ -325,14 +325,14 @@ pub async fn run_plan(
                     hint.retries
                 )
             };
-            report.outcome = Some(match report.outcome.take() {
+            report.reason = Some(match report.reason.take() {
                 Some(o) => format!("{o} ({why})"),
                 None => why,
             });
         } else if transient_before > 0 {
             report.transient_attempts = transient_before;
             let note = format!("after {transient_before} transient failure(s), retried");
-            report.outcome = Some(match report.outcome.take() {
+            report.reason = Some(match report.reason.take() {
                 Some(o) => format!("{o} ({note})"),
                 None => note,
             });
@@ -349,7 +349,7 @@ pub async fn run_plan(
                 "stage": id,
                 "attempt": attempt,
                 "status": report.status,
-                "outcome": report.outcome,
+                "outcome": report.reason,
                 "evidenceStatus": report.evidence_status,
             }),
         )?;
@@ -382,7 +382,7 @@ fn finish_unstarted(
     write_stage(run, &node, status, Some(&report), 0)?;
     run.event(
         "stage-finished",
-        json!({ "stage": id, "status": status, "outcome": report.outcome }),
+        json!({ "stage": id, "status": status, "outcome": report.reason }),
     )?;
     on_change(&node, status, Some(&report));
     st.record(id, report);

@@ -20,7 +20,7 @@ pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
     let store = RunStore::new(&ws.root);
     let ids = store
         .run_ids()
-        .map_err(|e| CliError::Config(e.to_string()))?;
+        .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
     let mut rows = Vec::new();
     for id in &ids {
         // A run folder without a readable run.json (a crash before the first
@@ -43,7 +43,7 @@ pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
                 "runId": id,
                 "shortId": short_id(id, &ids),
                 "status": "unreadable",
-                "error": e.to_string(),
+                "error": specbridge_engine::error_chain(&e),
             })),
         }
     }
@@ -90,10 +90,10 @@ pub fn show(
     let store = RunStore::new(&ws.root);
     let (id, dir) = store
         .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
+        .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
     let run = store
         .read_run(&id)
-        .map_err(|e| CliError::Config(e.to_string()))?;
+        .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
     let stages = read_stages(&dir);
     // Per stage, every attempt's result.json: stage.json holds only the attempt
     // that settled the stage, and replayed attempts spent nothing.
@@ -192,7 +192,7 @@ pub fn show(
                 &st.spent.tokens
             }),
             s.evidence_status.map_or("-", |e| e.as_str()).to_string(),
-            s.outcome.clone().unwrap_or_default(),
+            s.reason.clone().unwrap_or_default(),
         ]);
     }
     printer.out(t.render().trim_end());
@@ -354,6 +354,6 @@ pub fn show_stage(
     let store = RunStore::new(&ws.root);
     let (id, dir) = store
         .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
+        .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
     stage::show(printer, &dir, &id, args)
 }

@@ -20,10 +20,10 @@ pub fn run(
     let store = RunStore::new(&ws.root);
     let (id, dir) = store
         .select(selector)
-        .map_err(|e| CliError::Config(e.to_string()))?;
+        .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
     let record = store
         .read_run(&id)
-        .map_err(|e| CliError::Config(e.to_string()))?;
+        .map_err(|e| CliError::Config(specbridge_engine::error_chain(&e)))?;
     let data = ReportData::read(&dir, record);
     let page = render(&data, &dir);
     // Outside the run folder: the audit checks every file in it against an
