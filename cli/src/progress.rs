@@ -102,7 +102,7 @@ impl Progress {
             if let Some(e) = r.evidence_status {
                 line.push_str(&format!(" [{}]", e.as_str()));
             }
-            if let Some(o) = &r.outcome {
+            if let Some(o) = &r.reason {
                 line.push_str(&format!(": {o}"));
             }
         }

@@ -8,13 +8,13 @@ use std::process::Command;
 pub enum ScaffoldError {
     #[error("--scaffold {0}: not a folder")]
     NotAFolder(PathBuf),
-    #[error("failed to copy {from} into the scaffold: {source}")]
+    #[error("failed to copy {from} into the scaffold")]
     Copy {
         from: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to create the scaffold folder: {0}")]
+    #[error("failed to create the scaffold folder")]
     Create(#[source] std::io::Error),
     #[error("failed to run `git {args}` in the scaffold: {message}")]
     Git { args: String, message: String },

@@ -296,7 +296,7 @@ fn stage_record(
         input_hash: Some("ab".repeat(32)),
         input_parts: None,
         attempts: 1,
-        outcome: None,
+        reason: None,
         evidence_status,
         output: None,
         document: None,

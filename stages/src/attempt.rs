@@ -8,7 +8,6 @@ use std::sync::Arc;
 use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
 use specbridge_engine::redact::Redactor;
 use specbridge_engine::replay::RecordedAttempt;
-use specbridge_engine::runner::claude_code::argv::AssemblyError;
 use specbridge_engine::runner::claude_code::stream::Progress;
 use specbridge_engine::runner::claude_code::{
     assemble, invoke, InvocationInput, InvocationOutcome, InvocationRequest, InvokeSpec, Operation,
@@ -21,6 +20,7 @@ use specbridge_engine::StageStatus;
 
 use crate::agent::{AgentSetup, DetectedRunner};
 use crate::context::RunContext;
+use crate::error::StageError;
 use crate::input_hash::{agent_settings, input_hash, input_parts, matching_layout, HashInputs};
 use crate::prompt::{render, PromptContext, PromptSource};
 use crate::schema::{self, StageSchema};
@@ -41,7 +41,6 @@ pub struct Prepared {
 
 /// What an attempt is asked, computed from the run folder alone.
 pub struct AttemptInputs {
-    pub runner: ResolvedRunner,
     pub schema: StageSchema,
     /// The prompt rendered with `attempt.previous` null: what the hash covers.
     pub prompt: String,
@@ -53,19 +52,19 @@ pub struct AttemptInputs {
     pub context: PromptContext,
 }
 
-/// The runner, schema, rendered prompt and input hash of an agent stage, from the
-/// upstream records in `run_dir`. Resume calls this to decide whether a recorded
-/// result can be reused, before anything would be spawned; `recorded` is the hash
-/// it is compared with, if any ([`matching_layout`]).
+/// The schema, rendered prompt and input hash of an agent stage with its resolved
+/// `runner`, from the upstream records in `run_dir`. Resume calls this to decide
+/// whether a recorded result can be reused, before anything would be spawned;
+/// `recorded` is the hash it is compared with, if any ([`matching_layout`]).
 pub fn attempt_inputs(
     ctx: &RunContext,
     stage: &StageDef,
+    runner: &ResolvedRunner,
     node: &Node,
     run_dir: &Path,
     recorded: Option<&str>,
-) -> Result<AttemptInputs, (StageStatus, String)> {
+) -> Result<AttemptInputs, StageError> {
     let kind = stage.kind.as_str();
-    let runner = ctx.runner_for(stage);
     if let Some(file) = stage
         .output
         .as_ref()
@@ -74,62 +73,56 @@ pub fn attempt_inputs(
     {
         let path = ctx.pipeline_dir.join(file);
         if let Err(why) = specbridge_engine::pipeline::inside::check_inside(&ctx.root, &path) {
-            return Err((
-                StageStatus::SafetyViolation,
-                format!("refusing the schema file of stage `{}`: it {why}", stage.id),
-            ));
+            return Err(StageError::FileOutside {
+                file: "schema file",
+                stage: stage.id.clone(),
+                why: why.to_string(),
+            });
         }
     }
-    let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
-        Ok(Some(schema)) => schema,
-        Ok(None) => {
-            return Err((
-                StageStatus::Failed,
-                format!("{kind} stage `{}` has no output schema", stage.id),
-            ))
-        }
-        Err(e) => return Err((StageStatus::Failed, crate::error_chain(&e))),
-    };
-    let context =
-        prompt_context(ctx, stage, node, run_dir).map_err(|e| (StageStatus::Failed, e))?;
+    let schema = schema::for_stage(stage, &ctx.pipeline_dir)?.ok_or(StageError::Incomplete {
+        kind,
+        stage: stage.id.clone(),
+        missing: "output schema",
+    })?;
+    let context = prompt_context(ctx, stage, node, run_dir).map_err(StageError::Upstream)?;
     let Some(prompt_value) = stage.prompt.as_deref() else {
-        return Err((
-            StageStatus::Failed,
-            format!("{kind} stage `{}` has no prompt", stage.id),
-        ));
+        return Err(StageError::Incomplete {
+            kind,
+            stage: stage.id.clone(),
+            missing: "prompt",
+        });
     };
     let source = PromptSource::from_value(prompt_value, &ctx.pipeline_dir);
     // Validated before the run; asked again because an earlier stage may have
     // replaced the file with a symlink since.
     if let PromptSource::File(path) = &source {
         if let Err(why) = specbridge_engine::pipeline::inside::check_inside(&ctx.root, path) {
-            return Err((
-                StageStatus::SafetyViolation,
-                format!("refusing the prompt file of stage `{}`: it {why}", stage.id),
-            ));
+            return Err(StageError::FileOutside {
+                file: "prompt file",
+                stage: stage.id.clone(),
+                why: why.to_string(),
+            });
         }
     }
-    let prompt = render(&source, &prompt_name(stage), &context)
-        .map_err(|e| (StageStatus::Failed, e.to_string()))?;
+    let prompt = render(&source, &prompt_name(stage), &context)?;
     let (input_hash, input_parts) = matching_layout(recorded, |layout| {
-        let upstream =
-            upstream_for(layout, ctx, stage, run_dir).map_err(|e| (StageStatus::Failed, e))?;
+        let upstream = upstream_for(layout, ctx, stage, run_dir).map_err(StageError::Upstream)?;
         let hash_inputs = HashInputs {
             layout,
             stage,
-            settings: agent_settings(&runner),
+            settings: agent_settings(runner),
             prompt: Some(prompt.as_bytes()),
             schema: Some(&schema.bytes),
             upstream: &upstream,
             item_id: node.item_id.as_deref(),
             item: context.item.as_ref(),
         };
-        Ok((input_hash(&hash_inputs), input_parts(&hash_inputs)))
+        Ok::<_, StageError>((input_hash(&hash_inputs), input_parts(&hash_inputs)))
     })?;
     Ok(AttemptInputs {
         input_hash,
         input_parts,
-        runner,
         schema,
         prompt,
         source,
@@ -145,7 +138,7 @@ fn prompt_name(stage: &StageDef) -> String {
 pub fn stopped(started_at: &str, status: StageStatus, reason: String) -> StageReport {
     StageReport {
         status,
-        outcome: Some(reason),
+        reason: Some(reason),
         started_at: Some(started_at.to_string()),
         ended_at: Some(now_rfc3339()),
         duration_ms: Some(0),
@@ -159,36 +152,45 @@ pub fn prepare(
     ctx: &RunContext,
     agent: &AgentSetup,
     stage: &StageDef,
+    runner: &ResolvedRunner,
     sr: &StageRun,
     operation: Operation,
 ) -> Result<Prepared, Box<StageReport>> {
     let started_at = now_rfc3339();
     // Reasons are shown on the terminal too: redacted like every record.
     let redactor: &Redactor = sr.run.redactor();
-    let stop = |status, reason: String| {
-        Box::new(stopped(&started_at, status, redactor.redact_str(&reason)))
+    let stop = |e: StageError, hash: Option<&String>| {
+        let mut report = stopped(&started_at, e.status(), redactor.redact_str(&e.reason()));
+        report.input_hash = hash.cloned();
+        Box::new(report)
     };
-    let recording = agent.replay.recording_for(&ctx.runner_for(stage));
+    let recording = agent.replay.recording_for(runner);
     // A recording made with an earlier input-hash layout is matched in its layout.
     let recorded = recording
         .and_then(|r| r.attempt(&sr.node.id, None).ok())
         .and_then(|a| a.record.input_hash);
     let AttemptInputs {
-        runner,
         schema,
         prompt,
         input_hash: hash,
         input_parts: parts,
         source,
         context,
-    } = attempt_inputs(ctx, stage, &sr.node, sr.run.dir(), recorded.as_deref())
-        .map_err(|(status, reason)| stop(status, reason))?;
+    } = attempt_inputs(
+        ctx,
+        stage,
+        runner,
+        &sr.node,
+        sr.run.dir(),
+        recorded.as_deref(),
+    )
+    .map_err(|e| stop(e, None))?;
     // A re-run is told why the attempt before it did not pass.
     let prompt = match crate::previous::read(sr.run.dir(), &sr.node.id, sr.attempt, redactor) {
         None => prompt,
         Some(previous) => {
             crate::previous::prompt_with(&source, &prompt_name(stage), &context, prompt, previous)
-                .map_err(|e| stop(StageStatus::Failed, redactor.redact_str(&e.to_string())))?
+                .map_err(|e| stop(e.into(), None))?
         }
     };
     // A replayed stage needs its recording (same input hash); without one it fails
@@ -197,11 +199,7 @@ pub fn prepare(
         None => None,
         Some(Ok(attempt)) => Some(attempt),
         Some(Err(e)) if agent.replay.live_when_missing && e.is_missing() => None,
-        Some(Err(e)) => {
-            let mut report = stop(StageStatus::Failed, format!("replay: {e}"));
-            report.input_hash = Some(hash.clone());
-            return Err(report);
-        }
+        Some(Err(e)) => return Err(stop(StageError::Replay(e), Some(&hash))),
     };
     let detected = match (agent.runner(&runner.command), &replay) {
         (Some(d), _) => d.clone(),
@@ -213,18 +211,15 @@ pub fn prepare(
         },
         (None, None) => {
             return Err(stop(
-                StageStatus::RunnerUnavailable,
-                format!(
-                    "the runner `{}` was not detected before the run",
-                    runner.command
-                ),
+                StageError::RunnerNotDetected(runner.command.clone()),
+                None,
             ))
         }
     };
     let protected = (operation != Operation::Generate)
         .then(|| crate::working_tree::protected_paths(ctx, &sr.run));
     let request = assemble(&InvocationInput {
-        runner: &runner,
+        runner,
         capabilities: &detected.capabilities,
         operation,
         schema: Some(&schema.value),
@@ -238,14 +233,9 @@ pub fn prepare(
             agent.sandbox.as_ref()
         },
     })
-    .map_err(|e| {
-        let status = assembly_status(&e);
-        let mut report = stop(status, e.to_string());
-        report.input_hash = Some(hash.clone());
-        report
-    })?;
+    .map_err(|e| stop(e.into(), Some(&hash)))?;
     Ok(Prepared {
-        runner,
+        runner: runner.clone(),
         detected,
         schema,
         prompt,
@@ -254,19 +244,6 @@ pub fn prepare(
         request,
         replay,
     })
-}
-
-/// The stage status of an argv that could not be assembled: a safety refusal
-/// ends `safety-violation` (exit 6); a CLI or a machine that cannot run the
-/// policy (an incompatible CLI, no sandbox) `runner-unavailable` (exit 3).
-pub fn assembly_status(e: &AssemblyError) -> StageStatus {
-    match e {
-        AssemblyError::Incompatible(_) | AssemblyError::SandboxUnavailable(_) => {
-            StageStatus::RunnerUnavailable
-        }
-        e if e.is_safety() => StageStatus::SafetyViolation,
-        _ => StageStatus::Failed,
-    }
 }
 
 /// Spawn the agent and wait for it.
@@ -303,7 +280,7 @@ pub async fn run_agent(
 pub fn report_of(outcome: &InvocationOutcome, p: &Prepared) -> StageReport {
     StageReport {
         status: outcome.status,
-        outcome: outcome.failure_reason.clone(),
+        reason: outcome.failure_reason.clone(),
         input_hash: Some(p.input_hash.clone()),
         input_parts: Some(p.input_parts.clone()),
         started_at: Some(outcome.started_at.clone()),
@@ -336,9 +313,9 @@ pub fn describe(
     ctx: &RunContext,
     agent: &AgentSetup,
     stage: &StageDef,
+    runner: &ResolvedRunner,
     operation: Operation,
 ) -> Vec<String> {
-    let runner = ctx.runner_for(stage);
     let assumed = crate::agent::assumed_capabilities();
     let caps = agent
         .runner(&runner.command)
@@ -346,13 +323,13 @@ pub fn describe(
         .unwrap_or(&assumed);
     let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
         Ok(schema) => schema,
-        Err(e) => return vec![format!("# cannot be assembled: {e}")],
+        Err(e) => return vec![format!("# cannot be assembled: {}", crate::error_chain(&e))],
     };
     let placeholder = uuid::Uuid::nil();
     let protected = (operation != Operation::Generate)
         .then(|| crate::working_tree::protected_paths_for(ctx, ""));
     let request = match assemble(&InvocationInput {
-        runner: &runner,
+        runner,
         capabilities: caps,
         operation,
         schema: schema.as_ref().map(|s| &s.value),
@@ -362,7 +339,7 @@ pub fn describe(
         sandbox_support: agent.sandbox.as_ref(),
     }) {
         Ok(request) => request,
-        Err(e) => return vec![format!("# cannot be assembled: {e}")],
+        Err(e) => return vec![format!("# cannot be assembled: {}", crate::error_chain(&e))],
     };
     let mut argv = vec![request.program.clone()];
     // The schema is shown by its digest: inline it is kilobytes of JSON that hide

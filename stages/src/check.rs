@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::json;
 use specbridge_engine::events::RunEvent;
 use specbridge_engine::pipeline::resolve::DEFAULT_CHECK_TIMEOUT_MS;
-use specbridge_engine::pipeline::StageDef;
+use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
 use specbridge_engine::sandbox::AppliedSandbox;
 use specbridge_engine::scheduler::{Node, StageReport, StageRun};
 use specbridge_engine::store::layout::{self, attempt};
@@ -16,6 +16,7 @@ use specbridge_engine::supervisor::{self, ProcessRecord, SpawnSpec, SupervisorEr
 use specbridge_engine::StageStatus;
 
 use crate::context::RunContext;
+use crate::error::StageError;
 use crate::input_hash::{input_hash, input_parts, matching_layout, HashInputs};
 use crate::upstream::upstream_for;
 
@@ -36,9 +37,9 @@ pub fn inputs(
     node: &Node,
     run_dir: &Path,
     recorded: Option<&str>,
-) -> Result<(String, InputParts), String> {
+) -> Result<(String, InputParts), StageError> {
     matching_layout(recorded, |layout| {
-        let upstream = upstream_for(layout, ctx, stage, run_dir)?;
+        let upstream = upstream_for(layout, ctx, stage, run_dir).map_err(StageError::Upstream)?;
         let hash_inputs = HashInputs {
             layout,
             stage,
@@ -70,9 +71,10 @@ pub fn describe(stage: &StageDef) -> Vec<String> {
 pub fn spawn_spec(
     ctx: &RunContext,
     stage: &StageDef,
+    runner: &ResolvedRunner,
     run: &RunHandle,
     attempt_rel: &str,
-) -> Result<Option<(SpawnSpec, AppliedSandbox)>, String> {
+) -> Result<Option<(SpawnSpec, AppliedSandbox)>, StageError> {
     let Some(argv) = stage
         .argv
         .as_ref()
@@ -84,8 +86,8 @@ pub fn spawn_spec(
     if argv.is_empty() {
         return Ok(None);
     }
-    let wrapped = crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv)?;
-    let runner = ctx.runner_for(stage);
+    let wrapped =
+        crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv).map_err(StageError::Command)?;
     let (stdout, stderr) = (
         layout::in_attempt(&attempt_rel, attempt::RAW_STDOUT),
         layout::in_attempt(&attempt_rel, attempt::RAW_STDERR),
@@ -108,23 +110,38 @@ pub fn spawn_spec(
     .map(Some)
 }
 
-/// Run a check stage's command once and report.
-pub async fn run_check(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> StageReport {
+/// Run a check stage's command once and report. `runner` is the pipeline's
+/// (a check stage has none of its own): its output caps and kill grace apply.
+pub async fn run_check(
+    ctx: &RunContext,
+    stage: &StageDef,
+    runner: &ResolvedRunner,
+    sr: &StageRun,
+) -> StageReport {
     let run = &sr.run;
     let (hash, parts) = match inputs(ctx, stage, &sr.node, run.dir(), None) {
         Ok(x) => x,
-        Err(e) => return StageReport::failed(StageStatus::Failed, e),
+        Err(e) => return failed(&e),
     };
-    let mut report = run_command(ctx, stage, sr).await;
+    let mut report = run_command(ctx, stage, runner, sr).await;
     report.input_hash = Some(hash);
     report.input_parts = Some(parts);
     report
 }
 
-async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> StageReport {
+fn failed(e: &StageError) -> StageReport {
+    StageReport::failed(e.status(), e.reason())
+}
+
+async fn run_command(
+    ctx: &RunContext,
+    stage: &StageDef,
+    runner: &ResolvedRunner,
+    sr: &StageRun,
+) -> StageReport {
     let run = &sr.run;
     let attempt_rel = layout::attempt_rel(&sr.node.id, sr.attempt);
-    let (spec, applied) = match spawn_spec(ctx, stage, run, &attempt_rel) {
+    let (spec, applied) = match spawn_spec(ctx, stage, runner, run, &attempt_rel) {
         Ok(Some(x)) => x,
         Ok(None) => {
             return StageReport::failed(
@@ -132,7 +149,7 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
                 format!("stage `{}` has no argv array to run", stage.id),
             )
         }
-        Err(e) => return StageReport::failed(StageStatus::Failed, e),
+        Err(e) => return failed(&e),
     };
     let node_id = sr.node.id.clone();
     let attempt = sr.attempt;
@@ -145,7 +162,7 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
             record.sandbox = Some(applied);
             let report = classify(&record);
             if let Err(e) = write_process(run, &attempt_rel, &record) {
-                return StageReport::failed(StageStatus::Failed, e);
+                return failed(&e);
             }
             let mut r = report;
             r.started_at = Some(crate::rfc3339(record.started_at));
@@ -157,9 +174,6 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
             StageStatus::Cancelled,
             "the run was cancelled before the command started".into(),
         ),
-        Err(e @ SupervisorError::NotFound { .. }) => {
-            StageReport::failed(StageStatus::Failed, e.to_string())
-        }
         Err(e) => StageReport::failed(StageStatus::Failed, crate::error_chain(&e)),
     };
     report.invocations = 0;
@@ -167,16 +181,19 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
 }
 
 /// `process.json`, its argv redacted by the store (the logs announced themselves).
-fn write_process(run: &RunHandle, attempt_rel: &str, record: &ProcessRecord) -> Result<(), String> {
-    run.write_json(&layout::in_attempt(&attempt_rel, attempt::PROCESS), record)
-        .map_err(|e| e.to_string())?;
+fn write_process(
+    run: &RunHandle,
+    attempt_rel: &str,
+    record: &ProcessRecord,
+) -> Result<(), StageError> {
+    run.write_json(&layout::in_attempt(attempt_rel, attempt::PROCESS), record)?;
     Ok(())
 }
 
 /// A finished command's status: timeouts and cancels first (their exit codes are
 /// the signal's), then output limits, then the exit code.
 pub fn classify(p: &ProcessRecord) -> StageReport {
-    let (status, outcome) = if p.timed_out {
+    let (status, reason) = if p.timed_out {
         (
             StageStatus::TimedOut,
             Some(format!("timed out after {}ms", p.duration_ms)),
@@ -206,7 +223,7 @@ pub fn classify(p: &ProcessRecord) -> StageReport {
     };
     StageReport {
         status,
-        outcome,
+        reason,
         ..Default::default()
     }
 }

@@ -17,6 +17,7 @@ use specbridge_engine::store::RunHandle;
 use specbridge_engine::supervisor::{resolve_program, SpawnSpec};
 
 use crate::context::RunContext;
+use crate::error::StageError;
 
 /// One command of a plan that specbridge will run itself.
 #[derive(Debug, Clone)]
@@ -195,11 +196,12 @@ pub fn spawn_spec(
     logs: CommandLogs<'_>,
     timeout: std::time::Duration,
     kill_grace: std::time::Duration,
-) -> Result<(SpawnSpec, AppliedSandbox), String> {
+) -> Result<(SpawnSpec, AppliedSandbox), StageError> {
     let log = |rel: &str| {
-        logs.run
-            .log(rel)
-            .map_err(|e| format!("failed to create {rel}: {e}"))
+        logs.run.log(rel).map_err(|source| StageError::Log {
+            name: rel.to_string(),
+            source,
+        })
     };
     let spec = SpawnSpec {
         program: wrapped.program,
@@ -230,7 +232,7 @@ pub fn wrap(
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| "no argv array to run".to_string())?;
-    resolve_program(program, &ctx.root, &[]).map_err(|e| e.to_string())?;
+    resolve_program(program, &ctx.root, &[]).map_err(|e| crate::error_chain(&e))?;
     let options = match sandbox {
         Some(CommandSandbox::Off(_)) => {
             return Ok(Wrapped {

@@ -72,11 +72,8 @@ impl RunContext {
     }
 
     /// Runner settings of a stage after defaults, pipeline, stage and overrides.
+    /// Resolved once per node (by the executor) and passed down from there.
     pub fn runner_for(&self, stage: &StageDef) -> ResolvedRunner {
-        let mut layers = vec![&self.pipeline.runner];
-        if let Some(r) = &stage.runner {
-            layers.push(r);
-        }
-        ResolvedRunner::resolve(&layers, &self.overrides)
+        ResolvedRunner::for_stage(&self.pipeline, Some(stage), &self.overrides)
     }
 }

@@ -14,37 +14,136 @@ use specbridge_engine::evidence::{
     EvidenceFinding, EvidenceInput, EvidenceKind, EvidenceRecord, EvidenceVerdict, GitSnapshot,
     VerificationSummary, Violation, DEFAULT_DIFF_MAX_BYTES,
 };
-use specbridge_engine::pipeline::StageDef;
+use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
 use specbridge_engine::runner::claude_code::outcome::validate_output;
 use specbridge_engine::runner::claude_code::{
     assemble, InvocationInput, InvocationOutcome, Operation,
 };
 use specbridge_engine::scheduler::{StageReport, StageRun};
 use specbridge_engine::store::layout::{self, attempt};
-use specbridge_engine::store::{now_rfc3339, FileRef, SCHEMA_VERSION};
-use specbridge_engine::{EvidenceStatus, StageStatus};
+use specbridge_engine::store::{FileRef, SCHEMA_VERSION};
+use specbridge_engine::EvidenceStatus;
 
 use crate::agent::AgentSetup;
-use crate::attempt::{prepare, report_of, run_agent, stopped, Prepared};
+use crate::attempt::Prepared;
 use crate::context::RunContext;
 use crate::continuation;
+use crate::error::StageError;
+use crate::flow::{run_attempt, Attempt, AttemptKind};
 use crate::verify::run_verification;
 use crate::working_tree::{
     attribute_run_made, foreign_changes, protected_paths, run_store_violations, snapshot,
-    working_tree_object, write_snapshot, RunStoreState, TreeLedger,
+    working_tree_object, write_snapshot,
 };
+
+/// Runs one attempt of an execute stage (or fan-out instance).
+pub async fn run_execute(
+    ctx: &RunContext,
+    agent: &AgentSetup,
+    ledger: &crate::working_tree::TreeLedger,
+    stage: &StageDef,
+    runner: &ResolvedRunner,
+    sr: &StageRun,
+) -> StageReport {
+    let a = Attempt::new(ctx, agent, ledger, stage, runner, sr);
+    run_attempt(&a, Execute::default()).await
+}
+
+/// What an execute attempt adds to the shared flow: a session continued after a
+/// cut-off attempt, the refusal of foreign changes, evidence judged with
+/// verification, and the task result kept as output.
+#[derive(Default)]
+struct Execute {
+    /// The tree the patch is taken against, when the attempt starts from changes
+    /// an earlier stage made.
+    diff_base: Option<String>,
+    gathered: Option<Gathered>,
+}
+
+impl AttemptKind for Execute {
+    const OPERATION: Operation = Operation::Execute;
+    const VIOLATION_OUTRANKS_RUNNER: bool = false;
+
+    fn before_spawn(
+        &mut self,
+        a: &Attempt<'_>,
+        p: Prepared,
+        before: GitSnapshot,
+    ) -> Result<(Prepared, GitSnapshot), StageError> {
+        let (p, before) = continue_session(a, p, before)?;
+        // The run refuses a dirty tree before it starts; this catches changes made
+        // behind its back while it went on.
+        let foreign = foreign_changes(&before, a.ledger);
+        if !a.ctx.allow_dirty && !foreign.is_empty() {
+            return Err(EvidenceError::DirtyTree { paths: foreign }.into());
+        }
+        // Starting from changes an earlier stage made, the patch is taken against the
+        // tree as it is now, so that it shows this attempt's change alone.
+        self.diff_base = (before.entries.len() > foreign.len())
+            .then(|| working_tree_object(&a.ctx.root, &before))
+            .flatten();
+        Ok((p, before))
+    }
+
+    async fn evidence(
+        &mut self,
+        a: &Attempt<'_>,
+        p: &Prepared,
+        outcome: &InvocationOutcome,
+        before: &GitSnapshot,
+        store_changed: &[String],
+        report: &mut StageReport,
+    ) -> Result<Vec<Violation>, StageError> {
+        // Until it is judged, the evidence has failed.
+        report.evidence_status = Some(EvidenceStatus::Failed);
+        let gathered = gather(a, p, outcome, before, self.diff_base.take(), store_changed).await?;
+        report.evidence_status = Some(gathered.decision.status);
+        let violations = gathered.violations.clone();
+        self.gathered = Some(gathered);
+        Ok(violations)
+    }
+
+    fn accept(
+        &mut self,
+        a: &Attempt<'_>,
+        _p: &Prepared,
+        _outcome: InvocationOutcome,
+        report: &mut StageReport,
+    ) -> Result<(), StageError> {
+        let gathered = self
+            .gathered
+            .take()
+            .expect("accept runs after the evidence was gathered");
+        let output = gathered.output.ok_or(StageError::NoValidOutput)?;
+        let rel = layout::output_rel(&a.sr.node.id);
+        let sha = a
+            .run()
+            .write_json(&rel, &output)
+            .map_err(StageError::record(&rel))?;
+        report.output = Some(FileRef {
+            path: rel,
+            sha256: sha,
+        });
+        // The gate: only verified evidence passes; anything else is its own status
+        // and blocks what depends on this stage.
+        report.status = gathered.decision.status.stage_status();
+        if gathered.decision.status != EvidenceStatus::Verified {
+            report.reason = Some(gathered.decision.reasons.join("; "));
+        }
+        crate::secrets::gate_on_secrets(report, &gathered.findings);
+        Ok(())
+    }
+}
 
 /// After an attempt cut off by timeout, cancel or crash: continue its session when
 /// possible (docs/resume.md), judging evidence from the chain's first snapshot.
 /// Records `continuation.json` either way.
 fn continue_session(
-    ctx: &RunContext,
-    agent_sandbox: Option<&specbridge_engine::sandbox::SandboxSupport>,
-    sr: &StageRun,
-    attempt_rel: &str,
+    a: &Attempt<'_>,
     mut p: Prepared,
     before: GitSnapshot,
-) -> Result<(Prepared, GitSnapshot), String> {
+) -> Result<(Prepared, GitSnapshot), StageError> {
+    let sr = a.sr;
     if sr.attempt <= 1 || p.replay.is_some() {
         return Ok((p, before));
     }
@@ -53,145 +152,31 @@ fn continue_session(
         return Ok((p, before));
     };
     sr.run
-        .write_json(&layout::in_attempt(&attempt_rel, attempt::CONTINUATION), &c)
-        .map_err(|e| format!("failed to write continuation.json: {e}"))?;
+        .write_json(
+            &layout::in_attempt(&a.attempt_rel, attempt::CONTINUATION),
+            &c,
+        )
+        .map_err(StageError::record("continuation.json"))?;
     let Some(session) = c.session_id.as_deref() else {
         return Ok((p, before));
     };
-    let session_id = uuid::Uuid::parse_str(session)
-        .map_err(|e| format!("the recorded session id `{session}` is not a UUID: {e}"))?;
+    let session_id = uuid::Uuid::parse_str(session).map_err(|source| StageError::SessionId {
+        session: session.to_string(),
+        source,
+    })?;
     p.request = assemble(&InvocationInput {
         runner: &p.runner,
         capabilities: &p.detected.capabilities,
         operation: Operation::Continue { session_id },
         schema: Some(&p.schema.value),
-        repo_root: &ctx.root,
+        repo_root: &a.ctx.root,
         session_id: None,
-        protected: Some(&protected_paths(ctx, &sr.run)),
-        sandbox_support: agent_sandbox,
-    })
-    .map_err(|e| sr.run.redactor().redact_str(&e.to_string()))?;
+        protected: Some(&protected_paths(a.ctx, &sr.run)),
+        sandbox_support: a.agent.sandbox.as_ref(),
+    })?;
     p.prompt = continuation::prompt(&c, &before, &p.prompt);
     let baseline = continuation::baseline(&sr.run, &sr.node.id, &c).unwrap_or(before);
     Ok((p, baseline))
-}
-
-/// Runs one attempt of an execute stage (or fan-out instance).
-pub async fn run_execute(
-    ctx: &RunContext,
-    agent: &AgentSetup,
-    ledger: &TreeLedger,
-    stage: &StageDef,
-    sr: &StageRun,
-) -> StageReport {
-    let p = match prepare(ctx, agent, stage, sr, Operation::Execute) {
-        Ok(p) => p,
-        Err(report) => return *report,
-    };
-    let run = &sr.run;
-    let attempt_rel = layout::attempt_rel(&sr.node.id, sr.attempt);
-    let input_hash = p.input_hash.clone();
-    let not_started = |reason: String| {
-        let mut report = stopped(&now_rfc3339(), StageStatus::Failed, reason);
-        report.input_hash = Some(input_hash.clone());
-        report
-    };
-    let before = match snapshot(&ctx.root) {
-        Ok(before) => before,
-        Err(e) => return not_started(e),
-    };
-    if let Err(e) = write_snapshot(run, &attempt_rel, attempt::GIT_BEFORE, &before) {
-        return not_started(e);
-    }
-    let (p, before) =
-        match continue_session(ctx, agent.sandbox.as_ref(), sr, &attempt_rel, p, before) {
-            Ok(x) => x,
-            Err(e) => return not_started(e),
-        };
-    // The run refuses a dirty tree before it starts; this catches changes made
-    // behind its back while it went on.
-    let foreign = foreign_changes(&before, ledger);
-    if !ctx.allow_dirty && !foreign.is_empty() {
-        return not_started(EvidenceError::DirtyTree { paths: foreign }.to_string());
-    }
-    // Starting from changes an earlier stage made, the patch is taken against the
-    // tree as it is now, so that it shows this attempt's change alone.
-    let diff_base = (before.entries.len() > foreign.len())
-        .then(|| working_tree_object(&ctx.root, &before))
-        .flatten();
-
-    let store_before = RunStoreState::take(&ctx.root, run);
-    let outcome = run_agent(ctx, agent, &p, sr).await;
-    let mut report = report_of(&outcome, &p);
-    let store_changed = RunStoreState::take(&ctx.root, run).changed_since(&store_before);
-    let gathered = match gather(
-        ctx,
-        ledger,
-        stage,
-        sr,
-        &attempt_rel,
-        &p,
-        &outcome,
-        &before,
-        diff_base,
-        &store_changed,
-    )
-    .await
-    {
-        Ok(g) => g,
-        Err(e) => {
-            report.status = StageStatus::Failed;
-            report.outcome = Some(e);
-            report.evidence_status = Some(EvidenceStatus::Failed);
-            return report;
-        }
-    };
-    report.evidence_status = Some(gathered.decision.status);
-
-    if outcome.status != StageStatus::Succeeded {
-        return report;
-    }
-    if let Some(first) = gathered.violations.first() {
-        report.status = StageStatus::SafetyViolation;
-        report.outcome = Some(if gathered.violations.len() == 1 {
-            first.message.clone()
-        } else {
-            format!(
-                "{} (and {} more safety violation(s), see evidence.json)",
-                first.message,
-                gathered.violations.len() - 1
-            )
-        });
-        return report;
-    }
-    let Some(output) = gathered.output else {
-        report.status = StageStatus::MalformedOutput;
-        report.outcome =
-            Some("the invocation succeeded without a structured output that validates".into());
-        return report;
-    };
-    let rel = layout::output_rel(&sr.node.id);
-    match run.write_json(&rel, &output) {
-        Ok(sha) => {
-            report.output = Some(FileRef {
-                path: rel,
-                sha256: sha,
-            })
-        }
-        Err(e) => {
-            report.status = StageStatus::Failed;
-            report.outcome = Some(format!("failed to write {rel}: {e}"));
-            return report;
-        }
-    }
-    // The gate: only verified evidence passes; anything else is its own status
-    // and blocks what depends on this stage.
-    report.status = gathered.decision.status.stage_status();
-    if gathered.decision.status != EvidenceStatus::Verified {
-        report.outcome = Some(gathered.decision.reasons.join("; "));
-    }
-    crate::secrets::gate_on_secrets(&mut report, &gathered.findings);
-    report
 }
 
 /// What the evidence of an attempt came to.
@@ -206,29 +191,25 @@ struct Gathered {
 
 /// Everything after the agent ended: the after-snapshot, attribution, violations,
 /// the patch, verification, and `evidence.json`.
-#[allow(clippy::too_many_arguments)]
 async fn gather(
-    ctx: &RunContext,
-    ledger: &TreeLedger,
-    stage: &StageDef,
-    sr: &StageRun,
-    attempt_rel: &str,
+    a: &Attempt<'_>,
     p: &Prepared,
     outcome: &InvocationOutcome,
     before: &GitSnapshot,
     diff_base: Option<String>,
     store_changed: &[String],
-) -> Result<Gathered, String> {
-    let run = &sr.run;
+) -> Result<Gathered, StageError> {
+    let (ctx, ledger, sr) = (a.ctx, a.ledger, a.sr);
+    let (run, attempt_rel) = (&sr.run, a.attempt_rel.as_str());
     let after = snapshot(&ctx.root)?;
     write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let mut changed = attribute(before, &after, &ledger.own_writes());
     attribute_run_made(&mut changed, before, ledger);
     run.write_json(
-        &layout::in_attempt(&attempt_rel, attempt::CHANGED_FILES),
+        &layout::in_attempt(attempt_rel, attempt::CHANGED_FILES),
         &changed,
     )
-    .map_err(|e| format!("failed to write changed-files.json: {e}"))?;
+    .map_err(StageError::record("changed-files.json"))?;
     ledger.record(&changed, &after);
     let mut violations = run_store_violations(store_changed);
     violations.extend(protected_paths(ctx, run).violations(&changed, before, &after));
@@ -237,11 +218,10 @@ async fn gather(
     if diff_base.is_some() {
         base.head = diff_base;
     }
-    let diff = attempt_diff(&ctx.root, &changed, &base, DEFAULT_DIFF_MAX_BYTES)
-        .map_err(|e| crate::error_chain(&e))?;
+    let diff = attempt_diff(&ctx.root, &changed, &base, DEFAULT_DIFF_MAX_BYTES)?;
     let (diff_info, findings) = crate::secrets::keep_diff(ctx, run, attempt_rel, diff)?;
 
-    let runner_succeeded = outcome.status == StageStatus::Succeeded;
+    let runner_succeeded = outcome.status == specbridge_engine::StageStatus::Succeeded;
     // Kept as produced: the store redacts output.json and evidence.json.
     let output = outcome
         .structured_output
@@ -250,7 +230,8 @@ async fn gather(
         .cloned();
     let claims = outcome.structured_output.clone().map(Claims::new);
 
-    let commands = stage
+    let commands = a
+        .stage
         .verification
         .clone()
         .unwrap_or_else(|| ctx.pipeline.verification.clone());
@@ -308,11 +289,8 @@ async fn gather(
         findings: findings.clone(),
         claims,
     };
-    run.write_json(
-        &layout::in_attempt(&attempt_rel, attempt::EVIDENCE),
-        &record,
-    )
-    .map_err(|e| format!("failed to write evidence.json: {e}"))?;
+    run.write_json(&layout::in_attempt(attempt_rel, attempt::EVIDENCE), &record)
+        .map_err(StageError::record("evidence.json"))?;
     Ok(Gathered {
         decision,
         violations,
@@ -340,8 +318,13 @@ fn skip_verification(
 }
 
 /// What an execute stage would run, for `--dry-run`.
-pub fn describe(ctx: &RunContext, agent: &AgentSetup, stage: &StageDef) -> Vec<String> {
-    let mut lines = crate::attempt::describe(ctx, agent, stage, Operation::Execute);
+pub fn describe(
+    ctx: &RunContext,
+    agent: &AgentSetup,
+    stage: &StageDef,
+    runner: &ResolvedRunner,
+) -> Vec<String> {
+    let mut lines = crate::attempt::describe(ctx, agent, stage, runner, Operation::Execute);
     let commands = stage
         .verification
         .as_ref()

@@ -67,15 +67,16 @@ impl StageExecutor for PipelineExecutor {
                     format!("stage `{}` is not in the pipeline", sr.node.id),
                 );
             };
+            // Resolved once for the node; everything below is handed this one.
+            let runner = self.ctx.runner_for(&stage);
+            let (ctx, agent, ledger) = (&self.ctx, &self.agent, &self.ledger);
             match stage.kind {
-                StageKind::Check => crate::check::run_check(&self.ctx, &stage, &sr).await,
+                StageKind::Check => crate::check::run_check(ctx, &stage, &runner, &sr).await,
                 StageKind::Generate => {
-                    crate::generate::run_generate(&self.ctx, &self.agent, &self.ledger, &stage, &sr)
-                        .await
+                    crate::generate::run_generate(ctx, agent, ledger, &stage, &runner, &sr).await
                 }
                 StageKind::Execute => {
-                    crate::execute::run_execute(&self.ctx, &self.agent, &self.ledger, &stage, &sr)
-                        .await
+                    crate::execute::run_execute(ctx, agent, ledger, &stage, &runner, &sr).await
                 }
             }
         })
@@ -87,7 +88,8 @@ impl StageExecutor for PipelineExecutor {
             return None;
         }
         Some(Box::pin(async move {
-            crate::reverify::run_reverify(&self.ctx, &self.ledger, &stage, &sr).await
+            let runner = self.ctx.runner_for(&stage);
+            crate::reverify::run_reverify(&self.ctx, &self.ledger, &stage, &runner, &sr).await
         }))
     }
 
@@ -105,16 +107,15 @@ impl StageExecutor for PipelineExecutor {
         // layout is matched in that layout.
         let recorded = recorded_hash(run_dir, &node.id);
         let recorded = recorded.as_deref();
-        match stage.kind {
-            StageKind::Check => Some(crate::check::inputs(
-                &self.ctx, stage, node, run_dir, recorded,
-            )),
-            StageKind::Generate | StageKind::Execute => Some(
-                crate::attempt::attempt_inputs(&self.ctx, stage, node, run_dir, recorded)
+        let inputs = match stage.kind {
+            StageKind::Check => crate::check::inputs(&self.ctx, stage, node, run_dir, recorded),
+            StageKind::Generate | StageKind::Execute => {
+                let runner = self.ctx.runner_for(stage);
+                crate::attempt::attempt_inputs(&self.ctx, stage, &runner, node, run_dir, recorded)
                     .map(|p| (p.input_hash, p.input_parts))
-                    .map_err(|(_, reason)| reason),
-            ),
-        }
+            }
+        };
+        Some(inputs.map_err(|e| e.reason()))
     }
 
     fn cancelled(&self) -> bool {
@@ -122,15 +123,17 @@ impl StageExecutor for PipelineExecutor {
     }
 
     fn describe(&self, node: &Node) -> Vec<String> {
-        match self.ctx.stage(Self::def_id(node)) {
-            Some(s) if s.kind == StageKind::Check => crate::check::describe(s),
-            Some(s) if s.kind == StageKind::Generate => {
-                crate::generate::describe(&self.ctx, &self.agent, s)
+        let Some(s) = self.ctx.stage(Self::def_id(node)) else {
+            return Vec::new();
+        };
+        match s.kind {
+            StageKind::Check => crate::check::describe(s),
+            StageKind::Generate => {
+                crate::generate::describe(&self.ctx, &self.agent, s, &self.ctx.runner_for(s))
             }
-            Some(s) if s.kind == StageKind::Execute => {
-                crate::execute::describe(&self.ctx, &self.agent, s)
+            StageKind::Execute => {
+                crate::execute::describe(&self.ctx, &self.agent, s, &self.ctx.runner_for(s))
             }
-            _ => Vec::new(),
         }
     }
 }

@@ -14,22 +14,19 @@ use specbridge_engine::evidence::{
     attempt_diff, attribute, generate_violations, ChangeCounts, EvidenceKind, EvidenceRecord,
     GitSnapshot, Violation, DEFAULT_DIFF_MAX_BYTES,
 };
-use specbridge_engine::pipeline::StageDef;
+use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
 use specbridge_engine::runner::claude_code::outcome::validate_output;
-use specbridge_engine::runner::claude_code::Operation;
+use specbridge_engine::runner::claude_code::{InvocationOutcome, Operation};
 use specbridge_engine::scheduler::{StageReport, StageRun};
 use specbridge_engine::store::layout::{self, attempt};
-use specbridge_engine::store::{
-    now_rfc3339, sha256_hex, write_confined, ConfinedWriteError, FileRef, RunHandle, SCHEMA_VERSION,
-};
-use specbridge_engine::StageStatus;
+use specbridge_engine::store::{sha256_hex, write_confined, FileRef, SCHEMA_VERSION};
 
 use crate::agent::AgentSetup;
-use crate::attempt::{prepare, report_of, run_agent, stopped};
+use crate::attempt::Prepared;
 use crate::context::RunContext;
-use crate::working_tree::{
-    run_store_violations, snapshot, write_snapshot, RunStoreState, TreeLedger,
-};
+use crate::error::StageError;
+use crate::flow::{run_attempt, Attempt, AttemptKind};
+use crate::working_tree::{run_store_violations, snapshot, write_snapshot, TreeLedger};
 
 /// Runs one attempt of a generate stage.
 pub async fn run_generate(
@@ -37,106 +34,70 @@ pub async fn run_generate(
     agent: &AgentSetup,
     ledger: &TreeLedger,
     stage: &StageDef,
+    runner: &ResolvedRunner,
     sr: &StageRun,
 ) -> StageReport {
-    let p = match prepare(ctx, agent, stage, sr, Operation::Generate) {
-        Ok(p) => p,
-        Err(report) => return *report,
-    };
-    let run = &sr.run;
-    let node = &sr.node;
-    let attempt_rel = layout::attempt_rel(&node.id, sr.attempt);
-    let before = match snapshot(&ctx.root)
-        .and_then(|b| write_snapshot(run, &attempt_rel, attempt::GIT_BEFORE, &b).map(|_| b))
-    {
-        Ok(before) => before,
-        Err(e) => {
-            let mut report = stopped(&now_rfc3339(), StageStatus::Failed, e);
-            report.input_hash = Some(p.input_hash.clone());
-            return report;
-        }
-    };
-    let store_before = RunStoreState::take(&ctx.root, run);
-    let outcome = run_agent(ctx, agent, &p, sr).await;
-    let mut report = report_of(&outcome, &p);
-    let store_changed = RunStoreState::take(&ctx.root, run).changed_since(&store_before);
-    let evidence = read_only_evidence(
-        ctx,
-        ledger,
-        run,
-        &attempt_rel,
-        sr.attempt,
-        &node.id,
-        &before,
-        &store_changed,
-    );
-    let violations = match evidence {
-        Ok(violations) => violations,
-        Err(e) => {
-            report.status = StageStatus::Failed;
-            report.outcome = Some(e);
-            return report;
-        }
-    };
-    if let Some(first) = violations.first() {
-        report.status = StageStatus::SafetyViolation;
-        report.outcome = Some(if violations.len() == 1 {
-            first.message.clone()
-        } else {
-            format!(
-                "{} (and {} more safety violation(s), see evidence.json)",
-                first.message,
-                violations.len() - 1
-            )
-        });
-        return report;
+    run_attempt(
+        &Attempt::new(ctx, agent, ledger, stage, runner, sr),
+        Generate,
+    )
+    .await
+}
+
+/// What a generate attempt adds to the shared flow: read-only evidence, and the
+/// output (and document) it keeps.
+struct Generate;
+
+impl AttemptKind for Generate {
+    const OPERATION: Operation = Operation::Generate;
+    const VIOLATION_OUTRANKS_RUNNER: bool = true;
+
+    async fn evidence(
+        &mut self,
+        a: &Attempt<'_>,
+        _p: &Prepared,
+        _outcome: &InvocationOutcome,
+        before: &GitSnapshot,
+        store_changed: &[String],
+        _report: &mut StageReport,
+    ) -> Result<Vec<Violation>, StageError> {
+        read_only_evidence(a, before, store_changed)
     }
-    if outcome.status != StageStatus::Succeeded {
-        return report;
+
+    fn accept(
+        &mut self,
+        a: &Attempt<'_>,
+        p: &Prepared,
+        outcome: InvocationOutcome,
+        report: &mut StageReport,
+    ) -> Result<(), StageError> {
+        let output = outcome.structured_output.ok_or(StageError::NoOutput)?;
+        let (output_ref, document_ref) = accept_output(a, &p.schema.value, output)?;
+        report.output = Some(output_ref);
+        report.document = document_ref;
+        Ok(())
     }
-    let Some(output) = outcome.structured_output else {
-        report.status = StageStatus::MalformedOutput;
-        report.outcome = Some("the invocation succeeded without structured output".into());
-        return report;
-    };
-    match accept_output(ctx, ledger, stage, &node.id, run, &p.schema.value, output) {
-        Ok((output_ref, document_ref)) => {
-            report.output = Some(output_ref);
-            report.document = document_ref;
-        }
-        Err((status, reason)) => {
-            report.status = status;
-            report.outcome = Some(reason);
-        }
-    }
-    report
 }
 
 /// The after-snapshot and its records: `git-after.json`, `changed-files.json`,
 /// `diff.patch` and `evidence.json`. Every change made during the attempt (other
 /// than specbridge's own documents) is a violation: a generate stage is read-only.
-#[allow(clippy::too_many_arguments)]
 fn read_only_evidence(
-    ctx: &RunContext,
-    ledger: &TreeLedger,
-    run: &RunHandle,
-    attempt_rel: &str,
-    attempt: u32,
-    node_id: &str,
+    a: &Attempt<'_>,
     before: &GitSnapshot,
     store_changed: &[String],
-) -> Result<Vec<Violation>, String> {
-    let after = snapshot(&ctx.root)?;
+) -> Result<Vec<Violation>, StageError> {
+    let (run, attempt_rel) = (a.run(), a.attempt_rel.as_str());
+    let after = snapshot(&a.ctx.root)?;
     write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
-    let changed = attribute(before, &after, &ledger.own_writes());
+    let changed = attribute(before, &after, &a.ledger.own_writes());
     run.write_json(
-        &layout::in_attempt(&attempt_rel, attempt::CHANGED_FILES),
+        &layout::in_attempt(attempt_rel, attempt::CHANGED_FILES),
         &changed,
     )
-    .map_err(|e| format!("failed to write changed-files.json: {e}"))?;
-    let diff = attempt_diff(&ctx.root, &changed, &after, DEFAULT_DIFF_MAX_BYTES)
-        .map_err(|e| crate::error_chain(&e))?;
-    let (diff_info, findings) = crate::secrets::keep_diff(ctx, run, attempt_rel, diff)?;
+    .map_err(StageError::record("changed-files.json"))?;
+    let diff = attempt_diff(&a.ctx.root, &changed, &after, DEFAULT_DIFF_MAX_BYTES)?;
+    let (diff_info, findings) = crate::secrets::keep_diff(a.ctx, run, attempt_rel, diff)?;
     let mut violations = run_store_violations(store_changed);
     violations.extend(generate_violations(&changed, before, &after));
     let reasons = if violations.is_empty() {
@@ -149,8 +110,8 @@ fn read_only_evidence(
     };
     let record = EvidenceRecord {
         schema_version: SCHEMA_VERSION,
-        stage: node_id.to_string(),
-        attempt,
+        stage: a.sr.node.id.clone(),
+        attempt: a.sr.attempt,
         kind: EvidenceKind::Generate,
         status: None,
         reasons,
@@ -163,92 +124,69 @@ fn read_only_evidence(
         findings,
         claims: None,
     };
-    run.write_json(
-        &layout::in_attempt(&attempt_rel, attempt::EVIDENCE),
-        &record,
-    )
-    .map_err(|e| format!("failed to write evidence.json: {e}"))?;
+    run.write_json(&layout::in_attempt(attempt_rel, attempt::EVIDENCE), &record)
+        .map_err(StageError::record("evidence.json"))?;
     Ok(violations)
 }
 
 /// Validates the output once more, keeps it as `output.json` (redacted by the
 /// store), and writes the document — unless the document would hold a secret.
-#[allow(clippy::too_many_arguments)]
 fn accept_output(
-    ctx: &RunContext,
-    ledger: &TreeLedger,
-    stage: &StageDef,
-    node_id: &str,
-    run: &RunHandle,
+    a: &Attempt<'_>,
     schema: &Value,
     output: Value,
-) -> Result<(FileRef, Option<FileRef>), (StageStatus, String)> {
+) -> Result<(FileRef, Option<FileRef>), StageError> {
+    let (run, node_id) = (a.run(), a.sr.node.id.as_str());
     let redactor = run.redactor();
     // The classifier validated it; this guards the record against any path that
     // would skip that, since downstream stages and resume trust output.json.
     if let Err(errors) = validate_output(schema, &output) {
-        return Err((
-            StageStatus::MalformedOutput,
-            redactor.redact_str(&format!(
-                "the output does not match the schema: {}",
-                errors.join("; ")
-            )),
-        ));
+        return Err(StageError::OutputMismatch(errors.join("; ")));
     }
     // An unsafe or duplicate item id fails this stage, before any instance exists.
-    crate::fanout::check_consumers(&ctx.pipeline, node_id, &output)
-        .map_err(|e| (StageStatus::Failed, redactor.redact_str(&e)))?;
+    crate::fanout::check_consumers(&a.ctx.pipeline, node_id, &output)
+        .map_err(StageError::FanOut)?;
     let rel = layout::output_rel(node_id);
     let sha = run
         .write_json(&rel, &output)
-        .map_err(|e| (StageStatus::Failed, format!("failed to write {rel}: {e}")))?;
+        .map_err(StageError::record(&rel))?;
     let output_ref = FileRef {
         path: rel,
         sha256: sha,
     };
 
-    let Some(doc) = stage.output.as_ref().and_then(|o| o.document.as_ref()) else {
+    let Some(doc) = a.stage.output.as_ref().and_then(|o| o.document.as_ref()) else {
         return Ok((output_ref, None));
     };
     let Some(markdown) = output.get("markdown").and_then(Value::as_str) else {
-        return Err((
-            StageStatus::MalformedOutput,
-            format!("the output has no `markdown` text to write to {doc}"),
-        ));
+        return Err(StageError::NoMarkdown(doc.clone()));
     };
     // A document lands in the user's repository: it is never altered silently,
     // and never written with a secret in it.
     if let Some(found) = redactor.find(markdown.as_bytes()).first() {
-        return Err((
-            StageStatus::Failed,
-            format!(
-                "refusing to write document `{doc}`: line {} holds {}; the output is kept redacted in {}",
-                found.line, found.kind, output_ref.path
-            ),
-        ));
+        return Err(StageError::SecretInDocument {
+            doc: doc.clone(),
+            line: found.line,
+            kind: found.kind.clone(),
+            kept: output_ref.path,
+        });
     }
     // Known before it lands, so that no generate stage running beside this one
     // mistakes it for its agent's write.
-    ledger.document(doc, &sha256_hex(markdown.as_bytes()));
+    a.ledger.document(doc, &sha256_hex(markdown.as_bytes()));
     // The agent has exited; an earlier stage may still have left a symlink on the
     // way, which `write_confined` refuses component by component.
-    let sha = write_confined(&ctx.root, doc, markdown.as_bytes()).map_err(|e| {
-        let status = match e {
-            ConfinedWriteError::Io { .. } => StageStatus::Failed,
-            _ => StageStatus::SafetyViolation,
-        };
-        (
-            status,
-            format!("document of stage `{node_id}`: {}", crate::error_chain(&e)),
-        )
+    let sha = write_confined(&a.ctx.root, doc, markdown.as_bytes()).map_err(|source| {
+        StageError::Document {
+            stage: node_id.to_string(),
+            source,
+        }
     })?;
-    if let Err(e) = run.event(RunEvent::DocumentWritten(DocumentWritten {
+    run.event(RunEvent::DocumentWritten(DocumentWritten {
         stage: node_id.to_string(),
         path: doc.clone(),
         sha256: sha.clone(),
-    })) {
-        return Err((StageStatus::Failed, e.to_string()));
-    }
+    }))?;
     Ok((
         output_ref,
         Some(FileRef {
@@ -259,8 +197,13 @@ fn accept_output(
 }
 
 /// What a generate stage would run, for `--dry-run`.
-pub fn describe(ctx: &RunContext, agent: &AgentSetup, stage: &StageDef) -> Vec<String> {
-    crate::attempt::describe(ctx, agent, stage, Operation::Generate)
+pub fn describe(
+    ctx: &RunContext,
+    agent: &AgentSetup,
+    stage: &StageDef,
+    runner: &ResolvedRunner,
+) -> Vec<String> {
+    crate::attempt::describe(ctx, agent, stage, runner, Operation::Generate)
 }
 
 #[cfg(test)]
@@ -274,6 +217,7 @@ mod tests {
     use specbridge_engine::scheduler::Node;
     use specbridge_engine::store::RunStore;
     use specbridge_engine::supervisor::CancelToken;
+    use specbridge_engine::StageStatus;
 
     use std::sync::Arc;
 
@@ -329,9 +273,11 @@ mod tests {
                 run: run.clone(),
             };
             let stage = ctx.stage("requirements").unwrap().clone();
-            let report = run_generate(&ctx, &setup, &TreeLedger::default(), &stage, &sr).await;
+            let runner = ctx.runner_for(&stage);
+            let report =
+                run_generate(&ctx, &setup, &TreeLedger::default(), &stage, &runner, &sr).await;
             assert_eq!(report.status, StageStatus::SafetyViolation, "{extra}: {report:?}");
-            assert!(report.outcome.unwrap().contains("`commandArgs` passes"));
+            assert!(report.reason.unwrap().contains("`commandArgs` passes"));
             assert_eq!(report.invocations, 0);
             assert!(!marker.exists(), "{extra}: the agent was started");
         }

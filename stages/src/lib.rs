@@ -8,9 +8,11 @@ pub mod check;
 pub mod confine;
 pub mod context;
 pub mod continuation;
+pub mod error;
 pub mod execute;
 pub mod executor;
 pub mod fanout;
+pub mod flow;
 pub mod generate;
 pub mod init;
 pub mod input_hash;
@@ -26,6 +28,7 @@ pub mod working_tree;
 
 pub use agent::{AgentSetup, DetectedRunner, ProgressSink};
 pub use context::RunContext;
+pub use error::StageError;
 pub use executor::PipelineExecutor;
 pub use session::{RunSession, SessionError};
 

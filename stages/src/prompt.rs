@@ -35,7 +35,7 @@ impl PromptSource {
 /// Why a prompt could not be rendered.
 #[derive(Debug, thiserror::Error)]
 pub enum PromptError {
-    #[error("failed to read prompt file {path}: {source}")]
+    #[error("failed to read prompt file {path}")]
     Read {
         path: PathBuf,
         #[source]

@@ -8,7 +8,7 @@ use specbridge_engine::evidence::{
     attribute, ChangeAuthor, ChangeCounts, EvidenceKind, EvidenceRecord, GitSnapshot,
     VerificationSummary,
 };
-use specbridge_engine::pipeline::StageDef;
+use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
 use specbridge_engine::scheduler::{StageReport, StageRun};
 use specbridge_engine::store::layout::{self, attempt};
 use specbridge_engine::store::{now_rfc3339, sha256_file, FileRef, RunReader};
@@ -16,6 +16,7 @@ use specbridge_engine::{EvidenceStatus, StageStatus};
 
 use crate::attempt::{attempt_inputs, stopped};
 use crate::context::RunContext;
+use crate::error::StageError;
 use crate::verify::run_verification;
 use crate::working_tree::{snapshot, write_snapshot, TreeLedger};
 
@@ -24,6 +25,7 @@ pub async fn run_reverify(
     ctx: &RunContext,
     ledger: &TreeLedger,
     stage: &StageDef,
+    runner: &ResolvedRunner,
     sr: &StageRun,
 ) -> StageReport {
     let started_at = now_rfc3339();
@@ -31,9 +33,13 @@ pub async fn run_reverify(
     let run = &sr.run;
     // Compared with the stage's record, in the input-hash layout it was made with.
     let recorded = crate::executor::recorded_hash(run.dir(), &sr.node.id);
-    let inputs = match attempt_inputs(ctx, stage, &sr.node, run.dir(), recorded.as_deref()) {
+    let inputs = match attempt_inputs(ctx, stage, runner, &sr.node, run.dir(), recorded.as_deref())
+    {
         Ok(i) => i,
-        Err((status, reason)) => return stopped(&started_at, status, reason),
+        Err(e) => {
+            let reason = run.redactor().redact_str(&e.reason());
+            return stopped(&started_at, e.status(), reason);
+        }
     };
     let Some(last) = sr.attempt.checked_sub(1).filter(|n| *n >= 1) else {
         return fail(format!(
@@ -46,15 +52,15 @@ pub async fn run_reverify(
     let last_attempt = RunReader::at(run.dir()).attempt(&sr.node.id, last);
     let before: GitSnapshot = match last_attempt.json(attempt::GIT_AFTER) {
         Ok(s) => s,
-        Err(e) => return fail(e.to_string()),
+        Err(e) => return fail(crate::error_chain(&e)),
     };
     let after = match snapshot(&ctx.root) {
         Ok(s) => s,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.reason()),
     };
     for (name, snap) in [(attempt::GIT_BEFORE, &before), (attempt::GIT_AFTER, &after)] {
         if let Err(e) = write_snapshot(run, &attempt_rel, name, snap) {
-            return fail(e);
+            return fail(e.reason());
         }
     }
     let mut changed = attribute(&before, &after, &ledger.own_writes());
@@ -66,12 +72,11 @@ pub async fn run_reverify(
         &layout::in_attempt(&attempt_rel, attempt::CHANGED_FILES),
         &changed,
     ) {
-        return fail(format!("failed to write changed-files.json: {e}"));
+        return fail(StageError::record("changed-files.json")(e).reason());
     }
     // Later stages must not take the hand fix for a foreign change.
     ledger.record(&changed, &after);
 
-    let runner = ctx.runner_for(stage);
     let commands = stage
         .verification
         .clone()
@@ -86,7 +91,7 @@ pub async fn run_reverify(
     .await
     {
         Ok(v) => v,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.reason()),
     };
     let results = verification.results();
     let required = results.iter().filter(|r| r.required).count();
@@ -142,7 +147,7 @@ pub async fn run_reverify(
         &layout::in_attempt(&attempt_rel, attempt::EVIDENCE),
         &record,
     ) {
-        return fail(format!("failed to write evidence.json: {e}"));
+        return fail(StageError::record("evidence.json")(e).reason());
     }
     // The task result the agent reported stays the stage's output.
     let output_rel = layout::output_rel(&sr.node.id);
@@ -154,7 +159,7 @@ pub async fn run_reverify(
         });
     StageReport {
         status: status.stage_status(),
-        outcome: (status != EvidenceStatus::Verified).then(|| reasons.join("; ")),
+        reason: (status != EvidenceStatus::Verified).then(|| reasons.join("; ")),
         evidence_status: Some(status),
         input_hash: Some(inputs.input_hash),
         input_parts: Some(inputs.input_parts),

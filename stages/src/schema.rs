@@ -23,13 +23,13 @@ pub struct StageSchema {
 pub enum SchemaError {
     #[error("failed to find built-in schema `{0}` (the built-in schemas are builtin:document, builtin:tasks, builtin:task-result)")]
     UnknownBuiltin(String),
-    #[error("failed to read schema file {path}: {source}")]
+    #[error("failed to read schema file {path}")]
     Read {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to parse schema `{name}` as JSON: {source}")]
+    #[error("failed to parse schema `{name}` as JSON")]
     Parse {
         name: String,
         #[source]

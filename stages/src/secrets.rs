@@ -8,6 +8,7 @@ use specbridge_engine::store::layout::{self, attempt};
 use specbridge_engine::store::RunHandle;
 
 use crate::context::RunContext;
+use crate::error::StageError;
 
 /// Writes `diff.patch` through the store (redacted) and returns its note, now
 /// describing the file as written, with the `secret-in-change` findings.
@@ -16,7 +17,7 @@ pub fn keep_diff(
     run: &RunHandle,
     attempt_rel: &str,
     diff: AttemptDiff,
-) -> Result<(DiffInfo, Vec<EvidenceFinding>), String> {
+) -> Result<(DiffInfo, Vec<EvidenceFinding>), StageError> {
     let findings = secrets_in_change(
         &diff.patch,
         run.redactor(),
@@ -24,11 +25,8 @@ pub fn keep_diff(
     );
     let mut info = diff.info;
     let sha = run
-        .write_bytes(
-            &layout::in_attempt(&attempt_rel, attempt::DIFF),
-            &diff.patch,
-        )
-        .map_err(|e| format!("failed to write diff.patch: {e}"))?;
+        .write_bytes(&layout::in_attempt(attempt_rel, attempt::DIFF), &diff.patch)
+        .map_err(StageError::record("diff.patch"))?;
     if sha != info.sha256 {
         // A secret was redacted (in an added, removed or context line).
         info.bytes = run.redactor().redact_bytes(&diff.patch).len() as u64;
@@ -48,7 +46,7 @@ pub fn gate_on_secrets(report: &mut StageReport, findings: &[EvidenceFinding]) {
     if more > 0 {
         outcome.push_str(&format!(" (and {more} more, see evidence.json)"));
     }
-    report.outcome = Some(match report.outcome.take() {
+    report.reason = Some(match report.reason.take() {
         Some(before) => format!("{outcome}; {before}"),
         None => outcome,
     });

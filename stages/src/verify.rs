@@ -12,6 +12,7 @@ use specbridge_engine::store::RunHandle;
 use specbridge_engine::supervisor;
 
 use crate::context::RunContext;
+use crate::error::StageError;
 
 /// A verification name as a file-name part: anything outside `[A-Za-z0-9._-]`
 /// becomes `-`.
@@ -42,7 +43,7 @@ pub async fn run_verification(
     run: &RunHandle,
     attempt_rel: &str,
     kill_grace: Duration,
-) -> Result<VerificationRecord, String> {
+) -> Result<VerificationRecord, StageError> {
     let mut record = VerificationRecord {
         schema_version: 1,
         commands: Vec::new(),
@@ -142,15 +143,14 @@ pub async fn run_verification(
                     sandbox: Some(applied),
                 }
             }
-            Err(e) => not_run(argv, stdout_log, stderr_log, e.to_string()),
+            Err(e) => not_run(argv, stdout_log, stderr_log, crate::error_chain(&e)),
         };
         record.commands.push(entry);
     }
     run.write_json(
-        &layout::in_attempt(&attempt_rel, attempt::VERIFICATION),
+        &layout::in_attempt(attempt_rel, attempt::VERIFICATION),
         &record,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     Ok(record)
 }
 

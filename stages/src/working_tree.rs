@@ -14,6 +14,7 @@ use specbridge_engine::store::layout::{self, attempt as file};
 use specbridge_engine::store::{RunHandle, RunReader};
 
 use crate::context::RunContext;
+use crate::error::StageError;
 use crate::prompt::PromptSource;
 
 /// What this run itself changed in the working tree, as last recorded: documents
@@ -142,10 +143,9 @@ pub fn attribute_run_made(changed: &mut ChangedFiles, before: &GitSnapshot, ledg
     changed.modified.sort();
 }
 
-/// Take a snapshot of the repository, with the error as one line.
-pub fn snapshot(root: &Path) -> Result<GitSnapshot, String> {
-    GitSnapshot::take(root)
-        .map_err(|e| format!("failed to take a git snapshot: {}", crate::error_chain(&e)))
+/// Take a snapshot of the repository.
+pub fn snapshot(root: &Path) -> Result<GitSnapshot, StageError> {
+    GitSnapshot::take(root).map_err(StageError::Snapshot)
 }
 
 /// Write a snapshot as `git-before.json` / `git-after.json`.
@@ -154,10 +154,10 @@ pub fn write_snapshot(
     attempt_rel: &str,
     name: &str,
     snap: &GitSnapshot,
-) -> Result<(), String> {
+) -> Result<(), StageError> {
     run.write_json(&layout::in_attempt(attempt_rel, name), snap)
         .map(|_| ())
-        .map_err(|e| format!("failed to write {name}: {e}"))
+        .map_err(StageError::record(name))
 }
 
 /// Every protected path of the run: `.git/`, `.specbridge/`, the pipeline file, the

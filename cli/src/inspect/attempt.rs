@@ -23,7 +23,9 @@ pub struct AttemptStory {
     pub invoked: bool,
     /// Answered from a recording (`replay.json`): the cost was recorded, not spent.
     pub replayed: bool,
-    pub outcome: Option<String>,
+    /// The status of the invocation, from `result.json` (`outcome` there).
+    #[serde(rename = "outcome")]
+    pub status: Option<String>,
     pub failure_reason: Option<String>,
     pub cost_usd: Option<f64>,
     pub tokens: Option<TokenUsage>,
@@ -116,7 +118,7 @@ pub fn read_attempt(dir: &AttemptReader, prompt_lines: usize) -> AttemptStory {
         attempt: dir.number(),
         invoked: cost.invoked,
         replayed: cost.replayed,
-        outcome: r("outcome").and_then(Value::as_str).map(str::to_owned),
+        status: r("outcome").and_then(Value::as_str).map(str::to_owned),
         failure_reason: r("failureReason")
             .and_then(Value::as_str)
             .map(str::to_owned),

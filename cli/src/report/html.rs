@@ -205,7 +205,7 @@ fn stage_details(h: &mut String, i: usize, story: &StageStory, run: &RunReader) 
         att = r.attempts,
         cost = esc(&cost(story.spent.cost_usd)),
         outcome = r
-            .outcome
+            .reason
             .as_deref()
             .map(|o| format!(" <span class=\"outcome\">{}</span>", esc(o)))
             .unwrap_or_default(),
@@ -224,7 +224,7 @@ fn attempt(h: &mut String, a: &AttemptStory, run: &RunReader) {
         h,
         "<div class=\"attempt\"><h3>Attempt {} <small>{} · {}</small></h3>",
         a.attempt,
-        esc(a.outcome.as_deref().unwrap_or("")),
+        esc(a.status.as_deref().unwrap_or("")),
         esc(&duration(a.duration_ms))
     );
     if let Some(reason) = &a.failure_reason {

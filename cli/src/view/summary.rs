@@ -72,7 +72,7 @@ fn summary_json(r: &RunResult) -> serde_json::Value {
                 "status": r.outcome.statuses.get(&n.id).copied().unwrap_or(StageStatus::Pending),
                 "reused": rep.is_some_and(|x| x.reused),
                 "evidenceStatus": rep.and_then(|x| x.evidence_status),
-                "outcome": rep.and_then(|x| x.outcome.clone()),
+                "outcome": rep.and_then(|x| x.reason.clone()),
                 "durationMs": rep.and_then(|x| x.duration_ms),
                 "costUsd": rep.map(|x| x.cost_usd).unwrap_or(0.0),
                 "tokens": rep.map(|x| x.tokens).unwrap_or_default(),
@@ -126,7 +126,7 @@ fn table(printer: Printer, r: &RunResult, json_out: bool, deleted: bool) {
                 .to_string(),
             duration(rep.and_then(|x| x.duration_ms)),
             cost(rep.map(|x| x.cost_usd).unwrap_or(0.0)),
-            rep.and_then(|x| x.outcome.clone()).unwrap_or_default(),
+            rep.and_then(|x| x.reason.clone()).unwrap_or_default(),
         ]);
     }
     printer.out(t.render().trim_end());

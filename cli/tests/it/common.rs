@@ -446,21 +446,43 @@ pub fn run_until_the_execute_agent_hangs(
     std::process::Child,
     specbridge_testkit::fake::invocation_log::LoggedInvocation,
 ) {
+    run_until_the_execute_agent_hangs_with(
+        ctx,
+        "hang-before-result",
+        "  timeout: 60s\n  killGrace: 300ms\n",
+        SPEC_THEN_IMPLEMENT,
+    )
+}
+
+/// [`run_until_the_execute_agent_hangs`] with the hung agent's scenario, the
+/// pipeline's runner keys and its stages (an `implement` execute stage that needs
+/// a `spec` generate stage, prompted as [`SPEC_THEN_IMPLEMENT`] is).
+pub fn run_until_the_execute_agent_hangs_with(
+    ctx: &mut TestContext,
+    hang: &str,
+    runner_keys: &str,
+    stages: &str,
+) -> (
+    std::process::Child,
+    specbridge_testkit::fake::invocation_log::LoggedInvocation,
+) {
     use std::time::{Duration, Instant};
     let script = ctx.aux_path("script.json");
     std::fs::write(
         &script,
-        r#"[
-            {"match": "Write the spec", "scenario": "success"},
-            {"match": "Implement the feature", "scenario": "hang-before-result"},
-            {"match": "Implement the feature", "scenario": "write-file", "write": "feature.txt=done"}
-        ]"#,
+        format!(
+            r#"[
+            {{"match": "Write the spec", "scenario": "success"}},
+            {{"match": "Implement the feature", "scenario": "{hang}"}},
+            {{"match": "Implement the feature", "scenario": "write-file", "write": "feature.txt=done"}}
+        ]"#
+        ),
     )
     .unwrap();
     ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
     ctx.write("prompts/spec.md", "Write the spec.\n");
     ctx.write("prompts/implement.md", "Implement the feature.\n");
-    ctx.write_agent_pipeline("  timeout: 60s\n  killGrace: 300ms\n", SPEC_THEN_IMPLEMENT);
+    ctx.write_agent_pipeline(runner_keys, stages);
 
     let child = ctx
         .command()

@@ -391,6 +391,41 @@ fn sigkill_during_a_stage_leaves_an_orphan_that_resume_ends_before_rerunning() {
     assert_audit_clean(&ctx);
 }
 
+/// An orphan is ended with the grace of its own stage, as a live cancel of that
+/// stage would have: the pipeline's `killGrace` is long and the stage's short, and
+/// the orphaned agent ignores SIGTERM, so only the stage's grace ends it quickly.
+#[test]
+fn an_orphan_is_ended_with_its_own_stages_kill_grace() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    let stages = crate::common::SPEC_THEN_IMPLEMENT.replace(
+        "    prompt: prompts/implement.md\n",
+        "    prompt: prompts/implement.md\n    runner: { killGrace: 200ms }\n",
+    );
+    let (mut child, hung) = crate::common::run_until_the_execute_agent_hangs_with(
+        &mut ctx,
+        "ignore-sigterm",
+        "  timeout: 10m\n  killGrace: 2m\n",
+        &stages,
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(process_alive(hung.pid), "the agent outlives specbridge");
+
+    let started = Instant::now();
+    let out = ctx.run(&["resume", "latest"]);
+    let took = started.elapsed();
+    assert!(!process_alive(hung.pid), "the orphaned agent was ended");
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    // The pipeline's grace would have kept the resume waiting for two minutes.
+    assert!(
+        took < Duration::from_secs(60),
+        "the resume took {took:?}: the orphan was given the pipeline's kill grace"
+    );
+    let run = read_json(&ctx.only_run_dir().join("run.json"));
+    assert_eq!(run["resumes"][0]["orphans"][0]["stage"], "implement");
+    assert_eq!(run["resumes"][0]["orphans"][0]["ended"], true);
+}
+
 #[test]
 fn sigkill_during_an_execute_stage_continues_the_agent_session() {
     let mut ctx = TestContext::with_fake_claude("success");

@@ -26,13 +26,13 @@ pub use report::{AuditReport, Finding, FindingCode, Severity};
 pub enum AuditError {
     #[error("failed to audit {0}: not a run folder")]
     NotARun(PathBuf),
-    #[error("failed to read {path}: {source}")]
+    #[error("failed to read {path}")]
     Read {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to read the event log: {0}")]
+    #[error("failed to read the event log")]
     Events(#[from] crate::store::events::EventError),
 }
 

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 /// Why evidence could not be gathered.
 #[derive(Debug, thiserror::Error)]
 pub enum EvidenceError {
-    #[error("failed to run git {args} in {root}: {source}")]
+    #[error("failed to run git {args} in {root}")]
     GitSpawn {
         args: String,
         root: PathBuf,
@@ -22,13 +22,13 @@ pub enum EvidenceError {
         root: PathBuf,
         detail: String,
     },
-    #[error("failed to hash {path}: {source}")]
+    #[error("failed to hash {path}")]
     Hash {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to prepare a temporary git index: {source}")]
+    #[error("failed to prepare a temporary git index")]
     TempIndex {
         #[source]
         source: std::io::Error,

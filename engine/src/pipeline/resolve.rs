@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::model::{RunnerKind, RunnerSettings, SandboxSetting};
+use crate::pipeline::model::{PipelineFile, RunnerKind, RunnerSettings, SandboxSetting, StageDef};
 use crate::pipeline::units::{ByteSize, DurationSpec};
 
 /// Command-line overrides for one run (`--max-turns`, `--max-budget-usd`,
@@ -126,6 +126,21 @@ impl ResolvedRunner {
             r.model = Some(v.clone());
         }
         r
+    }
+
+    /// The runner of `stage` in `file` (the pipeline's own without a stage): the
+    /// one place that knows which layers apply to a stage. Callers resolve a node's
+    /// runner once and pass it down.
+    pub fn for_stage(
+        file: &PipelineFile,
+        stage: Option<&StageDef>,
+        overrides: &RunOverrides,
+    ) -> Self {
+        let mut layers = vec![&file.runner];
+        if let Some(r) = stage.and_then(|s| s.runner.as_ref()) {
+            layers.push(r);
+        }
+        Self::resolve(&layers, overrides)
     }
 
     fn apply(&mut self, s: &RunnerSettings) {

@@ -85,7 +85,7 @@ impl Recording {
         if !RunReader::at(dir).has_run_record() {
             return Err(open_err("no run.json: not a run folder".into()));
         }
-        let report = audit_run(dir).map_err(|e| open_err(e.to_string()))?;
+        let report = audit_run(dir).map_err(|e| open_err(crate::error_chain(&e)))?;
         if let Some(f) = report
             .findings
             .iter()

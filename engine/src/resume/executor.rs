@@ -105,7 +105,7 @@ pub fn altered_output(rec: &StageRecord, run_dir: &Path, root: &Path) -> Option<
 pub fn reused_report(rec: &StageRecord) -> StageReport {
     StageReport {
         status: rec.status,
-        outcome: rec.outcome.clone(),
+        reason: rec.reason.clone(),
         evidence_status: rec.evidence_status,
         input_hash: rec.input_hash.clone(),
         input_parts: rec.input_parts.clone(),
@@ -134,7 +134,7 @@ pub fn retire(
 ) -> Result<ReuseDecision, StoreError> {
     let mut retired = rec.clone();
     retired.status = StageStatus::Retired;
-    retired.outcome = Some(format!("retired: {reason}"));
+    retired.reason = Some(format!("retired: {reason}"));
     retired.reused = None;
     run.write_json(
         &crate::store::layout::stage_record_rel(&rec.stage_id),
@@ -144,7 +144,7 @@ pub fn retire(
         stage: rec.stage_id.clone(),
         attempt: None,
         status: StageStatus::Retired,
-        outcome: retired.outcome.clone(),
+        outcome: retired.reason.clone(),
         evidence_status: None,
         recovered: false,
     }))?;
@@ -181,7 +181,8 @@ impl StageExecutor for ResumeExecutor {
                 && !ids.contains(rec.stage_id.as_str())
                 && rec.status != StageStatus::Retired;
             if gone {
-                let decision = retire(run, rec, Reason::ItemGone).map_err(|e| e.to_string())?;
+                let decision =
+                    retire(run, rec, Reason::ItemGone).map_err(|e| crate::error_chain(&e))?;
                 self.decisions
                     .lock()
                     .expect("decisions lock")

@@ -45,8 +45,12 @@ pub fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Option<String>)> {
 }
 
 /// End every group of an unfinished spawn that is still alive (SIGTERM, SIGKILL
-/// after `grace`), recording each as an `orphan-ended` event.
-pub fn end_orphans(run: &RunHandle, grace: Duration) -> Result<Vec<Orphan>, StoreError> {
+/// after the `grace` of its stage, by node id), recording each as an
+/// `orphan-ended` event.
+pub fn end_orphans(
+    run: &RunHandle,
+    grace: impl Fn(&str) -> Duration,
+) -> Result<Vec<Orphan>, StoreError> {
     let mut out = Vec::new();
     for (mut orphan, at) in unfinished_spawns(run.dir()) {
         if !group_alive(orphan.pgid) {
@@ -58,7 +62,7 @@ pub fn end_orphans(run: &RunHandle, grace: Duration) -> Result<Vec<Orphan>, Stor
             out.push(orphan);
             continue;
         }
-        orphan.ended = kill_group_if_alive(orphan.pgid, grace);
+        orphan.ended = kill_group_if_alive(orphan.pgid, grace(&orphan.stage));
         run.event(RunEvent::OrphanEnded(orphan.clone()))?;
         out.push(orphan);
     }
@@ -113,7 +117,7 @@ pub fn mark_interrupted(
             }
         }
         rec.status = StageStatus::Interrupted;
-        rec.outcome = Some(format!(
+        rec.reason = Some(format!(
             "interrupted: specbridge stopped during attempt {}",
             rec.attempts
         ));
@@ -123,7 +127,7 @@ pub fn mark_interrupted(
             stage: rec.stage_id.clone(),
             attempt: Some(rec.attempts),
             status: StageStatus::Interrupted,
-            outcome: rec.outcome.clone(),
+            outcome: rec.reason.clone(),
             evidence_status: None,
             recovered: false,
         }))?;
@@ -172,7 +176,7 @@ pub fn repair_unlogged(
                 stage: rec.stage_id.clone(),
                 attempt: Some(rec.attempts),
                 status: rec.status,
-                outcome: rec.outcome.clone(),
+                outcome: rec.reason.clone(),
                 evidence_status: rec.evidence_status,
                 recovered: true,
             }))?;

@@ -28,7 +28,7 @@ use crate::store::{
 pub enum ResumeError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("failed to check run {run} before resuming it: {source}")]
+    #[error("failed to check run {run} before resuming it")]
     Audit {
         run: String,
         #[source]
@@ -107,7 +107,7 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
     }
     let unreadable = |e: StoreError| ResumeError::Unreadable {
         run: id.clone(),
-        message: e.to_string(),
+        message: crate::error_chain(&e),
     };
     let reader = RunReader::at(&dir);
     let record: RunRecord = reader.run().map_err(unreadable)?;
@@ -142,8 +142,6 @@ pub struct ResumeStart {
     pub options: RunOptions,
     pub runner: Option<RunnerInfo>,
     pub warnings: Vec<String>,
-    /// SIGTERM → SIGKILL delay for orphaned agents.
-    pub kill_grace: Duration,
     /// `--rerun` patterns: stages run again on purpose, with their dependents.
     pub rerun: Vec<String>,
     /// `--reverify`: unverified execute stages first get a verification-only attempt.
@@ -227,7 +225,7 @@ impl OpenedRun {
 
         // Nothing new starts while an agent of the dead process may still be
         // changing the working tree.
-        let orphans = end_orphans(&run, spec.kill_grace)?;
+        let orphans = end_orphans(&run, |node| orphan_grace(&spec.source.file, &stages, node))?;
         let interrupted = mark_interrupted(&run, &mut stages)?;
 
         if pipeline_sha != record.pipeline.sha256 {
@@ -301,4 +299,22 @@ impl OpenedRun {
             }),
         })
     }
+}
+
+/// The SIGTERM → SIGKILL delay for an orphan of node `node`: its own stage's
+/// `killGrace` (an instance's is its `forEach` stage's), as a cancel of that stage
+/// would have used. Overrides of a run never set the grace.
+fn orphan_grace(
+    file: &crate::pipeline::PipelineFile,
+    stages: &BTreeMap<String, StageRecord>,
+    node: &str,
+) -> Duration {
+    let def = stages
+        .get(node)
+        .and_then(|r| r.instance_of.as_deref())
+        .unwrap_or(node);
+    let stage = file.stages.iter().find(|s| s.id == def);
+    crate::pipeline::ResolvedRunner::for_stage(file, stage, &Default::default())
+        .kill_grace
+        .as_duration()
 }

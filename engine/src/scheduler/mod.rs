@@ -291,7 +291,7 @@ pub async fn run_plan(
                 run.event(RunEvent::StageRetrying(StageRetrying {
                     stage: id.clone(),
                     attempt,
-                    outcome: report.outcome.clone(),
+                    outcome: report.reason.clone(),
                     retry: count,
                     delay_ms: delay.as_millis() as u64,
                 }))?;
@@ -322,14 +322,14 @@ pub async fn run_plan(
                     hint.retries
                 )
             };
-            report.outcome = Some(match report.outcome.take() {
+            report.reason = Some(match report.reason.take() {
                 Some(o) => format!("{o} ({why})"),
                 None => why,
             });
         } else if transient_before > 0 {
             report.transient_attempts = transient_before;
             let note = format!("after {transient_before} transient failure(s), retried");
-            report.outcome = Some(match report.outcome.take() {
+            report.reason = Some(match report.reason.take() {
                 Some(o) => format!("{o} ({note})"),
                 None => note,
             });
@@ -344,7 +344,7 @@ pub async fn run_plan(
             stage: id.clone(),
             attempt: Some(attempt),
             status: report.status,
-            outcome: report.outcome.clone(),
+            outcome: report.reason.clone(),
             evidence_status: report.evidence_status,
             recovered: false,
         }))?;
@@ -379,7 +379,7 @@ fn finish_unstarted(
         stage: id.to_string(),
         attempt: None,
         status,
-        outcome: report.outcome.clone(),
+        outcome: report.reason.clone(),
         evidence_status: None,
         recovered: false,
     }))?;

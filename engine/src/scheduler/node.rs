@@ -54,8 +54,9 @@ impl Node {
 #[serde(rename_all = "camelCase")]
 pub struct StageReport {
     pub status: StageStatus,
-    /// One line on why it did not succeed.
-    pub outcome: Option<String>,
+    /// One line on why it did not succeed (`outcome` in records and events).
+    #[serde(rename = "outcome")]
+    pub reason: Option<String>,
     pub evidence_status: Option<EvidenceStatus>,
     pub input_hash: Option<String>,
     pub input_parts: Option<InputParts>,
@@ -84,7 +85,7 @@ impl StageReport {
     pub fn failed(status: StageStatus, reason: String) -> Self {
         StageReport {
             status,
-            outcome: Some(reason),
+            reason: Some(reason),
             ..Default::default()
         }
     }
@@ -118,7 +119,7 @@ pub(crate) fn stage_record(
         input_hash: r.input_hash,
         input_parts: r.input_parts,
         attempts: attempt.max(node.prior_attempts),
-        outcome: r.outcome,
+        reason: r.reason,
         evidence_status: r.evidence_status,
         output: r.output,
         document: r.document,

@@ -88,8 +88,8 @@ pub(super) fn start_attempt(
         // The outcome is shown on the terminal as well as recorded: the
         // run's redactor applies to both (records are redacted again by
         // the store, which changes nothing).
-        report.outcome = report
-            .outcome
+        report.reason = report
+            .reason
             .map(|o| run_for_redaction.redactor().redact_str(&o));
         if report.started_at.is_none() {
             report.started_at = started_at;

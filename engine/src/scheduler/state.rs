@@ -191,7 +191,7 @@ impl SchedState {
 
     /// Why `need` did not pass, in a few words, for a blocked dependent.
     pub fn blocker_reason(&self, need: &str, status: StageStatus) -> String {
-        match self.reports.get(need).and_then(|r| r.outcome.as_deref()) {
+        match self.reports.get(need).and_then(|r| r.reason.as_deref()) {
             Some(o) if status == StageStatus::Blocked => o.to_string(),
             Some(o) => format!("{status}: {o}"),
             _ => status.to_string(),

@@ -15,7 +15,7 @@ use super::private::create_private_dir;
 
 /// Why a record could not be written.
 #[derive(Debug, thiserror::Error)]
-#[error("failed to write {path}: {source}")]
+#[error("failed to write {path}")]
 pub struct WriteError {
     pub path: String,
     #[source]

@@ -22,13 +22,13 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 
 #[derive(Debug, thiserror::Error)]
 pub enum EventError {
-    #[error("failed to append to {path}: {source}")]
+    #[error("failed to append to {path}")]
     Append {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to read {path}: {source}")]
+    #[error("failed to read {path}")]
     Read {
         path: PathBuf,
         #[source]

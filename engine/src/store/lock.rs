@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 pub enum LockError {
     #[error("run {run} is in use by another specbridge process (lock {path})")]
     InUse { run: String, path: PathBuf },
-    #[error("failed to lock run {run}: {source}")]
+    #[error("failed to lock run {run}")]
     Io {
         run: String,
         #[source]

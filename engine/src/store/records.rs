@@ -126,8 +126,8 @@ pub struct StageRecord {
     pub input_parts: Option<InputParts>,
     pub attempts: u32,
     /// A one-line reason when the stage did not succeed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "outcome")]
+    pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence_status: Option<EvidenceStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

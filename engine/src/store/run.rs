@@ -31,7 +31,7 @@ pub enum StoreError {
     Events(#[from] EventError),
     #[error("failed to read {path}: {message}")]
     Read { path: PathBuf, message: String },
-    #[error("failed to create run folder {path}: {source}")]
+    #[error("failed to create run folder {path}")]
     Create {
         path: PathBuf,
         #[source]

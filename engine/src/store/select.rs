@@ -17,7 +17,7 @@ pub enum RunSelectError {
     },
     #[error("`{0}` is not a run id: use a run id, a unique prefix of one, or `latest`")]
     Invalid(String),
-    #[error("failed to read {path}: {source}")]
+    #[error("failed to read {path}")]
     Io {
         path: PathBuf,
         #[source]

@@ -48,7 +48,7 @@ pub(crate) fn changed_records(dir: &Path, log: &EventLog) -> Vec<RecordChange> {
         }),
         Err(e) => changes.push(RecordChange {
             path: layout::EVENTS.into(),
-            what: format!("cannot be read: {e}"),
+            what: format!("cannot be read: {}", crate::error_chain(&e)),
         }),
     }
     for (rel, sha) in announced(events) {

@@ -25,7 +25,6 @@ use specbridge_engine::orchestrate::{
     self, plan_nodes, plan_order, resolve_options, ActiveRun, PipelineSource,
 };
 use specbridge_engine::pipeline::validate::load_and_validate;
-use specbridge_engine::pipeline::ResolvedRunner;
 use specbridge_engine::resume::{open_for_resume, plan_dry_run, Forced, OpenedRun, ResumeStart};
 use specbridge_engine::scheduler::StageExecutor;
 use specbridge_engine::store::RunnerInfo;
@@ -208,9 +207,6 @@ impl RunSession {
 
         agent.progress = Some(progress_sink(&observer));
         let executor = PipelineExecutor::with_agent(ctx, agent);
-        let kill_grace = ResolvedRunner::resolve(&[&source.file.runner], &options.overrides)
-            .kill_grace
-            .as_duration();
         let begin = |source: PipelineSource| -> Result<ActiveRun, SessionError> {
             match origin {
                 Origin::Fresh => {
@@ -233,7 +229,6 @@ impl RunSession {
                         options,
                         runner,
                         warnings,
-                        kill_grace,
                         rerun,
                         reverify,
                     };

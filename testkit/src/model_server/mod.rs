@@ -29,14 +29,14 @@ use sse::Block;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelServerError {
-    #[error("failed to listen on {addr}: {source}")]
+    #[error("failed to listen on {addr}")]
     Bind {
         addr: SocketAddr,
         source: std::io::Error,
     },
     #[error("failed to start the model server runtime: {0}")]
     Runtime(std::io::Error),
-    #[error("failed to open request log {path}: {source}")]
+    #[error("failed to open request log {path}")]
     LogFile {
         path: PathBuf,
         source: std::io::Error,

@@ -9,17 +9,17 @@ use serde_json::Value;
 /// Failures while loading a script file.
 #[derive(Debug, thiserror::Error)]
 pub enum ScriptError {
-    #[error("failed to read script {path}: {source}")]
+    #[error("failed to read script {path}")]
     Read {
         path: String,
         source: std::io::Error,
     },
-    #[error("failed to parse script {path} as JSON: {source}")]
+    #[error("failed to parse script {path} as JSON")]
     Json {
         path: String,
         source: serde_json::Error,
     },
-    #[error("failed to parse script {path} as YAML: {source}")]
+    #[error("failed to parse script {path} as YAML")]
     Yaml {
         path: String,
         source: serde_yaml::Error,

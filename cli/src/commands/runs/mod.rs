@@ -43,7 +43,7 @@ pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
                 "runId": id,
                 "shortId": short_id,
                 "status": "unreadable",
-                "error": e.to_string(),
+                "error": specbridge_engine::error_chain(&e),
             })),
         }
     }
@@ -194,7 +194,7 @@ pub fn show(
                 &spent.tokens
             }),
             s.evidence_status.map_or("-", |e| e.as_str()).to_string(),
-            s.outcome.clone().unwrap_or_default(),
+            s.reason.clone().unwrap_or_default(),
         ]);
     }
     printer.out(t.render().trim_end());

@@ -107,7 +107,7 @@ pub fn render(printer: Printer, story: &StageStory) -> String {
         status.push_str(&format!(" · evidence {}", e.as_str()));
     }
     out.push(format!("status    {status}"));
-    if let Some(o) = &s.outcome {
+    if let Some(o) = &s.reason {
         out.push(format!("outcome   {o}"));
     }
     out.push(format!("attempts  {}", s.attempts));
@@ -143,7 +143,7 @@ fn spend(s: &Spend, tokens_reported: bool) -> String {
 
 fn attempt(printer: Printer, a: &AttemptStory, out: &mut Vec<String>) {
     let mut title = format!("attempt {} ({})", a.attempt, a.path);
-    if let Some(o) = &a.outcome {
+    if let Some(o) = &a.status {
         title.push_str(&format!(" {o}"));
     }
     if let Some(r) = &a.failure_reason {

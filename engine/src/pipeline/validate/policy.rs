@@ -27,11 +27,8 @@ impl Checker<'_> {
             .filter_map(|d| d.path.clone().map(|p| (String::new(), p)))
             .collect();
         for target in targets {
-            let mut layers = vec![&f.runner];
-            if let Some(r) = target.and_then(|(_, s)| s.runner.as_ref()) {
-                layers.push(r);
-            }
-            let resolved = ResolvedRunner::resolve(&layers, &RunOverrides::default());
+            let resolved =
+                ResolvedRunner::for_stage(f, target.map(|(_, s)| s), &RunOverrides::default());
             let base = |field: &Field| match target {
                 Some((i, s)) if s.runner.as_ref().is_some_and(|r| sets(r, field)) => {
                     child_key(&child_index("stages", i), "runner")

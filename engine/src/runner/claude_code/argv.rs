@@ -171,7 +171,7 @@ pub enum AssemblyError {
     SandboxUnavailable(String),
     #[error("failed to assemble the agent command: this CLI has no --resume, so session {0} cannot be continued")]
     ResumeUnsupported(Uuid),
-    #[error("failed to assemble the agent command: {0}")]
+    #[error("failed to assemble the agent command")]
     Unsafe(#[from] SafetyError),
 }
 

@@ -261,7 +261,9 @@ pub async fn diagnose_with(
                 Ok(out) => report.auth = summarise_auth(&out),
                 Err(e) => {
                     report.auth = AuthStatus::Unknown;
-                    report.warnings.push(format!("`auth status` {e}"));
+                    report
+                        .warnings
+                        .push(format!("`auth status` {}", crate::error_chain(&e)));
                 }
             }
         }
@@ -318,7 +320,7 @@ fn required(
             report.error = Some(format!("{shown} could not be started: {source}"));
             return None;
         }
-        Err(e) => format!("{shown} {e}"),
+        Err(e) => format!("{shown} {}", crate::error_chain(&e)),
     };
     report.status = DoctorStatus::Error;
     report.error = Some(Redactor::from_process_env().redact_str(&failure));

@@ -202,11 +202,11 @@ impl StdoutObserver for StreamObserver<'_> {
 pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     let attempt_rel = layout::attempt_rel(spec.stage_id, spec.attempt);
     let redactor = spec.run.redactor().clone();
-    let store_failed = |what: &str, e: &dyn std::fmt::Display| {
+    let store_failed = |what: &str, e: &dyn std::error::Error| {
         InvocationOutcome::not_spawned(
             attempt_rel.clone(),
             StageStatus::Failed,
-            format!("failed to write {what}: {e}"),
+            format!("failed to write {what}: {}", crate::error_chain(e)),
         )
     };
     let rel = |name: &str| layout::in_attempt(&attempt_rel, name);
@@ -409,7 +409,10 @@ fn finish(
     }
     if let Err(e) = run.write_json(&rel(attempt::PROCESS), &record) {
         status = StageStatus::Failed;
-        failure_reason = Some(format!("failed to write process.json: {e}"));
+        failure_reason = Some(format!(
+            "failed to write process.json: {}",
+            crate::error_chain(&e)
+        ));
     }
     // A recording answers the same way every time: never worth another attempt.
     let transient = (status == StageStatus::Failed
@@ -422,12 +425,15 @@ fn finish(
     .flatten();
     let offered_tools = state.init().map(|init| init.tools.clone());
     let mut result_record = ResultRecord::new(&classification, state.result(), offered_tools);
-    result_record.outcome = status;
+    result_record.status = status;
     result_record.failure_reason = failure_reason.clone();
     result_record.transient = transient.is_some();
     if let Err(e) = run.write_json(&rel(attempt::RESULT), &result_record) {
         status = StageStatus::Failed;
-        failure_reason = Some(format!("failed to write result.json: {e}"));
+        failure_reason = Some(format!(
+            "failed to write result.json: {}",
+            crate::error_chain(&e)
+        ));
     }
 
     let structured_output = if status == StageStatus::Succeeded {
@@ -513,7 +519,12 @@ fn observe(
             &layout::in_attempt(attempt_rel, attempt::TOOL_CALLS),
             &lines,
         )
-        .map_err(|e| format!("failed to write tool-calls.jsonl: {e}"));
+        .map_err(|e| {
+            format!(
+                "failed to write tool-calls.jsonl: {}",
+                crate::error_chain(&e)
+            )
+        });
     let mut violations: Vec<String> = Vec::new();
     if let Some(mismatch) = state
         .init()
@@ -562,15 +573,19 @@ fn play_back(
     let played = spec
         .run
         .write_json(&layout::in_attempt(attempt_rel, attempt::REPLAY), &source)
-        .map_err(|e| format!("failed to write replay.json: {e}"))
+        .map_err(|e| format!("failed to write replay.json: {}", crate::error_chain(&e)))
         .and_then(|_| {
             recorded
                 .play(&mut stdout_log, &mut stderr_log, spec.cwd)
                 .map_err(|e| e.to_string())
         });
     for log in [&mut stdout_log, &mut stderr_log] {
-        log.complete()
-            .map_err(|e| format!("failed to keep the played-back output: {e}"))?;
+        log.complete().map_err(|e| {
+            format!(
+                "failed to keep the played-back output: {}",
+                crate::error_chain(&e)
+            )
+        })?;
     }
     let record = played?;
     let mut state = StreamState::new();

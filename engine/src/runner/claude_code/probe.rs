@@ -26,13 +26,13 @@ impl ProbeOutput {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    #[error("failed to start {program}: {source}")]
+    #[error("failed to start {program}")]
     Spawn {
         program: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to read the output of {program}: {source}")]
+    #[error("failed to read the output of {program}")]
     Wait {
         program: String,
         #[source]

@@ -33,7 +33,9 @@ pub struct ResultRecord {
     pub permission_denials: Vec<PermissionDenialRecord>,
     /// The tools the `init` event offered, when the output was stream-json.
     pub offered_tools: Option<Vec<String>>,
-    pub outcome: StageStatus,
+    /// The status the invocation came to (`outcome` on disk).
+    #[serde(rename = "outcome")]
+    pub status: StageStatus,
     pub failure_reason: Option<String>,
     pub api_error_status: Option<u16>,
     pub errors: Vec<String>,
@@ -82,7 +84,7 @@ impl ResultRecord {
                 })
                 .unwrap_or_default(),
             offered_tools,
-            outcome: classification.status,
+            status: classification.status,
             failure_reason: classification.failure_reason.clone(),
             api_error_status: classification.api_error_status,
             errors: envelope.map(|e| e.errors.clone()).unwrap_or_default(),

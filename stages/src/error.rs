@@ -1,0 +1,152 @@
+//! Why a stage attempt ended before the agent's work could be judged, and the
+//! status each reason ends the stage with. The one place that maps a stage's
+//! errors to statuses: a safety refusal is `safety-violation` (exit 6), a runner
+//! or machine that cannot run the policy `runner-unavailable` (exit 3), an output
+//! that breaks its contract `malformed-output`, anything else `failed`.
+//!
+//! Messages never embed their source; the stage's reason is the whole chain
+//! ([`StageError::reason`]).
+
+use specbridge_engine::evidence::EvidenceError;
+use specbridge_engine::replay::ReplayError;
+use specbridge_engine::runner::claude_code::argv::AssemblyError;
+use specbridge_engine::scheduler::StageReport;
+use specbridge_engine::store::{ConfinedWriteError, StoreError};
+use specbridge_engine::StageStatus;
+
+use crate::prompt::PromptError;
+use crate::schema::SchemaError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// A file the stage reads is outside the repository now (an earlier stage may
+    /// have replaced it with a symlink since validation).
+    #[error("refusing the {file} of stage `{stage}`: it {why}")]
+    FileOutside {
+        file: &'static str,
+        stage: String,
+        why: String,
+    },
+    /// A definition that skipped validation lacks what its kind needs.
+    #[error("{kind} stage `{stage}` has no {missing}")]
+    Incomplete {
+        kind: &'static str,
+        stage: String,
+        missing: &'static str,
+    },
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    /// What the stage may see of its upstream stages could not be read; worded by
+    /// [`crate::upstream`].
+    #[error("{0}")]
+    Upstream(String),
+    #[error("the runner `{0}` was not detected before the run")]
+    RunnerNotDetected(String),
+    /// The recording that should answer this stage cannot (its text is the reason).
+    #[error("replay: {0}")]
+    Replay(ReplayError),
+    #[error(transparent)]
+    Assembly(#[from] AssemblyError),
+    #[error("the recorded session id `{session}` is not a UUID")]
+    SessionId {
+        session: String,
+        #[source]
+        source: uuid::Error,
+    },
+    #[error("failed to take a git snapshot")]
+    Snapshot(#[source] EvidenceError),
+    /// Evidence that cannot be gathered or refuses the start (a dirty tree).
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    /// A record of the attempt could not be written.
+    #[error("failed to write {name}")]
+    Record {
+        name: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A log of a command could not be created.
+    #[error("failed to create {name}")]
+    Log {
+        name: String,
+        #[source]
+        source: StoreError,
+    },
+    /// A command specbridge runs itself could not be prepared or started; worded
+    /// by [`crate::confine`] and [`crate::verify`].
+    #[error("{0}")]
+    Command(String),
+    #[error("the invocation succeeded without structured output")]
+    NoOutput,
+    #[error("the invocation succeeded without a structured output that validates")]
+    NoValidOutput,
+    #[error("the output does not match the schema: {0}")]
+    OutputMismatch(String),
+    /// The items a fan-out stage would grow from this output are unusable;
+    /// worded by [`crate::fanout`].
+    #[error("{0}")]
+    FanOut(String),
+    #[error("the output has no `markdown` text to write to {0}")]
+    NoMarkdown(String),
+    #[error("refusing to write document `{doc}`: line {line} holds {kind}; the output is kept redacted in {kept}")]
+    SecretInDocument {
+        doc: String,
+        line: u64,
+        kind: String,
+        kept: String,
+    },
+    #[error("document of stage `{stage}`")]
+    Document {
+        stage: String,
+        #[source]
+        source: ConfinedWriteError,
+    },
+}
+
+impl StageError {
+    /// The status a stage ends with for this error.
+    pub fn status(&self) -> StageStatus {
+        match self {
+            StageError::FileOutside { .. } => StageStatus::SafetyViolation,
+            StageError::RunnerNotDetected(_) => StageStatus::RunnerUnavailable,
+            StageError::Assembly(e) => match e {
+                AssemblyError::Incompatible(_) | AssemblyError::SandboxUnavailable(_) => {
+                    StageStatus::RunnerUnavailable
+                }
+                e if e.is_safety() => StageStatus::SafetyViolation,
+                _ => StageStatus::Failed,
+            },
+            StageError::NoOutput
+            | StageError::NoValidOutput
+            | StageError::OutputMismatch(_)
+            | StageError::NoMarkdown(_) => StageStatus::MalformedOutput,
+            StageError::Document { source, .. } => match source {
+                ConfinedWriteError::Io { .. } => StageStatus::Failed,
+                _ => StageStatus::SafetyViolation,
+            },
+            _ => StageStatus::Failed,
+        }
+    }
+
+    /// The reason a record gives: the message with its sources, on one line.
+    pub fn reason(&self) -> String {
+        crate::error_chain(self)
+    }
+
+    /// `record` failed to be written as `name` (a file of the attempt).
+    pub fn record(name: impl Into<String>) -> impl FnOnce(StoreError) -> StageError {
+        let name = name.into();
+        move |source| StageError::Record { name, source }
+    }
+
+    /// Ends `report` with this error: its status, and its reason redacted (a
+    /// reason is shown on the terminal too).
+    pub fn end(&self, report: &mut StageReport, redactor: &specbridge_engine::redact::Redactor) {
+        report.status = self.status();
+        report.reason = Some(redactor.redact_str(&self.reason()));
+    }
+}

@@ -1,0 +1,168 @@
+//! One agent attempt from start to end, for generate and execute stages alike:
+//! prepare, snapshot the working tree, spawn, take the evidence, rank a safety
+//! violation against the runner's own status, and accept the output. What differs
+//! between the kinds is an [`AttemptKind`].
+
+use specbridge_engine::evidence::{GitSnapshot, Violation};
+use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
+use specbridge_engine::runner::claude_code::{InvocationOutcome, Operation};
+use specbridge_engine::scheduler::{StageReport, StageRun};
+use specbridge_engine::store::layout::{self, attempt};
+use specbridge_engine::store::{now_rfc3339, RunHandle};
+use specbridge_engine::StageStatus;
+
+use crate::agent::AgentSetup;
+use crate::attempt::{prepare, report_of, run_agent, stopped, Prepared};
+use crate::context::RunContext;
+use crate::error::StageError;
+use crate::working_tree::{snapshot, write_snapshot, RunStoreState, TreeLedger};
+
+/// What one attempt of an agent stage reads.
+pub struct Attempt<'a> {
+    pub ctx: &'a RunContext,
+    pub agent: &'a AgentSetup,
+    pub ledger: &'a TreeLedger,
+    pub stage: &'a StageDef,
+    /// The stage's runner, resolved once for the node.
+    pub runner: &'a ResolvedRunner,
+    pub sr: &'a StageRun,
+    /// `stages/<id>/attempt-NNN`.
+    pub attempt_rel: String,
+}
+
+impl<'a> Attempt<'a> {
+    pub fn new(
+        ctx: &'a RunContext,
+        agent: &'a AgentSetup,
+        ledger: &'a TreeLedger,
+        stage: &'a StageDef,
+        runner: &'a ResolvedRunner,
+        sr: &'a StageRun,
+    ) -> Self {
+        Attempt {
+            ctx,
+            agent,
+            ledger,
+            stage,
+            runner,
+            sr,
+            attempt_rel: layout::attempt_rel(&sr.node.id, sr.attempt),
+        }
+    }
+
+    pub fn run(&self) -> &RunHandle {
+        &self.sr.run
+    }
+}
+
+/// The kind-specific parts of an agent attempt.
+pub(crate) trait AttemptKind {
+    /// What the agent is allowed to do.
+    const OPERATION: Operation;
+    /// Whether a safety violation outranks a runner that did not succeed. A
+    /// generate stage is read-only, so any change it made is its status whatever
+    /// the runner said; an execute stage that timed out or was cancelled keeps that
+    /// status, its violations on record in `evidence.json`.
+    const VIOLATION_OUTRANKS_RUNNER: bool;
+
+    /// After `git-before.json`, before the spawn: may change what is spawned and the
+    /// snapshot the evidence is judged from.
+    fn before_spawn(
+        &mut self,
+        _a: &Attempt<'_>,
+        p: Prepared,
+        before: GitSnapshot,
+    ) -> Result<(Prepared, GitSnapshot), StageError> {
+        Ok((p, before))
+    }
+
+    /// After the agent ended: the after-snapshot and the evidence records. Returns
+    /// the safety violations; may note the evidence in `report`.
+    async fn evidence(
+        &mut self,
+        a: &Attempt<'_>,
+        p: &Prepared,
+        outcome: &InvocationOutcome,
+        before: &GitSnapshot,
+        store_changed: &[String],
+        report: &mut StageReport,
+    ) -> Result<Vec<Violation>, StageError>;
+
+    /// The runner succeeded and nothing broke a safety rule: keep the output and
+    /// decide the stage's status.
+    fn accept(
+        &mut self,
+        a: &Attempt<'_>,
+        p: &Prepared,
+        outcome: InvocationOutcome,
+        report: &mut StageReport,
+    ) -> Result<(), StageError>;
+}
+
+/// Runs one attempt of an agent stage of kind `K`.
+pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) -> StageReport {
+    let p = match prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION) {
+        Ok(p) => p,
+        Err(report) => return *report,
+    };
+    let run = a.run();
+    let redactor = run.redactor();
+    let input_hash = p.input_hash.clone();
+    let not_started = |e: StageError| {
+        let mut report = stopped(&now_rfc3339(), e.status(), redactor.redact_str(&e.reason()));
+        report.input_hash = Some(input_hash.clone());
+        report
+    };
+    let before = match snapshot(&a.ctx.root)
+        .and_then(|b| write_snapshot(run, &a.attempt_rel, attempt::GIT_BEFORE, &b).map(|_| b))
+    {
+        Ok(before) => before,
+        Err(e) => return not_started(e),
+    };
+    let (p, before) = match kind.before_spawn(a, p, before) {
+        Ok(x) => x,
+        Err(e) => return not_started(e),
+    };
+
+    let store_before = RunStoreState::take(&a.ctx.root, run);
+    let outcome = run_agent(a.ctx, a.agent, &p, a.sr).await;
+    let mut report = report_of(&outcome, &p);
+    let store_changed = RunStoreState::take(&a.ctx.root, run).changed_since(&store_before);
+    let violations = match kind
+        .evidence(a, &p, &outcome, &before, &store_changed, &mut report)
+        .await
+    {
+        Ok(v) => v,
+        Err(e) => {
+            e.end(&mut report, redactor);
+            return report;
+        }
+    };
+    let runner_succeeded = outcome.status == StageStatus::Succeeded;
+    if !violations.is_empty() && (runner_succeeded || K::VIOLATION_OUTRANKS_RUNNER) {
+        report.status = StageStatus::SafetyViolation;
+        report.reason = Some(violation_summary(&violations));
+        return report;
+    }
+    if !runner_succeeded {
+        return report;
+    }
+    if let Err(e) = kind.accept(a, &p, outcome, &mut report) {
+        e.end(&mut report, redactor);
+    }
+    report
+}
+
+/// The reason of a stage that broke a safety rule: the first violation, and how
+/// many more `evidence.json` holds.
+fn violation_summary(violations: &[Violation]) -> String {
+    match violations {
+        [] => String::new(),
+        [only] => only.message.clone(),
+        [first, rest @ ..] => format!(
+            "{} (and {} more safety violation(s), see evidence.json)",
+            first.message,
+            rest.len()
+        ),
+    }
+}
