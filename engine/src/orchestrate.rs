@@ -32,6 +32,8 @@ pub enum OrchestrateError {
     Scheduler(#[from] scheduler::SchedulerError),
     #[error(transparent)]
     TreeLock(#[from] crate::store::TreeLockError),
+    #[error(transparent)]
+    RecordsFailed(#[from] crate::run_failure::RecordsFailed),
     #[error("--only {name}: no stage has this id{hint}")]
     UnknownOnly { name: String, hint: String },
 }
@@ -182,25 +184,42 @@ pub async fn execute_run(
         budget_usd: spec.options.budget_usd,
         spent_before_usd: 0.0,
     };
-    let outcome =
-        scheduler::run_plan(nodes, spec.executor.clone(), run.clone(), opts, on_change).await?;
+    let scheduled =
+        scheduler::run_plan(nodes, spec.executor.clone(), run.clone(), opts, on_change).await;
+    // The one path of a run whose records stopped being written.
+    let fail = |record: &mut RunRecord, (failure, spent)| {
+        let failed = crate::run_failure::settle(&run, record, started.elapsed(), spent, failure);
+        OrchestrateError::RecordsFailed(failed)
+    };
+    let outcome = match scheduled {
+        Ok(outcome) => outcome,
+        Err(e) => return Err(fail(&mut record, crate::run_failure::records_failed(e)?)),
+    };
 
     plan.nodes = final_nodes(&outcome);
     plan.expansions = expansions(&outcome, &spec.source.file);
-    run.write_json("plan.json", &plan)?;
+    if let Err(e) = run.write_json("plan.json", &plan) {
+        let failure = crate::run_failure::failure_of(&e);
+        return Err(fail(&mut record, (failure, outcome.totals.clone())));
+    }
 
     let (status, exit_code) = settle(&outcome);
+    let unsettled = record.clone();
     record.status = status;
     record.ended_at = Some(now_rfc3339());
     record.duration_ms = Some(started.elapsed().as_millis() as u64);
     record.exit_code = Some(exit_code);
     record.totals = outcome.totals.clone();
     record.stage_counts = count_statuses(outcome.statuses.values().copied());
-    run.write_json("run.json", &record)?;
-    run.event(
-        "run-finished",
-        json!({ "status": status, "exitCode": exit_code, "totals": record.totals }),
-    )?;
+    let finished = json!({ "status": status, "exitCode": exit_code, "totals": record.totals });
+    let written = run
+        .write_json("run.json", &record)
+        .and_then(|_| run.event("run-finished", finished));
+    if let Err(e) = written {
+        let mut record = unsettled;
+        let failure = crate::run_failure::failure_of(&e);
+        return Err(fail(&mut record, (failure, outcome.totals.clone())));
+    }
     Ok(RunResult {
         run_id: run.id().to_string(),
         run_dir: run.dir().to_path_buf(),

@@ -135,10 +135,13 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
     let node_id = sr.node.id.clone();
     let attempt = sr.attempt;
     let result = supervisor::run(spec, ctx.cancel.clone(), None, |pid, pgid| {
-        let _ = run.event(
+        if let Err(e) = run.event(
             "process-spawned",
             json!({ "stage": node_id, "attempt": attempt, "pid": pid, "pgid": pgid }),
-        );
+        ) {
+            // Recorded by the store as the run's failure: the scheduler ends the run.
+            tracing::debug!("failed to record the spawn of pid {pid}: {e}");
+        }
     })
     .await;
     let mut report = match result {

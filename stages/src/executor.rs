@@ -121,6 +121,10 @@ impl StageExecutor for PipelineExecutor {
         self.ctx.cancel.is_cancelled()
     }
 
+    fn stop(&self) {
+        self.ctx.cancel.cancel_graceful();
+    }
+
     fn describe(&self, node: &Node) -> Vec<String> {
         match self.ctx.stage(Self::def_id(node)) {
             Some(s) if s.kind == StageKind::Check => crate::check::describe(s),

@@ -103,10 +103,13 @@ pub async fn run_verification(
             crate::confine::spawn_spec(ctx, wrapped, argv.clone(), logs, timeout, kill_grace)?;
         let name = cmd.name.clone();
         let result = supervisor::run(spec, ctx.cancel.clone(), None, |pid, pgid| {
-            let _ = run.event(
+            if let Err(e) = run.event(
                 "process-spawned",
                 json!({ "verification": name, "attempt": attempt_rel, "pid": pid, "pgid": pgid }),
-            );
+            ) {
+                // Recorded by the store as the run's failure: the scheduler ends the run.
+                tracing::debug!("failed to record the spawn of pid {pid}: {e}");
+            }
         })
         .await;
         let entry = match result {

@@ -321,20 +321,34 @@ impl OpenedRun {
             budget_usd: spec.options.budget_usd,
             spent_before_usd: record.totals.cost_usd,
         };
-        let outcome = scheduler::run_plan(
+        let scheduled = scheduler::run_plan(
             nodes,
             executor.clone() as Arc<dyn StageExecutor>,
             run.clone(),
             opts,
             on_change,
         )
-        .await?;
+        .await;
+        // The one path of a resume whose records stopped being written (shared
+        // with `run`: crate::run_failure).
+        let fail = |record: &mut RunRecord, (failure, spent)| {
+            let failed =
+                crate::run_failure::settle(&run, record, started.elapsed(), spent, failure);
+            ResumeError::Orchestrate(OrchestrateError::RecordsFailed(failed))
+        };
+        let outcome = match scheduled {
+            Ok(outcome) => outcome,
+            Err(e) => return Err(fail(&mut record, crate::run_failure::records_failed(e)?)),
+        };
         decisions.extend(executor.decisions());
 
         plan.nodes = final_nodes(&outcome);
         plan.expansions
             .extend(expansions(&outcome, &spec.source.file));
-        run.write_json("plan.json", &plan)?;
+        if let Err(e) = run.write_json("plan.json", &plan) {
+            let failure = crate::run_failure::failure_of(&e);
+            return Err(fail(&mut record, (failure, outcome.totals.clone())));
+        }
 
         let (status, exit_code) = settle(&outcome);
         let retired = decisions
@@ -342,6 +356,7 @@ impl OpenedRun {
             .filter(|d| d.action == crate::resume::Action::Retire)
             .count() as u32;
         let mut counts = count_statuses(outcome.statuses.values().copied());
+        let unsettled = record.clone();
         if retired > 0 {
             *counts.entry("retired".into()).or_insert(0) += retired;
         }
@@ -362,11 +377,15 @@ impl OpenedRun {
             entry.insert("spent".into(), json!(outcome.totals));
             entry.insert("decisions".into(), json!(decisions));
         }
-        run.write_json("run.json", &record)?;
-        run.event(
-            "run-finished",
-            json!({ "status": status, "exitCode": exit_code, "totals": record.totals }),
-        )?;
+        let finished = json!({ "status": status, "exitCode": exit_code, "totals": record.totals });
+        let written = run
+            .write_json("run.json", &record)
+            .and_then(|_| run.event("run-finished", finished));
+        if let Err(e) = written {
+            let mut record = unsettled;
+            let failure = crate::run_failure::failure_of(&e);
+            return Err(fail(&mut record, (failure, outcome.totals.clone())));
+        }
         Ok(ResumeResult {
             run: RunResult {
                 run_id: id,

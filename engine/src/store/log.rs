@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::events::EventLog;
+use super::fault::{injected_failure, Guard};
 use super::run::{append_event, StoreError};
 use crate::redact::{RedactingWriter, Redactor};
 use crate::supervisor::OutputSink;
@@ -24,6 +25,7 @@ pub struct RunLog {
     writer: Option<RedactingWriter<Hashing>>,
     redactor: Arc<Redactor>,
     events: Arc<Mutex<EventLog>>,
+    guard: Arc<Guard>,
     sha256: Option<String>,
 }
 
@@ -57,11 +59,13 @@ impl RunLog {
         path: PathBuf,
         redactor: Arc<Redactor>,
         events: Arc<Mutex<EventLog>>,
+        guard: Arc<Guard>,
     ) -> Result<Self, StoreError> {
         let create = |source| StoreError::Create {
             path: path.clone(),
             source,
         };
+        injected_failure().map_err(create)?;
         if let Some(dir) = path.parent() {
             super::private::create_private_dir(dir).map_err(create)?;
         }
@@ -82,6 +86,7 @@ impl RunLog {
             writer: Some(RedactingWriter::new(redactor.clone(), hashing)),
             redactor,
             events,
+            guard,
             sha256: None,
         })
     }
@@ -99,7 +104,15 @@ impl RunLog {
 
     /// Bytes in any order of chunks.
     pub fn write_chunk(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.writer()?.write_chunk(bytes)
+        let written = self.writer()?.write_chunk(bytes);
+        if let Err(e) = &written {
+            let err = StoreError::Read {
+                path: self.path.clone(),
+                message: format!("failed to write the log: {e}"),
+            };
+            self.guard.fail(&err, false);
+        }
+        written
     }
 
     /// One JSON value as a line. Its strings are redacted before it is encoded,
@@ -126,17 +139,22 @@ impl RunLog {
             .writer
             .take()
             .ok_or_else(|| io(std::io::Error::other("no writer")))?;
-        let hashing = writer.finish().map_err(io)?;
-        let Hashing { file, hasher } = hashing;
-        let file = file.into_inner().map_err(|e| io(e.into_error()))?;
-        match file.sync_data() {
-            Err(e) if e.raw_os_error() != Some(libc::EINVAL) => return Err(io(e)),
-            _ => {}
-        }
+        let synced = writer.finish().and_then(|hashing| {
+            let Hashing { file, hasher } = hashing;
+            let file = file.into_inner().map_err(|e| e.into_error())?;
+            match file.sync_data() {
+                Err(e) if e.raw_os_error() != Some(libc::EINVAL) => Err(e),
+                _ => Ok(hasher),
+            }
+        });
+        let hasher = synced
+            .map_err(io)
+            .inspect_err(|e| self.guard.fail(e, false))?;
         let sha = hex::encode(hasher.finalize());
         append_event(
             &self.events,
             &self.redactor,
+            &self.guard,
             "record-written",
             json!({ "path": self.rel, "sha256": sha }),
         )?;

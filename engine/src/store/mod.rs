@@ -8,6 +8,7 @@
 mod atomic;
 pub mod confined;
 pub mod events;
+mod fault;
 pub mod lock;
 mod log;
 mod private;
@@ -20,6 +21,7 @@ pub mod tree_lock;
 pub use atomic::{sha256_file, sha256_hex, write_report, WriteError};
 pub use confined::{write_confined, ConfinedWriteError};
 pub use events::{verify_chain, ChainCheck};
+pub use fault::StoreFailure;
 pub use lock::{LockError, RunLock};
 pub use log::RunLog;
 pub use private::{add_exclude_line, excludes_run_store, git_exclude_file, EXCLUDE_LINE};

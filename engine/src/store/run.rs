@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use crate::redact::Redactor;
 use crate::store::atomic::{json_bytes, sha256_file, sha256_hex, write_atomic, WriteError};
 use crate::store::events::{EventError, EventLog};
+use crate::store::fault::{crash_point, injected_failure, Guard, StoreFailure};
 use crate::store::lock::{LockError, RunLock};
 use crate::store::log::RunLog;
 use crate::store::private::{ensure_private_dir, exclude_from_git};
@@ -35,6 +36,10 @@ pub enum StoreError {
     },
     #[error("refusing unsafe record path `{0}`")]
     UnsafePath(String),
+    #[error("failed to write to run folder {}: it no longer exists (deleted while the run went on)", path.display())]
+    FolderVanished { path: PathBuf },
+    #[error("failed to write {path}: the run's records stopped at an earlier failure: {first}")]
+    Stopped { path: String, first: String },
 }
 
 /// `.specbridge/runs/` of one repository.
@@ -142,27 +147,6 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Store
     })
 }
 
-/// Test hook: `SPECBRIDGE_TEST_ABORT_AFTER_WRITES=N` aborts the process (SIGABRT,
-/// no cleanup, as a crash) right after the N-th store write of this process — an
-/// event appended or a record file renamed into place. Used by the crash-injection
-/// tests (docs/testing.md); unset, it costs one relaxed atomic add per write.
-fn crash_point() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::OnceLock;
-    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
-    static WRITES: AtomicU64 = AtomicU64::new(0);
-    let limit = LIMIT.get_or_init(|| {
-        std::env::var("SPECBRIDGE_TEST_ABORT_AFTER_WRITES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-    });
-    if let Some(limit) = limit {
-        if WRITES.fetch_add(1, Ordering::Relaxed) + 1 == *limit {
-            std::process::abort();
-        }
-    }
-}
-
 /// An open, locked run, and the only writer of its records.
 ///
 /// Every byte written through it — JSON records, byte records, events, streamed
@@ -177,28 +161,52 @@ pub struct RunHandle {
     _lock: RunLock,
     events: Arc<Mutex<EventLog>>,
     redactor: Arc<Redactor>,
+    guard: Arc<Guard>,
 }
 
-/// Appends one event, redacted: what the run handle and its logs share.
+/// Appends one event, redacted: what the run handle and its logs share. A failed
+/// append stops the run's writes (see [`Guard`]).
 pub(super) fn append_event(
     events: &Mutex<EventLog>,
     redactor: &Redactor,
+    guard: &Guard,
     kind: &str,
     mut data: Value,
 ) -> Result<u64, StoreError> {
     redactor.redact_json(&mut data);
     let mut log = events.lock().expect("event log lock");
-    Ok(log.append(kind, data)?)
+    guard.check("events.jsonl")?;
+    append_locked(&mut log, guard, kind, data)
+}
+
+/// One append with the log already held and the guard already asked.
+fn append_locked(
+    log: &mut EventLog,
+    guard: &Guard,
+    kind: &str,
+    data: Value,
+) -> Result<u64, StoreError> {
+    let appended = injected_failure()
+        .map_err(|source| {
+            StoreError::Events(EventError::Append {
+                path: log.path().to_path_buf(),
+                source,
+            })
+        })
+        .and_then(|()| Ok(log.append(kind, data)?));
+    appended.inspect_err(|e| guard.fail(e, true))
 }
 
 impl RunHandle {
     fn new(id: String, dir: PathBuf, lock: RunLock, events: EventLog, redactor: Redactor) -> Self {
+        let guard = Arc::new(Guard::new(&dir));
         RunHandle {
             id,
             dir,
             _lock: lock,
             events: Arc::new(Mutex::new(events)),
             redactor: Arc::new(redactor),
+            guard,
         }
     }
 
@@ -237,7 +245,7 @@ impl RunHandle {
 
     /// Append an event, its strings redacted.
     pub fn event(&self, kind: &str, data: Value) -> Result<u64, StoreError> {
-        let seq = append_event(&self.events, &self.redactor, kind, data)?;
+        let seq = append_event(&self.events, &self.redactor, &self.guard, kind, data)?;
         crash_point();
         Ok(seq)
     }
@@ -271,30 +279,99 @@ impl RunHandle {
     /// file between the two.
     fn put(&self, rel: &str, path: &Path, redacted: &[u8]) -> Result<String, StoreError> {
         let mut log = self.events.lock().expect("event log lock");
+        self.guard.check(rel)?;
+        self.put_locked(&mut log, rel, path, redacted)
+    }
+
+    fn put_locked(
+        &self,
+        log: &mut EventLog,
+        rel: &str,
+        path: &Path,
+        redacted: &[u8],
+    ) -> Result<String, StoreError> {
         let sha = sha256_hex(redacted);
         let mut intent = json!({ "path": rel, "sha256": sha });
         self.redactor.redact_json(&mut intent);
-        log.append("record-intent", intent)?;
+        append_locked(log, &self.guard, "record-intent", intent)?;
         crash_point();
-        let written = write_atomic(path, redacted)?;
+        let written = injected_failure()
+            .map_err(|source| WriteError {
+                path: path.display().to_string(),
+                source,
+            })
+            .and_then(|()| write_atomic(path, redacted))
+            .map_err(StoreError::from)
+            .inspect_err(|e| self.guard.fail(e, false))?;
         crash_point();
         let mut data = json!({ "path": rel, "sha256": written });
         self.redactor.redact_json(&mut data);
-        log.append("record-written", data)?;
+        append_locked(log, &self.guard, "record-written", data)?;
         crash_point();
         Ok(written)
+    }
+
+    /// The one write after the records stopped (see [`StoreFailure`]): `run.json`
+    /// settled as failed, then its `run-finished` event, so that the run does not
+    /// stay `running`. Not tried when the folder is gone, nor after a failed event
+    /// append (the log may end in a torn line, which only a resume sets aside);
+    /// it fails like any write while the disk stays full. Then `run.json` keeps
+    /// saying `running`, and resume treats the run as interrupted.
+    pub fn settle_after_failure<T: serde::Serialize>(
+        &self,
+        run_json: &T,
+        finished: Value,
+    ) -> Result<(), StoreError> {
+        let Some(first) = self.guard.failure() else {
+            self.write_json("run.json", run_json)?;
+            self.event("run-finished", finished)?;
+            return Ok(());
+        };
+        if first.vanished || first.in_event_log {
+            return Err(StoreError::Stopped {
+                path: "run.json".into(),
+                first: first.message,
+            });
+        }
+        let path = self.path("run.json")?;
+        let mut value = serde_json::to_value(run_json).map_err(|e| WriteError {
+            path: path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        self.redactor.redact_json(&mut value);
+        let mut log = self.events.lock().expect("event log lock");
+        self.guard.check_folder()?;
+        self.put_locked(&mut log, "run.json", &path, &json_bytes(&path, &value)?)?;
+        let mut finished = finished;
+        self.redactor.redact_json(&mut finished);
+        append_locked(&mut log, &self.guard, "run-finished", finished)?;
+        Ok(())
+    }
+
+    /// Why the run's records stopped being written, once they have: the run must
+    /// end (the scheduler starts nothing more).
+    pub fn failure(&self) -> Option<StoreFailure> {
+        self.guard.failure()
+    }
+
+    /// Check now that the run folder is still there (while nothing is written).
+    pub fn watch(&self) -> Option<StoreFailure> {
+        self.guard.watch()
     }
 
     /// A record written as a stream (a process's output, JSON lines), redacted as
     /// it is written and announced by [`RunLog::complete`].
     pub fn log(&self, rel: &str) -> Result<RunLog, StoreError> {
         let path = self.path(rel)?;
+        self.guard.check(rel)?;
         RunLog::create(
             rel.to_string(),
             path,
             self.redactor.clone(),
             self.events.clone(),
+            self.guard.clone(),
         )
+        .inspect_err(|e| self.guard.fail(e, false))
     }
 
     /// Announce a streamed file as it was left by a process that died (resume).
@@ -318,10 +395,14 @@ impl RunHandle {
     /// Create a folder inside the run (for streamed logs).
     pub fn ensure_dir(&self, rel: &str) -> Result<PathBuf, StoreError> {
         let p = self.path(rel)?;
-        std::fs::create_dir_all(&p).map_err(|source| StoreError::Create {
-            path: p.clone(),
-            source,
-        })?;
+        // Checked first: a deleted run folder is not made again piecemeal.
+        self.guard.check(rel)?;
+        std::fs::create_dir_all(&p)
+            .map_err(|source| StoreError::Create {
+                path: p.clone(),
+                source,
+            })
+            .inspect_err(|e| self.guard.fail(e, false))?;
         Ok(p)
     }
 }
