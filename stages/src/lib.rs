@@ -14,6 +14,7 @@ pub mod fanout;
 pub mod generate;
 pub mod init;
 pub mod input_hash;
+pub mod partial_work;
 pub mod previous;
 pub mod prompt;
 pub mod reverify;

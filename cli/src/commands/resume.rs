@@ -76,7 +76,9 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
         )));
     }
     if !args.dry_run {
-        preflight(ws, &nodes, options.allow_dirty, Some(&opened.dir))?;
+        for kept in preflight(ws, &nodes, options.allow_dirty, Some(&opened.dir))? {
+            printer.err(kept);
+        }
     }
 
     if args.dry_run {

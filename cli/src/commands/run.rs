@@ -75,22 +75,25 @@ pub fn given_options(o: &OverrideArgs, only: &[String]) -> CliResult<GivenOption
 /// What `run` and `resume` refuse before anything is spawned or created
 /// (detection included), each with exit 2: agent stages outside a repository's
 /// root, execute stages on a tree with changes that are not the run's own
-/// (`run_dir`, resume) unless `--allow-dirty`.
+/// (`run_dir`, resume) unless `--allow-dirty`. Returns the partial work of execute
+/// attempts a crash cut off, which a resume keeps (one line each, to print).
 pub fn preflight(
     ws: &Workspace,
     nodes: &[Node],
     allow_dirty: bool,
     run_dir: Option<&Path>,
-) -> CliResult<()> {
+) -> CliResult<Vec<String>> {
     if nodes.iter().any(|n| n.kind.is_agent()) {
         specbridge_stages::working_tree::require_repository_root(&ws.root)
             .map_err(CliError::Config)?;
     }
     if nodes.iter().any(|n| n.kind == StageKind::Execute) {
-        specbridge_stages::working_tree::require_clean_start(&ws.root, allow_dirty, run_dir)
-            .map_err(CliError::Config)?;
+        let kept =
+            specbridge_stages::working_tree::require_clean_start(&ws.root, allow_dirty, run_dir)
+                .map_err(CliError::Config)?;
+        return Ok(kept.iter().map(|w| w.describe()).collect());
     }
-    Ok(())
+    Ok(Vec::new())
 }
 
 pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {

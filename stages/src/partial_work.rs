@@ -1,0 +1,110 @@
+//! The partial work of an execute attempt cut off by a crash (docs/resume.md,
+//! "A crash while an execute agent works").
+//!
+//! A specbridge killed while its execute agent works leaves the agent's change in
+//! the working tree, and no `git-after.json` to tell it by: the attempt recorded
+//! only the tree before it (`git-before.json`). While the attempt ran, the run held
+//! the working tree (`.specbridge/worktree.lock`), and a run that had not crashed
+//! would have counted every change between the two snapshots as the attempt's.
+//! Resume does the same up to now: what differs from that attempt's
+//! `git-before.json` is the cut-off attempt's partial work. It is kept — nothing is
+//! discarded — and the next attempt of the stage continues on top of it, judged
+//! from the same `git-before.json` (its `continuation.json` names that attempt as
+//! its baseline), so the change is the stage's, shown in its diff and verified.
+
+use std::path::Path;
+
+use serde_json::Value;
+use specbridge_engine::evidence::GitSnapshot;
+use specbridge_engine::pipeline::StageKind;
+use specbridge_engine::store::{read_json, RunHandle, StageRecord};
+
+/// One cut-off attempt and the paths it left changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartialWork {
+    pub stage: String,
+    pub attempt: u32,
+    pub paths: Vec<String>,
+}
+
+impl PartialWork {
+    /// One line for the terminal.
+    pub fn describe(&self) -> String {
+        format!(
+            "kept as the partial work of `{}` attempt {} (cut off by a crash; it continues on top of it): {}",
+            self.stage,
+            self.attempt,
+            self.paths.join(", ")
+        )
+    }
+}
+
+/// Every execute stage of the run in `run_dir` whose last attempt spawned its
+/// agent and never recorded the tree after it, with the paths of `now` that differ
+/// from that attempt's `git-before.json`.
+pub fn cut_off_attempts(run_dir: &Path, now: &GitSnapshot) -> Vec<PartialWork> {
+    let spawned = spawned_attempts(run_dir);
+    let mut out = Vec::new();
+    let Ok(stages) = std::fs::read_dir(run_dir.join("stages")) else {
+        return out;
+    };
+    for stage in stages.flatten() {
+        let Ok(record) = read_json::<StageRecord>(&stage.path().join("stage.json")) else {
+            continue;
+        };
+        if record.kind != StageKind::Execute || record.attempts == 0 {
+            continue;
+        }
+        let attempt = record.attempts;
+        if !spawned.contains(&(record.stage_id.clone(), attempt)) {
+            continue;
+        }
+        let dir = run_dir.join(RunHandle::attempt_rel(&record.stage_id, attempt));
+        if dir.join("git-after.json").exists() {
+            continue;
+        }
+        // An attempt that continued a cut-off one was judged from where that one
+        // began: so is its partial work.
+        let baseline = read_json::<Value>(&dir.join("continuation.json"))
+            .ok()
+            .and_then(|c| c.get("baselineAttempt").and_then(Value::as_u64))
+            .map_or(attempt, |b| b as u32);
+        let base_dir = run_dir.join(RunHandle::attempt_rel(&record.stage_id, baseline));
+        let Ok(before) = read_json::<GitSnapshot>(&base_dir.join("git-before.json")) else {
+            continue;
+        };
+        let paths: Vec<String> = now
+            .entries
+            .iter()
+            .filter(|(path, state)| {
+                before
+                    .entries
+                    .get(*path)
+                    .is_none_or(|was| !was.same_content(state))
+            })
+            .map(|(path, _)| path.clone())
+            .collect();
+        if !paths.is_empty() {
+            out.push(PartialWork {
+                stage: record.stage_id,
+                attempt,
+                paths,
+            });
+        }
+    }
+    out
+}
+
+/// `(stage, attempt)` of every agent the run's `process-spawned` events record.
+fn spawned_attempts(run_dir: &Path) -> std::collections::BTreeSet<(String, u32)> {
+    let text = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter(|l| l.contains("\"process-spawned\""))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|ev| {
+            let stage = ev.get("stage")?.as_str()?.to_string();
+            let attempt = ev.get("attempt")?.as_u64()? as u32;
+            Some((stage, attempt))
+        })
+        .collect()
+}
