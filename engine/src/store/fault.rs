@@ -34,9 +34,9 @@ pub struct StoreFailure {
 #[derive(Debug)]
 pub(super) struct Guard {
     dir: PathBuf,
-    /// Device and inode of the folder: a folder deleted and made again under the
-    /// same name is not the run's.
-    identity: Option<(u64, u64)>,
+    /// The folder, held open: once deleted its link count is 0, and while it is
+    /// held its inode cannot be given to a folder made again under the same name.
+    held: Option<std::fs::File>,
     failure: Mutex<Option<StoreFailure>>,
 }
 
@@ -44,7 +44,7 @@ impl Guard {
     pub(super) fn new(dir: &Path) -> Self {
         Guard {
             dir: dir.to_path_buf(),
-            identity: identity(dir),
+            held: std::fs::File::open(dir).ok(),
             failure: Mutex::new(None),
         }
     }
@@ -63,7 +63,13 @@ impl Guard {
 
     /// Only whether the run folder is still the one this run created.
     pub(super) fn check_folder(&self) -> Result<(), StoreError> {
-        if identity(&self.dir).is_none() || identity(&self.dir) != self.identity {
+        let held = self
+            .held
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .filter(|m| m.nlink() > 0)
+            .map(|m| (m.dev(), m.ino()));
+        if held.is_none() || identity(&self.dir) != held {
             let err = StoreError::FolderVanished {
                 path: self.dir.clone(),
             };
