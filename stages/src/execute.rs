@@ -55,12 +55,18 @@ fn continue_session(
         .write_json(&format!("{attempt_rel}/continuation.json"), &c)
         .map_err(|e| format!("failed to write continuation.json: {e}"))?;
     let Some(session) = c.session_id.as_deref() else {
-        // A fresh attempt after one that a crash cut off before it recorded the
-        // tree goes on from that attempt's partial work, which the resume kept
+        // A fresh attempt after one that a crash cut off before it recorded its
+        // change goes on from that attempt's partial work, which the resume kept
         // (crate::partial_work): judged, like a continued one, from where the
         // cut-off attempt began.
         let previous = RunHandle::attempt_rel(&sr.node.id, c.previous_attempt);
-        if sr.run.dir().join(previous).join("git-after.json").exists() {
+        if sr
+            .run
+            .dir()
+            .join(previous)
+            .join("changed-files.json")
+            .exists()
+        {
             return Ok((p, before));
         }
         let baseline = continuation::baseline(&sr.run, &sr.node.id, &c).unwrap_or(before);

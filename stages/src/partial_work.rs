@@ -2,8 +2,9 @@
 //! "A crash while an execute agent works").
 //!
 //! A specbridge killed while its execute agent works leaves the agent's change in
-//! the working tree, and no `git-after.json` to tell it by: the attempt recorded
-//! only the tree before it (`git-before.json`). While the attempt ran, the run held
+//! the working tree, and no `changed-files.json` to tell it by: the attempt
+//! recorded the tree before it (`git-before.json`), perhaps the tree after it, but
+//! not what of it was its own. While the attempt ran, the run held
 //! the working tree (`.specbridge/worktree.lock`), and a run that had not crashed
 //! would have counted every change between the two snapshots as the attempt's.
 //! Resume does the same up to now: what differs from that attempt's
@@ -40,8 +41,8 @@ impl PartialWork {
 }
 
 /// Every execute stage of the run in `run_dir` whose last attempt spawned its
-/// agent and never recorded the tree after it, with the paths of `now` that differ
-/// from that attempt's `git-before.json`.
+/// agent and never recorded its change (`changed-files.json`), with the paths of
+/// `now` that differ from that attempt's `git-before.json`.
 pub fn cut_off_attempts(run_dir: &Path, now: &GitSnapshot) -> Vec<PartialWork> {
     let spawned = spawned_attempts(run_dir);
     let mut out = Vec::new();
@@ -60,7 +61,9 @@ pub fn cut_off_attempts(run_dir: &Path, now: &GitSnapshot) -> Vec<PartialWork> {
             continue;
         }
         let dir = run_dir.join(RunHandle::attempt_rel(&record.stage_id, attempt));
-        if dir.join("git-after.json").exists() {
+        // `changed-files.json` is what tells the run's changes from others (the
+        // ledger): a crash may come after `git-after.json`, before it.
+        if dir.join("changed-files.json").exists() {
             continue;
         }
         // An attempt that continued a cut-off one was judged from where that one
