@@ -18,6 +18,7 @@ pub mod policy;
 pub mod redact;
 pub mod replay;
 pub mod resume;
+pub mod run_failure;
 pub mod runner;
 pub mod safety;
 pub mod sandbox;

@@ -154,7 +154,10 @@ async fn run_command(
     let node_id = sr.node.id.clone();
     let attempt = sr.attempt;
     let result = supervisor::run(spec, ctx.cancel.clone(), None, |pid, pgid| {
-        let _ = run.event(RunEvent::stage_spawned(&node_id, attempt, pid, pgid));
+        if let Err(e) = run.event(RunEvent::stage_spawned(&node_id, attempt, pid, pgid)) {
+            // Recorded by the store as the run's failure: the scheduler ends the run.
+            tracing::debug!("failed to record the spawn of pid {pid}: {e}");
+        }
     })
     .await;
     let mut report = match result {

@@ -21,7 +21,7 @@ use specbridge_engine::runner::claude_code::{
 };
 use specbridge_engine::scheduler::{StageReport, StageRun};
 use specbridge_engine::store::layout::{self, attempt};
-use specbridge_engine::store::{FileRef, SCHEMA_VERSION};
+use specbridge_engine::store::{FileRef, RunReader, SCHEMA_VERSION};
 use specbridge_engine::EvidenceStatus;
 
 use crate::agent::AgentSetup;
@@ -158,7 +158,18 @@ fn continue_session(
         )
         .map_err(StageError::record("continuation.json"))?;
     let Some(session) = c.session_id.as_deref() else {
-        return Ok((p, before));
+        // A fresh attempt after one that a crash cut off before it recorded its
+        // change goes on from that attempt's partial work, which the resume kept
+        // (crate::partial_work): judged, like a continued one, from where the
+        // cut-off attempt began.
+        if RunReader::at(sr.run.dir())
+            .attempt(&sr.node.id, c.previous_attempt)
+            .has(attempt::CHANGED_FILES)
+        {
+            return Ok((p, before));
+        }
+        let baseline = continuation::baseline(&sr.run, &sr.node.id, &c).unwrap_or(before);
+        return Ok((p, baseline));
     };
     let session_id = uuid::Uuid::parse_str(session).map_err(|source| StageError::SessionId {
         session: session.to_string(),

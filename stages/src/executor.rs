@@ -122,6 +122,10 @@ impl StageExecutor for PipelineExecutor {
         self.ctx.cancel.is_cancelled()
     }
 
+    fn stop(&self) {
+        self.ctx.cancel.cancel_graceful();
+    }
+
     fn describe(&self, node: &Node) -> Vec<String> {
         let Some(s) = self.ctx.stage(Self::def_id(node)) else {
             return Vec::new();

@@ -16,6 +16,7 @@ pub mod flow;
 pub mod generate;
 pub mod init;
 pub mod input_hash;
+pub mod partial_work;
 pub mod previous;
 pub mod prompt;
 pub mod reverify;

@@ -104,14 +104,17 @@ pub async fn run_verification(
             crate::confine::spawn_spec(ctx, wrapped, argv.clone(), logs, timeout, kill_grace)?;
         let name = cmd.name.clone();
         let result = supervisor::run(spec, ctx.cancel.clone(), None, |pid, pgid| {
-            let _ = run.event(RunEvent::ProcessSpawned(ProcessSpawned::Verification(
-                VerificationProcess {
+            let spawned =
+                RunEvent::ProcessSpawned(ProcessSpawned::Verification(VerificationProcess {
                     verification: name.clone(),
                     attempt: attempt_rel.to_string(),
                     pid,
                     pgid,
-                },
-            )));
+                }));
+            if let Err(e) = run.event(spawned) {
+                // Recorded by the store as the run's failure: the scheduler ends the run.
+                tracing::debug!("failed to record the spawn of pid {pid}: {e}");
+            }
         })
         .await;
         let entry = match result {

@@ -15,6 +15,7 @@ use specbridge_engine::store::{RunHandle, RunReader};
 
 use crate::context::RunContext;
 use crate::error::StageError;
+use crate::partial_work::PartialWork;
 use crate::prompt::PromptSource;
 
 /// What this run itself changed in the working tree, as last recorded: documents
@@ -291,13 +292,17 @@ pub fn require_repository_root(root: &Path) -> Result<(), String> {
 /// working tree must hold no change but the run's own (`run_dir`, resume) unless
 /// `--allow-dirty`, since other uncommitted changes could not be told apart from
 /// the agent's.
+///
+/// Under resume, what an execute attempt cut off by a crash left changed is that
+/// attempt's partial work, not a foreign change ([`crate::partial_work`]): returned,
+/// so that the resume can say what it kept.
 pub fn require_clean_start(
     root: &Path,
     allow_dirty: bool,
     run_dir: Option<&Path>,
-) -> Result<(), String> {
+) -> Result<Vec<PartialWork>, String> {
     if allow_dirty {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let snap = GitSnapshot::take(root).map_err(|e| {
         format!(
@@ -307,13 +312,18 @@ pub fn require_clean_start(
     })?;
     let Some(run_dir) = run_dir else {
         return specbridge_engine::evidence::require_clean_start(&snap, false)
+            .map(|()| Vec::new())
             .map_err(|e| e.to_string());
     };
     let ledger = TreeLedger::default();
     ledger.seed_from_run(run_dir);
-    let paths = foreign_changes(&snap, &ledger);
+    let partial = crate::partial_work::cut_off_attempts(run_dir, &snap);
+    let paths: Vec<String> = foreign_changes(&snap, &ledger)
+        .into_iter()
+        .filter(|p| !partial.iter().any(|w| w.paths.contains(p)))
+        .collect();
     if paths.is_empty() {
-        Ok(())
+        Ok(partial)
     } else {
         Err(specbridge_engine::evidence::EvidenceError::DirtyTree { paths }.to_string())
     }

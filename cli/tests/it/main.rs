@@ -22,6 +22,7 @@ mod run_checks;
 mod sandbox;
 mod secrets;
 mod signals;
+mod store_failure;
 mod validate;
 mod validate_confinement;
 mod validate_policy;

@@ -8,6 +8,7 @@
 //! (`CI=true`), where they fail. `docs/testing.md` lists what each one pins down.
 
 mod confinement;
+mod crash;
 mod execute;
 mod generate;
 mod harness;

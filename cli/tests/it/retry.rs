@@ -180,3 +180,43 @@ fn retries_above_the_limit_are_rejected() {
     assert_eq!(out.code, 2, "{}", out.snapshot());
     assert!(out.stderr.contains("retries"), "{}", out.snapshot());
 }
+
+#[test]
+fn runner_retries_bound_the_whole_run_not_each_resume() {
+    let runner = format!("{RUNNER}  retries: 1\n");
+    let ctx = ctx_with_script(
+        &runner,
+        r#"["api-529", "api-529", "api-529", "api-529", "success"]"#,
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 4, "{}", out.snapshot());
+    assert_eq!(attempts(&ctx), ["attempt-001", "attempt-002"]);
+
+    // The stage has had its one retry: a resume runs it once more, and a transient
+    // failure then is not retried again.
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 4, "{}", out.snapshot());
+    assert_eq!(
+        attempts(&ctx),
+        ["attempt-001", "attempt-002", "attempt-003"]
+    );
+    assert_eq!(ctx.fake_agent_runs().len(), 3);
+    let stage = stage(&ctx);
+    assert_eq!(stage["status"], "failed", "{stage:#}");
+    assert_eq!(stage["transientAttempts"], 3, "{stage:#}");
+    let outcome = stage["outcome"].as_str().unwrap();
+    assert!(
+        outcome.contains("3 transient failure(s), runner.retries is 1"),
+        "{outcome}"
+    );
+
+    // A later success says how many transient failures came before it.
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 4, "{}", out.snapshot());
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let stage = self::stage(&ctx);
+    assert_eq!(stage["status"], "succeeded", "{stage:#}");
+    assert_eq!(stage["transientAttempts"], 4, "{stage:#}");
+    assert_eq!(attempts(&ctx).len(), 5);
+}

@@ -161,6 +161,9 @@ pub struct RunFinished {
     pub exit_code: i32,
     /// The run's totals over the run and every resume so far.
     pub totals: Totals,
+    /// Why the run ended early: its records could not be written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The path (relative to the run folder) and sha256 of a record.

@@ -177,12 +177,34 @@ impl ActiveRun {
             spent_before_usd: self.record.totals.cost_usd,
         };
         let nodes = std::mem::take(&mut self.nodes);
-        let outcome =
-            scheduler::run_plan(nodes, scheduled, self.run.clone(), opts, on_change).await?;
+        let scheduled =
+            scheduler::run_plan(nodes, scheduled, self.run.clone(), opts, on_change).await;
         if let (Some(resumed), Some(r)) = (self.resumed.as_mut(), resume_executor) {
             resumed.report.decisions.extend(r.decisions());
         }
-        self.settle(outcome)
+        match scheduled {
+            Ok(outcome) => self.settle(outcome),
+            Err(e) => {
+                let (failure, spent) = crate::run_failure::records_failed(e)?;
+                let mut record = self.record.clone();
+                Err(self.records_failed(&mut record, failure, spent))
+            }
+        }
+    }
+
+    /// The one path of a run or resume whose records stopped being written
+    /// (`crate::run_failure`): `record` (as it stood before this settle) is
+    /// settled as failed where it still can be.
+    fn records_failed(
+        &mut self,
+        record: &mut RunRecord,
+        failure: crate::store::StoreFailure,
+        spent: Totals,
+    ) -> OrchestrateError {
+        let failed =
+            crate::run_failure::settle(&self.run, record, self.started.elapsed(), spent, failure);
+        drop(self.tree_lock.take());
+        OrchestrateError::RecordsFailed(failed)
     }
 
     /// The one place a finished run's records are written: `plan.json` as it
@@ -194,7 +216,12 @@ impl ActiveRun {
         self.plan
             .expansions
             .extend(expansions(&outcome, &self.file));
-        run.write_json(layout::PLAN, &self.plan)?;
+        if let Err(e) = run.write_json(layout::PLAN, &self.plan) {
+            let failure = crate::run_failure::failure_of(&e);
+            let mut record = self.record.clone();
+            return Err(self.records_failed(&mut record, failure, outcome.totals.clone()));
+        }
+        let unsettled = self.record.clone();
 
         let (status, exit_code) = status_of(&outcome);
         let report = self.resumed.take().map(|r| r.report);
@@ -226,12 +253,20 @@ impl ActiveRun {
             entry.insert("spent".into(), json!(outcome.totals));
             entry.insert("decisions".into(), json!(report.decisions));
         }
-        run.write_json(layout::RUN, &*record)?;
-        run.event(RunEvent::RunFinished(RunFinished {
+        let finished = RunEvent::RunFinished(RunFinished {
             status,
             exit_code,
             totals: record.totals.clone(),
-        }))?;
+            error: None,
+        });
+        let written = run
+            .write_json(layout::RUN, &*record)
+            .and_then(|_| run.event(finished));
+        if let Err(e) = written {
+            let failure = crate::run_failure::failure_of(&e);
+            let mut record = unsettled;
+            return Err(self.records_failed(&mut record, failure, outcome.totals.clone()));
+        }
         drop(self.tree_lock.take());
         Ok(RunResult {
             run_id: run.id().to_string(),

@@ -34,6 +34,10 @@ pub enum OrchestrateError {
     Scheduler(#[from] scheduler::SchedulerError),
     #[error(transparent)]
     TreeLock(#[from] crate::store::TreeLockError),
+    /// The run's records stopped being written (folder gone, disk full): the run
+    /// ended failed, exit 2.
+    #[error(transparent)]
+    RecordsFailed(#[from] crate::run_failure::RecordsFailed),
     #[error("--only {name}: no stage has this id{hint}")]
     UnknownOnly { name: String, hint: String },
 }

@@ -74,9 +74,11 @@ impl ResumeExecutor {
     }
 
     fn note(&self, run: &RunHandle, decision: ReuseDecision) {
-        // The decision is part of the run's story; losing its event must not stop
-        // the stage, and the scheduler's own writes report a broken log.
-        let _ = run.event(RunEvent::ResumeDecision((&decision).into()));
+        // A failed write stops the run's records (store::StoreFailure), and the
+        // scheduler ends the run before anything else starts: nothing to do here.
+        if let Err(e) = run.event(RunEvent::ResumeDecision((&decision).into())) {
+            tracing::debug!("failed to record the decision for {}: {e}", decision.stage);
+        }
         self.decisions
             .lock()
             .expect("decisions lock")
@@ -194,6 +196,10 @@ impl StageExecutor for ResumeExecutor {
 
     fn cancelled(&self) -> bool {
         self.inner.cancelled()
+    }
+
+    fn stop(&self) {
+        self.inner.stop()
     }
 
     fn describe(&self, node: &Node) -> Vec<String> {

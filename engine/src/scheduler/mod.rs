@@ -23,7 +23,7 @@ use spawn::{start_attempt, Spawn};
 use state::SchedState;
 
 use crate::status::StageStatus;
-use crate::store::{InputParts, RunHandle, StoreError, Totals};
+use crate::store::{InputParts, RunHandle, StoreError, StoreFailure, Totals};
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -64,6 +64,10 @@ pub trait StageExecutor: Send + Sync + 'static {
     fn cancelled(&self) -> bool {
         false
     }
+
+    /// End the running stages as a cancel does (agents' groups get SIGTERM, then
+    /// SIGKILL after their grace): the run's records can no longer be written.
+    fn stop(&self) {}
 
     /// The input hash this node would run with now, and its parts, computed from
     /// the run folder `run_dir` (resume). `None` when the stage kind cannot tell.
@@ -121,9 +125,19 @@ pub struct RunOutcome {
 pub enum SchedulerError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The run's records could not be written (its folder vanished, a full disk):
+    /// nothing more was started, and the stages running were ended.
+    #[error("{}", failure.message)]
+    RecordsFailed {
+        failure: StoreFailure,
+        /// What the run spent before it stopped, the ended stages included.
+        spent: Totals,
+    },
 }
 
-/// Run `nodes` to completion.
+/// Run `nodes` to completion. When the run's records stop being written (see
+/// [`StoreFailure`]), no stage starts any more, the running ones are ended as on a
+/// cancel, and the error says why.
 pub async fn run_plan(
     nodes: Vec<Node>,
     executor: Arc<dyn StageExecutor>,
@@ -131,18 +145,72 @@ pub async fn run_plan(
     opts: SchedulerOptions,
     mut on_change: impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send,
 ) -> Result<RunOutcome, SchedulerError> {
+    let mut st = SchedState::new(nodes);
+    let mut running = tokio::task::JoinSet::new();
+    let scheduled = schedule(
+        &mut st,
+        &mut running,
+        &executor,
+        &run,
+        &opts,
+        &mut on_change,
+    )
+    .await;
+    let error = match scheduled {
+        Ok(cancelled) => return Ok(st.into_outcome(cancelled)),
+        Err(e) => e,
+    };
+    executor.stop();
+    while let Some(joined) = running.join_next().await {
+        // Their records cannot be written; what they spent still counts.
+        if let Ok((_, _, report)) = joined {
+            add_totals(&mut st, &report);
+        }
+    }
+    let failure = run.failure().unwrap_or_else(|| StoreFailure {
+        message: error.to_string(),
+        vanished: false,
+        in_event_log: false,
+    });
+    Err(SchedulerError::RecordsFailed {
+        failure,
+        spent: st.totals,
+    })
+}
+
+/// Fails once the run's records have stopped being written.
+fn records_ok(run: &RunHandle) -> Result<(), StoreError> {
+    match run.failure() {
+        Some(f) => Err(StoreError::Stopped {
+            path: String::new(),
+            first: f.message,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// How often the run folder is checked while nothing is written (agents at work).
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The scheduling loop; `Ok(cancelled)` once every node has settled.
+async fn schedule(
+    st: &mut SchedState,
+    running: &mut spawn::Attempts,
+    executor: &Arc<dyn StageExecutor>,
+    run: &Arc<RunHandle>,
+    opts: &SchedulerOptions,
+    on_change: &mut (impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send),
+) -> Result<bool, StoreError> {
     // Execute stages change the working tree: they take the tree lock for writing,
     // generate stages for reading (their before/after snapshots must not interleave
     // with a writer), check stages not at all.
     let tree = Arc::new(RwLock::new(()));
-    let mut st = SchedState::new(nodes);
     let concurrency = opts.concurrency.max(1);
-    let mut running = tokio::task::JoinSet::new();
     let mut halted = false;
-    // Transient failures per node in this process (what `runner.retries` bounds).
-    let mut transient: BTreeMap<String, u32> = BTreeMap::new();
 
     loop {
+        // A write a stage made (and reported only in its outcome) may have failed.
+        records_ok(run)?;
         if !halted && executor.cancelled() {
             halted = true;
         }
@@ -158,26 +226,19 @@ pub async fn run_plan(
                 } else {
                     "not started: --fail-fast after a failure".to_string()
                 };
-                finish_unstarted(&mut st, &run, &id, status, reason, &mut on_change)?;
+                finish_unstarted(st, run, &id, status, reason, on_change)?;
             }
         }
         for (id, blocker, status) in st.blocked() {
             let why = st.blocker_reason(&blocker, status);
             let reason = format!("blocked by `{blocker}` ({why})");
-            finish_unstarted(
-                &mut st,
-                &run,
-                &id,
-                StageStatus::Blocked,
-                reason,
-                &mut on_change,
-            )?;
+            finish_unstarted(st, run, &id, StageStatus::Blocked, reason, on_change)?;
         }
         while running.len() < concurrency {
             let Some(id) = st.next_ready() else { break };
             let node = st.node(&id).clone();
             if node.placeholder {
-                match executor.expand(&node, &run) {
+                match executor.expand(&node, run) {
                     Ok(instances) => {
                         let ids: Vec<String> = instances.iter().map(|n| n.id.clone()).collect();
                         run.event(RunEvent::StageExpanded(StageExpanded {
@@ -189,18 +250,18 @@ pub async fn run_plan(
                     Err(reason) => {
                         st.set(&id, StageStatus::Failed);
                         let report = StageReport::failed(StageStatus::Failed, reason);
-                        write_stage(&run, &node, StageStatus::Failed, Some(&report), 0)?;
+                        write_stage(run, &node, StageStatus::Failed, Some(&report), 0)?;
                         on_change(&node, StageStatus::Failed, Some(&report));
                         st.record(&id, report);
                     }
                 }
                 continue;
             }
-            if let Some(report) = executor.reuse(&node, &run) {
+            if let Some(report) = executor.reuse(&node, run) {
                 // Its cost was spent by an earlier process: not counted again.
                 st.set(&id, report.status);
                 write_stage(
-                    &run,
+                    run,
                     &node,
                     report.status,
                     Some(&report),
@@ -218,12 +279,12 @@ pub async fn run_plan(
                             "not started: the run budget of ${limit:.2} is spent (${spent:.2} over the run and its resumes; raise it with --run-budget-usd)"
                         );
                         finish_unstarted(
-                            &mut st,
-                            &run,
+                            st,
+                            run,
                             &id,
                             StageStatus::BudgetExceeded,
                             reason,
-                            &mut on_change,
+                            on_change,
                         )?;
                         continue;
                     }
@@ -231,14 +292,14 @@ pub async fn run_plan(
             }
             let attempt = st.next_attempt(&id);
             start_attempt(
-                &mut st,
-                &run,
+                st,
+                run,
                 &node,
                 attempt,
-                &mut on_change,
+                on_change,
                 Spawn {
-                    running: &mut running,
-                    executor: &executor,
+                    running,
+                    executor,
                     tree: &tree,
                     delay: None,
                 },
@@ -252,18 +313,20 @@ pub async fn run_plan(
             // dependency on a node that does not exist; validation prevents that.
             for id in st.pending_ids() {
                 let reason = "never became ready (missing dependency)".to_string();
-                finish_unstarted(
-                    &mut st,
-                    &run,
-                    &id,
-                    StageStatus::Skipped,
-                    reason,
-                    &mut on_change,
-                )?;
+                finish_unstarted(st, run, &id, StageStatus::Skipped, reason, on_change)?;
             }
             break;
         }
-        let joined = running.join_next().await.expect("a task is running");
+        let joined = loop {
+            tokio::select! {
+                joined = running.join_next() => break joined.expect("a task is running"),
+                _ = tokio::time::sleep(WATCH_EVERY) => {
+                    if run.watch().is_some() {
+                        records_ok(run)?;
+                    }
+                }
+            }
+        };
         let (id, attempt, mut report) = match joined {
             Ok(v) => v,
             Err(e) => {
@@ -273,7 +336,9 @@ pub async fn run_plan(
             }
         };
         let node = st.node(&id).clone();
-        let transient_before = transient.get(&id).copied().unwrap_or(0);
+        // Over the run, from the attempts' records: a resume does not start the
+        // count of `runner.retries` again.
+        let transient_before = retry::transient_attempts(run, &id, attempt - 1);
         // Only a plain failure is retried: a safety violation or a gate found after
         // a transient-looking invocation settles the stage.
         if let Some(hint) = report
@@ -282,11 +347,10 @@ pub async fn run_plan(
             .filter(|_| report.status == StageStatus::Failed)
         {
             let count = transient_before + 1;
-            transient.insert(id.clone(), count);
             let spent = opts.spent_before_usd + st.totals.cost_usd + report.cost_usd;
             let budget_spent = opts.budget_usd.is_some_and(|limit| spent >= limit);
             if count <= hint.retries && !budget_spent && !executor.cancelled() {
-                add_totals(&mut st, &report);
+                add_totals(st, &report);
                 let delay = retry::delay(count, &hint);
                 run.event(RunEvent::StageRetrying(StageRetrying {
                     stage: id.clone(),
@@ -297,14 +361,14 @@ pub async fn run_plan(
                 }))?;
                 st.set_prior_attempts(&id, attempt);
                 start_attempt(
-                    &mut st,
-                    &run,
+                    st,
+                    run,
                     &node,
                     attempt + 1,
-                    &mut on_change,
+                    on_change,
                     Spawn {
-                        running: &mut running,
-                        executor: &executor,
+                        running,
+                        executor,
                         tree: &tree,
                         delay: Some(delay),
                     },
@@ -339,7 +403,7 @@ pub async fn run_plan(
         st.totals.turns += report.turns;
         st.totals.invocations += report.invocations;
         st.set(&id, report.status);
-        write_stage(&run, &node, report.status, Some(&report), attempt)?;
+        write_stage(run, &node, report.status, Some(&report), attempt)?;
         run.event(RunEvent::StageFinished(StageFinished {
             stage: id.clone(),
             attempt: Some(attempt),
@@ -352,8 +416,7 @@ pub async fn run_plan(
         st.record(&id, report);
     }
 
-    let cancelled = halted || executor.cancelled();
-    Ok(st.into_outcome(cancelled))
+    Ok(halted || executor.cancelled())
 }
 
 fn add_totals(st: &mut SchedState, report: &StageReport) {
@@ -370,7 +433,7 @@ fn finish_unstarted(
     status: StageStatus,
     reason: String,
     on_change: &mut impl FnMut(&Node, StageStatus, Option<&StageReport>),
-) -> Result<(), SchedulerError> {
+) -> Result<(), StoreError> {
     let node = st.node(id).clone();
     let report = StageReport::failed(status, reason);
     st.set(id, status);
@@ -394,7 +457,7 @@ fn write_stage(
     status: StageStatus,
     report: Option<&StageReport>,
     attempt: u32,
-) -> Result<(), SchedulerError> {
+) -> Result<(), StoreError> {
     let rel = crate::store::layout::stage_record_rel(&node.id);
     let record = node::stage_record(node, status, report, attempt);
     run.write_json(&rel, &record)?;

@@ -47,6 +47,21 @@ fn delay_with(base: Duration, retry: u32, hint: &RetryHint, jitter: f64) -> Dura
     asked.map_or(backoff, |a| backoff.max(a))
 }
 
+/// How many of attempts `1..=upto` of `stage` failed transiently, from their
+/// `result.json` (`transient: true`): the retries a stage has had over the whole
+/// run, whichever process made them, since `runner.retries` bounds the run's.
+pub fn transient_attempts(run: &crate::store::RunHandle, stage: &str, upto: u32) -> u32 {
+    let reader = crate::store::RunReader::at(run.dir());
+    (1..=upto)
+        .filter(|&n| {
+            reader
+                .attempt(stage, n)
+                .json_opt::<serde_json::Value>(crate::store::layout::attempt::RESULT)
+                .is_some_and(|r| r.get("transient") == Some(&serde_json::Value::Bool(true)))
+        })
+        .count() as u32
+}
+
 fn jitter_fraction() -> f64 {
     let bits = uuid::Uuid::new_v4().as_u128() as u64;
     (bits >> 11) as f64 / (1u64 << 53) as f64

@@ -8,10 +8,10 @@ use crate::events::{RunEvent, StageStarted};
 use tokio::sync::RwLock;
 
 use super::state::SchedState;
-use super::{write_stage, Node, SchedulerError, StageExecutor, StageReport, StageRun};
+use super::{write_stage, Node, StageExecutor, StageReport, StageRun};
 use crate::pipeline::StageKind;
 use crate::status::StageStatus;
-use crate::store::RunHandle;
+use crate::store::{RunHandle, StoreError};
 
 pub(super) type Attempts = tokio::task::JoinSet<(String, u32, StageReport)>;
 
@@ -31,7 +31,7 @@ pub(super) fn start_attempt(
     attempt: u32,
     on_change: &mut impl FnMut(&Node, StageStatus, Option<&StageReport>),
     spawn: Spawn<'_>,
-) -> Result<(), SchedulerError> {
+) -> Result<(), StoreError> {
     let id = node.id.clone();
     st.set(&id, StageStatus::Running);
     let started = StageReport {

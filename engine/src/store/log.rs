@@ -10,8 +10,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::fault::{injected_failure, Guard};
 use super::publish::Publisher;
-use super::run::StoreError;
+use super::run::{append_event, StoreError};
 use crate::events::RunEvent;
 use crate::redact::{RedactingWriter, Redactor};
 use crate::supervisor::OutputSink;
@@ -25,6 +26,7 @@ pub struct RunLog {
     writer: Option<RedactingWriter<Hashing>>,
     redactor: Arc<Redactor>,
     events: Arc<Publisher>,
+    guard: Arc<Guard>,
     sha256: Option<String>,
 }
 
@@ -58,11 +60,13 @@ impl RunLog {
         path: PathBuf,
         redactor: Arc<Redactor>,
         events: Arc<Publisher>,
+        guard: Arc<Guard>,
     ) -> Result<Self, StoreError> {
         let create = |source| StoreError::Create {
             path: path.clone(),
             source,
         };
+        injected_failure().map_err(create)?;
         if let Some(dir) = path.parent() {
             super::private::create_private_dir(dir).map_err(create)?;
         }
@@ -83,6 +87,7 @@ impl RunLog {
             writer: Some(RedactingWriter::new(redactor.clone(), hashing)),
             redactor,
             events,
+            guard,
             sha256: None,
         })
     }
@@ -100,7 +105,15 @@ impl RunLog {
 
     /// Bytes in any order of chunks.
     pub fn write_chunk(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.writer()?.write_chunk(bytes)
+        let written = self.writer()?.write_chunk(bytes);
+        if let Err(e) = &written {
+            let err = StoreError::Read {
+                path: self.path.clone(),
+                message: format!("failed to write the log: {e}"),
+            };
+            self.guard.fail(&err, false);
+        }
+        written
     }
 
     /// One JSON value as a line. Its strings are redacted before it is encoded,
@@ -127,16 +140,24 @@ impl RunLog {
             .writer
             .take()
             .ok_or_else(|| io(std::io::Error::other("no writer")))?;
-        let hashing = writer.finish().map_err(io)?;
-        let Hashing { file, hasher } = hashing;
-        let file = file.into_inner().map_err(|e| io(e.into_error()))?;
-        match super::durable::off_the_worker(|| file.sync_data()) {
-            Err(e) if e.raw_os_error() != Some(libc::EINVAL) => return Err(io(e)),
-            _ => {}
-        }
+        let synced = writer.finish().and_then(|hashing| {
+            let Hashing { file, hasher } = hashing;
+            let file = file.into_inner().map_err(|e| e.into_error())?;
+            match super::durable::off_the_worker(|| file.sync_data()) {
+                Err(e) if e.raw_os_error() != Some(libc::EINVAL) => Err(e),
+                _ => Ok(hasher),
+            }
+        });
+        let hasher = synced
+            .map_err(io)
+            .inspect_err(|e| self.guard.fail(e, false))?;
         let sha = hex::encode(hasher.finalize());
-        self.events
-            .append(&self.redactor, &RunEvent::record_written(&self.rel, &sha))?;
+        append_event(
+            &self.events,
+            &self.redactor,
+            &self.guard,
+            &RunEvent::record_written(&self.rel, &sha),
+        )?;
         self.sha256 = Some(sha.clone());
         Ok(sha)
     }

@@ -81,16 +81,6 @@ impl Publisher {
             .push(subscriber);
     }
 
-    /// Append one event, redacted.
-    pub(in crate::store) fn append(
-        &self,
-        redactor: &Redactor,
-        event: &RunEvent,
-    ) -> Result<u64, EventError> {
-        let mut log = self.lock();
-        self.append_held(&mut log, redactor, event)
-    }
-
     /// Append one event to a log already held. Subscribers are told while it is
     /// still held, so that they see events in the order of their `seq`; they must
     /// not write to the run.

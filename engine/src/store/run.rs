@@ -9,6 +9,7 @@ use crate::runner::claude_code::stream::Progress;
 use crate::store::atomic::{json_bytes, sha256_file, sha256_hex, stage_atomic, WriteError};
 use crate::store::durable::{off_the_worker, GroupCommit};
 use crate::store::events::{EventError, EventLog};
+use crate::store::fault::{crash_point, injected_failure, Guard, StoreFailure};
 use crate::store::layout;
 use crate::store::lock::{LockError, RunLock};
 use crate::store::log::RunLog;
@@ -41,6 +42,10 @@ pub enum StoreError {
     UnsafePath(String),
     #[error("failed to read the run folder {0}: it no longer exists")]
     RunGone(PathBuf),
+    #[error("failed to write to run folder {}: it no longer exists (deleted while the run went on)", path.display())]
+    FolderVanished { path: PathBuf },
+    #[error("failed to write {path}: the run's records stopped at an earlier failure: {first}")]
+    Stopped { path: String, first: String },
 }
 
 /// `.specbridge/runs/` of one repository.
@@ -172,27 +177,6 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Store
     })
 }
 
-/// Test hook: `SPECBRIDGE_TEST_ABORT_AFTER_WRITES=N` aborts the process (SIGABRT,
-/// no cleanup, as a crash) right after the N-th store write of this process — an
-/// event appended or a record file renamed into place. Used by the crash-injection
-/// tests (docs/testing.md); unset, it costs one relaxed atomic add per write.
-fn crash_point() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::OnceLock;
-    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
-    static WRITES: AtomicU64 = AtomicU64::new(0);
-    let limit = LIMIT.get_or_init(|| {
-        std::env::var("SPECBRIDGE_TEST_ABORT_AFTER_WRITES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-    });
-    if let Some(limit) = limit {
-        if WRITES.fetch_add(1, Ordering::Relaxed) + 1 == *limit {
-            std::process::abort();
-        }
-    }
-}
-
 /// An open, locked run, and the only writer of its records.
 ///
 /// Every byte written through it — JSON records, byte records, events, streamed
@@ -208,10 +192,52 @@ pub struct RunHandle {
     events: Arc<Publisher>,
     commit: Arc<GroupCommit>,
     redactor: Arc<Redactor>,
+    guard: Arc<Guard>,
 }
 
+/// One append with the log already held, whatever failed before (the guard is
+/// asked by the caller): a failed append stops the run's writes (see [`Guard`]).
+fn append_held(
+    events: &Publisher,
+    log: &mut EventLog,
+    redactor: &Redactor,
+    guard: &Guard,
+    event: &RunEvent,
+) -> Result<u64, StoreError> {
+    let appended = injected_failure()
+        .map_err(|source| {
+            StoreError::Events(EventError::Append {
+                path: log.path().to_path_buf(),
+                source,
+            })
+        })
+        .and_then(|()| Ok(events.append_held(log, redactor, event)?));
+    appended.inspect_err(|e| guard.fail(e, true))
+}
+
+/// Appends one event, redacted: what the run handle and its logs share. Refused
+/// once the run's records have stopped at a failure.
+pub(super) fn append_event(
+    events: &Publisher,
+    redactor: &Redactor,
+    guard: &Guard,
+    event: &RunEvent,
+) -> Result<u64, StoreError> {
+    let mut log = events.lock();
+    guard.check(layout::EVENTS)?;
+    append_held(events, &mut log, redactor, guard, event)
+}
+
+/// Whether a record write is an ordinary one, or the one write that settles a
+/// run after its records stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    Open,
+    AfterFailure,
+}
 impl RunHandle {
     fn new(id: String, dir: PathBuf, lock: RunLock, events: EventLog, redactor: Redactor) -> Self {
+        let guard = Arc::new(Guard::new(&dir));
         RunHandle {
             id,
             dir,
@@ -219,6 +245,7 @@ impl RunHandle {
             commit: events.commit(),
             events: Arc::new(Publisher::new(events)),
             redactor: Arc::new(redactor),
+            guard,
         }
     }
 
@@ -247,7 +274,7 @@ impl RunHandle {
 
     /// Append an event, its strings redacted, and hand it to the subscribers.
     pub fn event(&self, event: RunEvent) -> Result<u64, StoreError> {
-        let seq = self.events.append(&self.redactor, &event)?;
+        let seq = append_event(&self.events, &self.redactor, &self.guard, &event)?;
         crash_point();
         Ok(seq)
     }
@@ -293,36 +320,65 @@ impl RunHandle {
     /// next group commit. The log is held from the rename to the announcement, so
     /// that a check of the records never sees a file between the two.
     fn put(&self, rel: &str, path: &Path, redacted: &[u8]) -> Result<String, StoreError> {
-        off_the_worker(|| self.put_synced(rel, path, redacted))
+        off_the_worker(|| self.put_synced(rel, path, redacted, Gate::Open))
     }
 
-    fn put_synced(&self, rel: &str, path: &Path, redacted: &[u8]) -> Result<String, StoreError> {
+    fn put_synced(
+        &self,
+        rel: &str,
+        path: &Path,
+        redacted: &[u8],
+        gate: Gate,
+    ) -> Result<String, StoreError> {
         let sha = sha256_hex(redacted);
-        let seq = self
-            .events
-            .append(&self.redactor, &RunEvent::record_intent(rel, &sha))?;
+        let seq = {
+            let mut log = self.events.lock();
+            match gate {
+                Gate::Open => self.guard.check(rel)?,
+                Gate::AfterFailure => self.guard.check_folder()?,
+            }
+            let intent = RunEvent::record_intent(rel, &sha);
+            append_held(&self.events, &mut log, &self.redactor, &self.guard, &intent)?
+        };
         crash_point();
-        let staged = stage_atomic(path, redacted)?;
+        let fail = |e: WriteError| {
+            let e = StoreError::from(e);
+            self.guard.fail(&e, false);
+            e
+        };
+        let staged = injected_failure()
+            .map_err(|source| WriteError {
+                path: path.display().to_string(),
+                source,
+            })
+            .and_then(|()| stage_atomic(path, redacted))
+            .map_err(fail)?;
         self.sync_through(seq)?;
         let mut log = self.events.lock();
-        let written = staged.commit()?;
+        let written = staged.commit().map_err(fail)?;
         crash_point();
-        self.events.append_held(
+        let announced = RunEvent::record_written(rel, &written);
+        append_held(
+            &self.events,
             &mut log,
             &self.redactor,
-            &RunEvent::record_written(rel, &written),
+            &self.guard,
+            &announced,
         )?;
         crash_point();
         Ok(written)
     }
 
     fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
-        self.commit
-            .sync_through(seq)
-            .map_err(|source| EventError::Append {
-                path: self.dir.join("events.jsonl"),
+        self.commit.sync_through(seq).map_err(|source| {
+            let e = StoreError::from(EventError::Append {
+                path: self.dir.join(layout::EVENTS),
                 source,
-            })?;
+            });
+            // After a failed sync nothing says which lines reached the disk.
+            self.guard.fail(&e, true);
+            e
+        })?;
         Ok(())
     }
 
@@ -333,16 +389,71 @@ impl RunHandle {
         self.sync_through(seq)
     }
 
+    /// The one write after the records stopped (see [`StoreFailure`]): `run.json`
+    /// settled as failed, then its `run-finished` event, so that the run does not
+    /// stay `running`. Not tried when the folder is gone, nor after a failed event
+    /// append (the log may end in a torn line, which only a resume sets aside);
+    /// it fails like any write while the disk stays full. Then `run.json` keeps
+    /// saying `running`, and resume treats the run as interrupted.
+    pub fn settle_after_failure<T: serde::Serialize>(
+        &self,
+        run_json: &T,
+        finished: RunEvent,
+    ) -> Result<(), StoreError> {
+        let Some(first) = self.guard.failure() else {
+            self.write_json(layout::RUN, run_json)?;
+            self.event(finished)?;
+            return Ok(());
+        };
+        if first.vanished || first.in_event_log {
+            return Err(StoreError::Stopped {
+                path: layout::RUN.into(),
+                first: first.message,
+            });
+        }
+        let path = self.path(layout::RUN)?;
+        let mut value = serde_json::to_value(run_json).map_err(|e| WriteError {
+            path: path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        self.redactor.redact_json(&mut value);
+        let bytes = json_bytes(&path, &value)?;
+        off_the_worker(|| self.put_synced(layout::RUN, &path, &bytes, Gate::AfterFailure))?;
+        let mut log = self.events.lock();
+        append_held(
+            &self.events,
+            &mut log,
+            &self.redactor,
+            &self.guard,
+            &finished,
+        )?;
+        Ok(())
+    }
+
+    /// Why the run's records stopped being written, once they have: the run must
+    /// end (the scheduler starts nothing more).
+    pub fn failure(&self) -> Option<StoreFailure> {
+        self.guard.failure()
+    }
+
+    /// Check now that the run folder is still there (while nothing is written).
+    pub fn watch(&self) -> Option<StoreFailure> {
+        self.guard.watch()
+    }
+
     /// A record written as a stream (a process's output, JSON lines), redacted as
     /// it is written and announced by [`RunLog::complete`].
     pub fn log(&self, rel: &str) -> Result<RunLog, StoreError> {
         let path = self.path(rel)?;
+        self.guard.check(rel)?;
         RunLog::create(
             rel.to_string(),
             path,
             self.redactor.clone(),
             self.events.clone(),
+            self.guard.clone(),
         )
+        .inspect_err(|e| self.guard.fail(e, false))
     }
 
     /// Announce a streamed file as it was left by a process that died (resume).
@@ -366,10 +477,14 @@ impl RunHandle {
     /// Create a folder inside the run (for streamed logs).
     pub fn ensure_dir(&self, rel: &str) -> Result<PathBuf, StoreError> {
         let p = self.path(rel)?;
-        std::fs::create_dir_all(&p).map_err(|source| StoreError::Create {
-            path: p.clone(),
-            source,
-        })?;
+        // Checked first: a deleted run folder is not made again piecemeal.
+        self.guard.check(rel)?;
+        std::fs::create_dir_all(&p)
+            .map_err(|source| StoreError::Create {
+                path: p.clone(),
+                source,
+            })
+            .inspect_err(|e| self.guard.fail(e, false))?;
         Ok(p)
     }
 }

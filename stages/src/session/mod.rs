@@ -126,7 +126,15 @@ impl RunSession {
             Origin::Fresh => None,
         };
         if !dry_run {
-            preflight::check_working_tree(&root, &nodes, options.allow_dirty, run_dir.as_deref())?;
+            let kept = preflight::check_working_tree(
+                &root,
+                &nodes,
+                options.allow_dirty,
+                run_dir.as_deref(),
+            )?;
+            if !kept.is_empty() {
+                observer.warnings(&kept);
+            }
         }
 
         let cancel = CancelToken::new();

@@ -12,20 +12,23 @@ use crate::confine;
 
 /// Agent stages outside a repository's root; execute stages on a tree with
 /// changes that are not the run's own (`run_dir`, resume) unless `--allow-dirty`.
+/// Returns the partial work of execute attempts a crash cut off, which a resume
+/// keeps (one line each, to tell the user).
 pub(crate) fn check_working_tree(
     root: &Path,
     nodes: &[Node],
     allow_dirty: bool,
     run_dir: Option<&Path>,
-) -> Result<(), SessionError> {
+) -> Result<Vec<String>, SessionError> {
     if nodes.iter().any(|n| n.kind.is_agent()) {
         crate::working_tree::require_repository_root(root).map_err(SessionError::Preflight)?;
     }
     if nodes.iter().any(|n| n.kind == StageKind::Execute) {
-        crate::working_tree::require_clean_start(root, allow_dirty, run_dir)
+        let kept = crate::working_tree::require_clean_start(root, allow_dirty, run_dir)
             .map_err(SessionError::Preflight)?;
+        return Ok(kept.iter().map(|w| w.describe()).collect());
     }
-    Ok(())
+    Ok(Vec::new())
 }
 
 /// The sandbox of the commands specbridge runs itself, settled before anything is
