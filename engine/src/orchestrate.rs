@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::events::{RunEvent, RunFinished, RunStarted};
+use crate::events::{RunEvent, RunFinished, RunStarted, Subscriber};
 use crate::pipeline::{PipelineFile, RunOverrides, StageDef};
-use crate::scheduler::{self, Node, RunOutcome, SchedulerOptions, StageExecutor, StageReport};
+use crate::scheduler::{self, Node, RunOutcome, SchedulerOptions, StageExecutor};
 use crate::status::{exit, RunStatus, StageStatus};
 use crate::store::{
     now_rfc3339, Expansion, PipelineRef, PlanRecord, RunHandle, RunOptions, RunRecord, RunStore,
@@ -109,6 +109,8 @@ pub struct RunSpec {
     pub runner: Option<RunnerInfo>,
     pub warnings: Vec<String>,
     pub executor: Arc<dyn StageExecutor>,
+    /// Handed every event of the run as it is appended (the live display).
+    pub subscriber: Option<Subscriber>,
 }
 
 /// How a run ended.
@@ -121,11 +123,10 @@ pub struct RunResult {
     pub outcome: RunOutcome,
 }
 
-/// Create a run folder and run the pipeline in it. `on_change` sees every stage
-/// status change (for progress display).
+/// Create a run folder and run the pipeline in it. `spec.subscriber` sees every
+/// event from the first on.
 pub async fn execute_run(
     spec: RunSpec,
-    on_change: impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send,
     on_created: impl FnOnce(&RunHandle),
 ) -> Result<RunResult, OrchestrateError> {
     let nodes = plan_nodes(&spec.source.file, &spec.options.only)?;
@@ -136,6 +137,9 @@ pub async fn execute_run(
     let run = Arc::new(store.create(crate::redact::Redactor::for_pipeline(&spec.source.file))?);
     if let Some(lock) = &mut tree_lock {
         lock.set_run(run.id())?;
+    }
+    if let Some(subscriber) = &spec.subscriber {
+        run.subscribe(subscriber.clone());
     }
     on_created(&run);
     let started = Instant::now();
@@ -183,8 +187,7 @@ pub async fn execute_run(
         budget_usd: spec.options.budget_usd,
         spent_before_usd: 0.0,
     };
-    let outcome =
-        scheduler::run_plan(nodes, spec.executor.clone(), run.clone(), opts, on_change).await?;
+    let outcome = scheduler::run_plan(nodes, spec.executor.clone(), run.clone(), opts).await?;
 
     plan.nodes = final_nodes(&outcome);
     plan.expansions = expansions(&outcome, &spec.source.file);

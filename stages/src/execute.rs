@@ -120,7 +120,7 @@ pub async fn run_execute(
         .flatten();
 
     let store_before = RunStoreState::take(&ctx.root, run);
-    let outcome = run_agent(ctx, agent, &p, sr).await;
+    let outcome = run_agent(ctx, &p, sr).await;
     let mut report = report_of(&outcome, &p);
     let store_changed = RunStoreState::take(&ctx.root, run).changed_since(&store_before);
     let gathered = match gather(

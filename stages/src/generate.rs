@@ -56,7 +56,7 @@ pub async fn run_generate(
         }
     };
     let store_before = RunStoreState::take(&ctx.root, run);
-    let outcome = run_agent(ctx, agent, &p, sr).await;
+    let outcome = run_agent(ctx, &p, sr).await;
     let mut report = report_of(&outcome, &p);
     let store_changed = RunStoreState::take(&ctx.root, run).changed_since(&store_before);
     let evidence = read_only_evidence(

@@ -98,7 +98,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
     ctx.bubblewrap = sandbox.bubblewrap;
     let commands = detect::runner_commands(&ctx, &nodes);
     let Detection {
-        mut agent,
+        agent,
         runner,
         mut warnings,
         ..
@@ -113,7 +113,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
     for w in &warnings {
         printer.err(format!("{}: {w}", printer.warning_label()));
     }
-    let progress = run_cmd::live_progress(printer, json_out, &mut agent);
+    let (progress, subscriber) = crate::progress::subscribe(printer, json_out);
     let executor = PipelineExecutor::with_agent(ctx, agent);
     executor.resume_from(&opened.dir);
     let kill_grace = ResolvedRunner::resolve(&[&source.file.runner], &ov)
@@ -129,6 +129,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
         kill_grace,
         rerun: args.rerun.clone(),
         reverify: args.reverify,
+        subscriber: Some(subscriber),
     };
     if !json_out {
         printer.err(format!("run {} resumed", opened.id));
@@ -136,7 +137,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
     let rt = run_cmd::runtime()?;
     let result = rt.block_on(async move {
         let _signals = install_cancel_signals(cancel.clone());
-        let r = opened.resume(spec, run_cmd::stage_lines(&progress)).await;
+        let r = opened.resume(spec).await;
         if let Ok(mut progress) = progress.lock() {
             progress.finish();
         }

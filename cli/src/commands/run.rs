@@ -1,17 +1,16 @@
 //! `specbridge run`: validate, plan, run, summarise.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 use specbridge_engine::orchestrate::{self, GivenOptions, RunSpec};
 use specbridge_engine::pipeline::{DurationSpec, PipelineFile, RunOverrides, StageKind};
 use specbridge_engine::sandbox::SandboxSupport;
-use specbridge_engine::scheduler::{Node, StageExecutor, StageReport};
+use specbridge_engine::scheduler::{Node, StageExecutor};
 use specbridge_engine::store::RunnerInfo;
 use specbridge_engine::supervisor::{install_cancel_signals, CancelToken};
 use specbridge_engine::{exit, StageStatus};
-use specbridge_stages::{confine, AgentSetup, PipelineExecutor, ProgressSink, RunContext};
+use specbridge_stages::{confine, PipelineExecutor, RunContext};
 
 use crate::args::{OverrideArgs, RunArgs};
 use crate::commands::detect::{self, Detection};
@@ -19,7 +18,6 @@ use crate::commands::load::load_valid;
 use crate::commands::{replay, Workspace};
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
-use crate::progress::Progress;
 use crate::table::{cost, duration, Table};
 
 /// `--timeout` and friends, checked.
@@ -184,7 +182,7 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
         return dry_run(printer, &nodes, executor.as_ref(), json_out, assumption);
     }
 
-    let progress = live_progress(printer, json_out, &mut agent);
+    let (progress, subscriber) = crate::progress::subscribe(printer, json_out);
     let executor = PipelineExecutor::with_agent(ctx, agent);
 
     let spec = RunSpec {
@@ -194,12 +192,12 @@ fn run_in(ws: &Workspace, printer: Printer, args: RunArgs, replay_dir: Option<&P
         runner,
         warnings,
         executor,
+        subscriber: Some(subscriber),
     };
     let rt = runtime()?;
     let result = rt.block_on(async move {
         let _signals = install_cancel_signals(cancel.clone());
-        let on_change = stage_lines(&progress);
-        let r = orchestrate::execute_run(spec, on_change, |run| {
+        let r = orchestrate::execute_run(spec, |run| {
             if !json_out {
                 printer.err(format!("run {} started", run.id()));
             }
@@ -246,37 +244,6 @@ pub(crate) fn command_sandbox(
         target.as_deref(),
     ));
     Ok(found)
-}
-
-/// Live progress of a run: stage lines, and agent detail through the executor.
-pub(crate) fn live_progress(
-    printer: Printer,
-    json_out: bool,
-    agent: &mut AgentSetup,
-) -> Arc<Mutex<Progress>> {
-    let progress = Arc::new(Mutex::new(Progress::new(printer, json_out)));
-    let sink: ProgressSink = {
-        let progress = progress.clone();
-        Arc::new(move |stage, p| {
-            if let Ok(progress) = progress.lock() {
-                progress.detail(stage, p);
-            }
-        })
-    };
-    agent.progress = Some(sink);
-    progress
-}
-
-/// The scheduler's status callback, printing through `progress`.
-pub(crate) fn stage_lines(
-    progress: &Arc<Mutex<Progress>>,
-) -> impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send + 'static {
-    let progress = progress.clone();
-    move |node: &Node, status: StageStatus, report: Option<&StageReport>| {
-        if let Ok(mut progress) = progress.lock() {
-            progress.stage(node, status, report);
-        }
-    }
 }
 
 /// A runtime for one run.

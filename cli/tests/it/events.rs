@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use crate::common::{read_json, workspace_root, TestContext};
+use crate::common::{read_json, workspace_root, Output, TestContext};
 
 fn event_schema() -> jsonschema::Validator {
     let schema = read_json(&workspace_root().join("schemas/event.schema.json"));
@@ -26,7 +26,7 @@ fn task(id: &str) -> Value {
 /// A run that fails only in its last check stage, after a plan that was retried
 /// once and a fan-out of two execute instances; then the check is made to pass
 /// and the run resumed.
-fn resumed_run() -> TestContext {
+fn resumed_run() -> (TestContext, Output, Output) {
     let plan = json!({
         "summary": "two tasks",
         "markdown": "# Tasks",
@@ -64,18 +64,18 @@ fn resumed_run() -> TestContext {
   - { id: ready, kind: check, argv: [test, -f, ready.txt] }
 ",
     );
-    let out = ctx.run(&["run"]);
-    assert_eq!(out.code, 1, "only `ready` fails: {}", out.snapshot());
+    let first = ctx.run(&["run"]);
+    assert_eq!(first.code, 1, "only `ready` fails: {}", first.snapshot());
     ctx.write("ready.txt", "yes\n");
     ctx.commit_all("ready");
-    let out = ctx.run(&["resume", "latest"]);
-    assert_eq!(out.code, 0, "{}", out.snapshot());
-    ctx
+    let resumed = ctx.run(&["resume", "latest"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.snapshot());
+    (ctx, first, resumed)
 }
 
 #[test]
 fn every_line_of_a_resumed_run_matches_the_committed_event_schema() {
-    let ctx = resumed_run();
+    let (ctx, _, _) = resumed_run();
     let validator = event_schema();
     let text = std::fs::read_to_string(ctx.only_run_dir().join("events.jsonl")).unwrap();
     let mut types = BTreeSet::new();
@@ -156,4 +156,54 @@ fn the_committed_recording_still_matches_the_schema() {
             .collect();
         assert!(errors.is_empty(), "line {}: {line}\n{errors:?}", n + 1);
     }
+}
+
+#[test]
+fn the_progress_lines_are_drawn_from_the_events() {
+    let (_ctx, first, resumed) = resumed_run();
+    // Not a terminal: one plain line per stage event, in the order of the log.
+    let lines: Vec<&str> = first.stderr.lines().collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` in {lines:#?}"))
+    };
+    assert!(
+        at("running    plan") < at("succeeded  plan ("),
+        "{lines:#?}"
+    );
+    // The retry starts the stage again; it is finished once.
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("running    plan"))
+            .count(),
+        2,
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("succeeded  implement.t1 (") && l.contains("[verified]")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("check-failed ready (") && l.contains(": exit code 1")),
+        "{lines:#?}"
+    );
+    let again: Vec<&str> = resumed.stderr.lines().collect();
+    for reused in [
+        "reused     lint",
+        "reused     plan",
+        "reused     implement.t2",
+    ] {
+        assert!(again.contains(&reused), "no `{reused}` in {again:#?}");
+    }
+    assert!(
+        again.iter().any(|l| l.starts_with("succeeded  ready (")),
+        "{again:#?}"
+    );
 }

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::audit::{audit_run, AuditError, Finding, FindingCode};
-use crate::events::{CrashRepaired, RunEvent, RunFinished, RunResumed, TornTailSetAside};
+use crate::events::{
+    CrashRepaired, RunEvent, RunFinished, RunResumed, Subscriber, TornTailSetAside,
+};
 use crate::orchestrate::{
     count_statuses, display_rel, expansions, final_nodes, plan_nodes, settle, OrchestrateError,
     PipelineSource, RunResult,
@@ -17,7 +19,7 @@ use crate::resume::executor::{retire, ResumeExecutor};
 use crate::resume::force::Forced;
 use crate::resume::recover::{end_orphans, mark_interrupted, repair_unlogged, Orphan};
 use crate::resume::reuse::{Reason, ReuseDecision};
-use crate::scheduler::{self, Node, SchedulerOptions, StageExecutor, StageReport};
+use crate::scheduler::{self, Node, SchedulerOptions, StageExecutor};
 use crate::status::{RunStatus, StageStatus};
 use crate::store::events::{set_aside_torn_tail, verify_chain, EventError};
 use crate::store::{
@@ -164,6 +166,8 @@ pub struct ResumeSpec {
     pub rerun: Vec<String>,
     /// `--reverify`: unverified execute stages first get a verification-only attempt.
     pub reverify: bool,
+    /// Handed every event of the resume as it is appended (the live display).
+    pub subscriber: Option<Subscriber>,
 }
 
 /// How a resume went.
@@ -202,11 +206,7 @@ impl OpenedRun {
 
     /// Recover from a crash, then run every stage again that cannot be reused, in
     /// this run's folder.
-    pub async fn resume(
-        self,
-        spec: ResumeSpec,
-        on_change: impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send,
-    ) -> Result<ResumeResult, ResumeError> {
+    pub async fn resume(self, spec: ResumeSpec) -> Result<ResumeResult, ResumeError> {
         let started = Instant::now();
         let nodes = self.nodes(&spec.source)?;
         let _tree_lock =
@@ -231,6 +231,9 @@ impl OpenedRun {
             lock,
             crate::redact::Redactor::for_pipeline(&spec.source.file),
         )?);
+        if let Some(subscriber) = &spec.subscriber {
+            run.subscribe(subscriber.clone());
+        }
         let number = record.resumes.len() + 1;
         let pipeline_sha = sha256_hex(&spec.source.bytes);
         run.event(RunEvent::RunResumed(RunResumed {
@@ -328,7 +331,6 @@ impl OpenedRun {
             executor.clone() as Arc<dyn StageExecutor>,
             run.clone(),
             opts,
-            on_change,
         )
         .await?;
         decisions.extend(executor.decisions());

@@ -129,7 +129,6 @@ pub async fn run_plan(
     executor: Arc<dyn StageExecutor>,
     run: Arc<RunHandle>,
     opts: SchedulerOptions,
-    mut on_change: impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send,
 ) -> Result<RunOutcome, SchedulerError> {
     // Execute stages change the working tree: they take the tree lock for writing,
     // generate stages for reading (their before/after snapshots must not interleave
@@ -158,20 +157,13 @@ pub async fn run_plan(
                 } else {
                     "not started: --fail-fast after a failure".to_string()
                 };
-                finish_unstarted(&mut st, &run, &id, status, reason, &mut on_change)?;
+                finish_unstarted(&mut st, &run, &id, status, reason)?;
             }
         }
         for (id, blocker, status) in st.blocked() {
             let why = st.blocker_reason(&blocker, status);
             let reason = format!("blocked by `{blocker}` ({why})");
-            finish_unstarted(
-                &mut st,
-                &run,
-                &id,
-                StageStatus::Blocked,
-                reason,
-                &mut on_change,
-            )?;
+            finish_unstarted(&mut st, &run, &id, StageStatus::Blocked, reason)?;
         }
         while running.len() < concurrency {
             let Some(id) = st.next_ready() else { break };
@@ -190,7 +182,14 @@ pub async fn run_plan(
                         st.set(&id, StageStatus::Failed);
                         let report = StageReport::failed(StageStatus::Failed, reason);
                         write_stage(&run, &node, StageStatus::Failed, Some(&report), 0)?;
-                        on_change(&node, StageStatus::Failed, Some(&report));
+                        run.event(RunEvent::StageFinished(StageFinished {
+                            stage: id.clone(),
+                            attempt: None,
+                            status: StageStatus::Failed,
+                            outcome: report.outcome.clone(),
+                            evidence_status: None,
+                            recovered: false,
+                        }))?;
                         st.record(&id, report);
                     }
                 }
@@ -206,7 +205,6 @@ pub async fn run_plan(
                     Some(&report),
                     node.prior_attempts,
                 )?;
-                on_change(&node, report.status, Some(&report));
                 st.record(&id, report);
                 continue;
             }
@@ -217,14 +215,7 @@ pub async fn run_plan(
                         let reason = format!(
                             "not started: the run budget of ${limit:.2} is spent (${spent:.2} over the run and its resumes; raise it with --run-budget-usd)"
                         );
-                        finish_unstarted(
-                            &mut st,
-                            &run,
-                            &id,
-                            StageStatus::BudgetExceeded,
-                            reason,
-                            &mut on_change,
-                        )?;
+                        finish_unstarted(&mut st, &run, &id, StageStatus::BudgetExceeded, reason)?;
                         continue;
                     }
                 }
@@ -235,7 +226,6 @@ pub async fn run_plan(
                 &run,
                 &node,
                 attempt,
-                &mut on_change,
                 Spawn {
                     running: &mut running,
                     executor: &executor,
@@ -252,14 +242,7 @@ pub async fn run_plan(
             // dependency on a node that does not exist; validation prevents that.
             for id in st.pending_ids() {
                 let reason = "never became ready (missing dependency)".to_string();
-                finish_unstarted(
-                    &mut st,
-                    &run,
-                    &id,
-                    StageStatus::Skipped,
-                    reason,
-                    &mut on_change,
-                )?;
+                finish_unstarted(&mut st, &run, &id, StageStatus::Skipped, reason)?;
             }
             break;
         }
@@ -301,7 +284,6 @@ pub async fn run_plan(
                     &run,
                     &node,
                     attempt + 1,
-                    &mut on_change,
                     Spawn {
                         running: &mut running,
                         executor: &executor,
@@ -348,7 +330,6 @@ pub async fn run_plan(
             evidence_status: report.evidence_status,
             recovered: false,
         }))?;
-        on_change(&node, report.status, Some(&report));
         st.record(&id, report);
     }
 
@@ -369,7 +350,6 @@ fn finish_unstarted(
     id: &str,
     status: StageStatus,
     reason: String,
-    on_change: &mut impl FnMut(&Node, StageStatus, Option<&StageReport>),
 ) -> Result<(), SchedulerError> {
     let node = st.node(id).clone();
     let report = StageReport::failed(status, reason);
@@ -383,7 +363,6 @@ fn finish_unstarted(
         evidence_status: None,
         recovered: false,
     }))?;
-    on_change(&node, status, Some(&report));
     st.record(id, report);
     Ok(())
 }
