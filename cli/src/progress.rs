@@ -1,14 +1,17 @@
-//! Live progress on stderr. On a terminal: a live line per running stage (elapsed
-//! time, and for agent stages turns, last tool and cost so far). On a pipe: one
-//! plain line per stage event. With `--json`: nothing.
+//! Live progress on stderr, drawn from the run's event stream: the display is a
+//! subscriber of the events the store appends (and of the agents' live-only
+//! progress), like the recorder. On a terminal: a live line per running stage
+//! (elapsed time, and for agent stages turns, last tool and cost so far). On a
+//! pipe: one plain line per stage event. With `--json`: nothing.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use chrono::DateTime;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use specbridge_engine::events::{Observed, RunEvent, StageFinished};
+use specbridge_engine::resume::reuse::Action;
 use specbridge_engine::runner::claude_code::stream::Progress as AgentProgress;
-use specbridge_engine::scheduler::{Node, StageReport};
-use specbridge_engine::StageStatus;
 
 use crate::printer::Printer;
 use crate::table::duration;
@@ -18,6 +21,14 @@ pub struct Progress {
     quiet: bool,
     live: Option<MultiProgress>,
     bars: HashMap<String, ProgressBar>,
+    /// When each running stage's current attempt started (`at` of its event).
+    started: HashMap<String, i64>,
+}
+
+fn millis(at: &str) -> Option<i64> {
+    DateTime::parse_from_rfc3339(at)
+        .ok()
+        .map(|t| t.timestamp_millis())
 }
 
 impl Progress {
@@ -29,31 +40,67 @@ impl Progress {
             quiet: json,
             live,
             bars: HashMap::new(),
+            started: HashMap::new(),
         }
     }
 
-    /// A stage changed status.
-    pub fn stage(&mut self, node: &Node, status: StageStatus, report: Option<&StageReport>) {
+    /// One thing seen on the run's stream.
+    pub fn observe(&mut self, seen: &Observed<'_>) {
         if self.quiet {
             return;
         }
-        let line = Self::line(node, status, report);
+        let line = match seen {
+            Observed::AgentProgress { stage, progress } => return self.detail(stage, progress),
+            Observed::Recorded(line) => line,
+        };
+        match &line.event {
+            RunEvent::StageStarted(s) => {
+                if let Some(at) = millis(&line.at) {
+                    self.started.insert(s.stage.clone(), at);
+                }
+                self.running(&s.stage);
+            }
+            RunEvent::StageFinished(f) => {
+                let took = self
+                    .started
+                    .remove(&f.stage)
+                    .zip(millis(&line.at))
+                    .map(|(start, end)| u64::try_from(end - start).unwrap_or(0));
+                self.settled(&f.stage, Self::finished_line(f, took));
+            }
+            // A reused stage does not start: its decision is its line.
+            RunEvent::ResumeDecision(d) if d.action == Action::Reuse => {
+                self.settled(&d.stage, format!("{:<10} {}", "reused", d.stage));
+            }
+            _ => {}
+        }
+    }
+
+    fn running(&mut self, stage: &str) {
+        let Some(mp) = &self.live else {
+            self.printer.err(format!("{:<10} {stage}", "running"));
+            return;
+        };
+        // A retry starts the stage again: its line goes on.
+        if self.bars.contains_key(stage) {
+            return;
+        }
+        let bar = mp.add(ProgressBar::new_spinner());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {prefix} {elapsed} {msg}")
+                .expect("valid template"),
+        );
+        bar.set_prefix(stage.to_string());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        self.bars.insert(stage.to_string(), bar);
+    }
+
+    fn settled(&mut self, stage: &str, line: String) {
         let Some(mp) = &self.live else {
             self.printer.err(line);
             return;
         };
-        if status == StageStatus::Running {
-            let bar = mp.add(ProgressBar::new_spinner());
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {prefix} {elapsed} {msg}")
-                    .expect("valid template"),
-            );
-            bar.set_prefix(node.id.clone());
-            bar.enable_steady_tick(Duration::from_millis(120));
-            self.bars.insert(node.id.clone(), bar);
-            return;
-        }
-        if let Some(bar) = self.bars.remove(&node.id) {
+        if let Some(bar) = self.bars.remove(stage) {
             bar.finish_and_clear();
             mp.remove(&bar);
         }
@@ -61,11 +108,8 @@ impl Progress {
     }
 
     /// Live detail of a running agent stage: turns, last tool, cost so far. Shown on
-    /// the stage's terminal line; plain output stays one line per status change.
-    pub fn detail(&self, stage: &str, progress: &AgentProgress) {
-        if self.quiet {
-            return;
-        }
+    /// the stage's terminal line; plain output stays one line per stage event.
+    fn detail(&self, stage: &str, progress: &AgentProgress) {
         if let Some(bar) = self.bars.get(stage) {
             bar.set_message(Self::detail_text(progress));
         }
@@ -89,22 +133,16 @@ impl Progress {
         parts.join(" · ")
     }
 
-    fn line(node: &Node, status: StageStatus, report: Option<&StageReport>) -> String {
-        let label = match report {
-            Some(r) if r.reused => "reused",
-            _ => status.as_str(),
-        };
-        let mut line = format!("{:<10} {}", label, node.id);
-        if let Some(r) = report {
-            if status != StageStatus::Running && !r.reused {
-                line.push_str(&format!(" ({})", duration(r.duration_ms)));
-            }
-            if let Some(e) = r.evidence_status {
-                line.push_str(&format!(" [{}]", e.as_str()));
-            }
-            if let Some(o) = &r.reason {
-                line.push_str(&format!(": {o}"));
-            }
+    /// `status id (duration) [evidence]: outcome`; the duration is from the
+    /// attempt's `stage-started` to its `stage-finished`, `-` for a stage that
+    /// never started.
+    fn finished_line(f: &StageFinished, took: Option<u64>) -> String {
+        let mut line = format!("{:<10} {} ({})", f.status.as_str(), f.stage, duration(took));
+        if let Some(e) = f.evidence_status {
+            line.push_str(&format!(" [{}]", e.as_str()));
+        }
+        if let Some(o) = &f.outcome {
+            line.push_str(&format!(": {o}"));
         }
         line
     }

@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use specbridge_engine::audit::{audit_all, audit_run, AuditReport, FindingCode, Severity};
+use specbridge_engine::events::{
+    CrashRepaired, RunEvent, RunFinished, RunResumed, RunStarted, StageFinished, StageStarted,
+};
 use specbridge_engine::pipeline::StageKind;
 use specbridge_engine::store::{
     FileRef, PipelineRef, RunHandle, RunOptions, RunRecord, RunStore, StageRecord, Totals,
@@ -22,8 +25,46 @@ const ANT_KEY: &str = "sk-ant-api03-Zx9QwErTyUiOpAsDfGhJkLzXcVbNm0123456789";
 /// find it, now that the store redacts everything it writes.
 fn announce(run: &RunHandle, rel: &str) {
     let sha = specbridge_engine::store::sha256_file(&run.dir().join(rel)).unwrap();
-    run.event("record-written", json!({ "path": rel, "sha256": sha }))
-        .unwrap();
+    run.event(RunEvent::record_written(rel, &sha)).unwrap();
+}
+
+fn run_started(run: &RunHandle) -> RunEvent {
+    RunEvent::RunStarted(RunStarted {
+        run_id: run.id().to_string(),
+        specbridge_version: None,
+    })
+}
+
+fn run_finished(status: RunStatus, exit_code: i32, totals: Totals) -> RunEvent {
+    RunEvent::RunFinished(RunFinished {
+        status,
+        exit_code,
+        totals,
+        error: None,
+    })
+}
+
+fn stage_finished(
+    stage: &str,
+    attempt: Option<u32>,
+    status: StageStatus,
+    evidence_status: Option<EvidenceStatus>,
+) -> RunEvent {
+    RunEvent::StageFinished(StageFinished {
+        stage: stage.to_string(),
+        attempt,
+        status,
+        outcome: None,
+        evidence_status,
+        recovered: false,
+    })
+}
+
+fn stage_started(stage: &str, attempt: u32) -> RunEvent {
+    RunEvent::StageStarted(StageStarted {
+        stage: stage.to_string(),
+        attempt,
+    })
 }
 
 /// Appends an event line with an intact chain but without the store (so without
@@ -61,8 +102,7 @@ impl Fixture {
         let run = RunStore::new(repo.path())
             .create(Default::default())
             .unwrap();
-        run.event("run-started", json!({ "runId": run.id() }))
-            .unwrap();
+        run.event(run_started(&run)).unwrap();
         run.write_bytes("pipeline.yaml", b"version: 1\nname: demo\n")
             .unwrap();
         run.write_json("run.json", &run_record(&run, RunStatus::Running, None))
@@ -87,10 +127,7 @@ impl Fixture {
         let record = run_record(&self.run, status, Some(exit_code));
         self.run.write_json("run.json", &record).unwrap();
         self.run
-            .event(
-                "run-finished",
-                json!({ "status": status, "exitCode": exit_code, "totals": record.totals }),
-            )
+            .event(run_finished(status, exit_code, record.totals.clone()))
             .unwrap();
     }
 
@@ -113,9 +150,7 @@ impl Fixture {
                 &stage_record(id, kind, StageStatus::Running, None),
             )
             .unwrap();
-        self.run
-            .event("stage-started", json!({ "stage": id, "attempt": 1 }))
-            .unwrap();
+        self.run.event(stage_started(id, 1)).unwrap();
     }
 
     fn finish_stage(&self, id: &str, kind: StageKind, evidence: Option<EvidenceStatus>) {
@@ -132,10 +167,12 @@ impl Fixture {
             .write_json(&format!("stages/{id}/stage.json"), &record)
             .unwrap();
         self.run
-            .event(
-                "stage-finished",
-                json!({ "stage": id, "attempt": 1, "status": "succeeded", "evidenceStatus": evidence }),
-            )
+            .event(stage_finished(
+                id,
+                Some(1),
+                StageStatus::Succeeded,
+                evidence,
+            ))
             .unwrap();
     }
 
@@ -702,13 +739,17 @@ fn a_secret_in_a_raw_log_is_reported_with_its_line() {
 #[test]
 fn a_secret_in_a_record_or_the_event_log_is_reported() {
     let fx = Fixture::finished();
-    let token = json!({ "text": "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789" });
+    let token = "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
     let mut argv = execute_argv();
     argv.push("--api-key=sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz012345");
     let rel = "stages/implement/attempt-001/process.json";
 
     // Through the store, both are redacted: nothing for audit to find.
-    fx.run.event("note", token.clone()).unwrap();
+    fx.run
+        .event(RunEvent::CrashRepaired(CrashRepaired {
+            repaired: vec![token.to_string()],
+        }))
+        .unwrap();
     fx.run.write_json(rel, &process(argv.clone())).unwrap();
     let clean = fx.audit();
     assert_eq!(clean.with_code(FindingCode::SecretInFile).count(), 0);
@@ -717,7 +758,11 @@ fn a_secret_in_a_record_or_the_event_log_is_reported() {
     let bytes = serde_json::to_vec_pretty(&process(argv)).unwrap();
     std::fs::write(fx.path(rel), bytes).unwrap();
     announce(&fx.run, rel);
-    append_raw_event(&fx.path("events.jsonl"), "note", token);
+    append_raw_event(
+        &fx.path("events.jsonl"),
+        "crash-repaired",
+        json!({ "repaired": [token] }),
+    );
     let report = fx.audit();
     let files: Vec<_> = report
         .with_code(FindingCode::SecretInFile)
@@ -916,10 +961,7 @@ fn run_json_succeeded_while_the_last_event_says_failed_is_a_mismatch() {
     let record = run_record(&fx.run, RunStatus::Succeeded, Some(0));
     fx.run.write_json("run.json", &record).unwrap();
     fx.run
-        .event(
-            "run-finished",
-            json!({ "status": "failed", "exitCode": 4, "totals": record.totals }),
-        )
+        .event(run_finished(RunStatus::Failed, 4, record.totals.clone()))
         .unwrap();
     let report = fx.audit();
     assert_eq!(
@@ -945,11 +987,16 @@ fn run_json_totals_must_match_the_run_finished_event() {
     let record = run_record(&fx.run, RunStatus::Succeeded, Some(0));
     fx.run.write_json("run.json", &record).unwrap();
     fx.run
-        .event(
-            "run-finished",
-            json!({ "status": "succeeded", "exitCode": 0,
-                    "totals": { "costUsd": 0.25, "invocations": 3, "turns": 7 } }),
-        )
+        .event(run_finished(
+            RunStatus::Succeeded,
+            0,
+            Totals {
+                cost_usd: 0.25,
+                invocations: 3,
+                turns: 7,
+                ..Default::default()
+            },
+        ))
         .unwrap();
     let report = fx.audit();
     assert_eq!(codes(&report), [FindingCode::RunJsonMismatch]);
@@ -1007,9 +1054,7 @@ fn audit_all_reports_every_run_oldest_first() {
     let runs_dir = fx.dir().parent().unwrap().to_path_buf();
     let store = RunStore::new(runs_dir.parent().unwrap().parent().unwrap());
     let second = store.create(Default::default()).unwrap();
-    second
-        .event("run-started", json!({ "runId": second.id() }))
-        .unwrap();
+    second.event(run_started(&second)).unwrap();
     second
         .write_json("run.json", &run_record(&second, RunStatus::Running, None))
         .unwrap();
@@ -1054,10 +1099,7 @@ fn finding_messages_read_well() {
     let record = run_record(&fx.run, RunStatus::Succeeded, Some(0));
     fx.run.write_json("run.json", &record).unwrap();
     fx.run
-        .event(
-            "run-finished",
-            json!({ "status": "failed", "exitCode": 4, "totals": record.totals }),
-        )
+        .event(run_finished(RunStatus::Failed, 4, record.totals.clone()))
         .unwrap();
     let lines: Vec<String> = fx
         .audit()
@@ -1114,10 +1156,10 @@ fn a_log_rewritten_wholesale_is_summed_up_after_twenty_findings() {
 fn an_announcement_of_a_path_outside_the_run_is_unsafe() {
     let fx = Fixture::finished();
     fx.run
-        .event(
-            "record-written",
-            json!({ "path": "../other/run.json", "sha256": "00".repeat(32) }),
-        )
+        .event(RunEvent::record_written(
+            "../other/run.json",
+            &"00".repeat(32),
+        ))
         .unwrap();
     assert_eq!(codes(&fx.audit()), [FindingCode::AnnouncedPathUnsafe]);
 }
@@ -1164,7 +1206,13 @@ fn only_the_first_three_schema_errors_are_quoted() {
 #[test]
 fn a_resumed_run_is_open_again() {
     let fx = Fixture::finished();
-    fx.run.event("run-resumed", json!({})).unwrap();
+    fx.run
+        .event(RunEvent::RunResumed(RunResumed {
+            resume: 1,
+            previous_status: RunStatus::Succeeded,
+            pipeline_sha256: "00".repeat(32),
+        }))
+        .unwrap();
     let mut record = run_record(&fx.run, RunStatus::Running, None);
     fx.run.write_json("run.json", &record).unwrap();
     assert_eq!(fx.audit().findings, vec![]);
@@ -1177,9 +1225,7 @@ fn a_resumed_run_is_open_again() {
 #[test]
 fn a_finished_stage_json_after_a_start_without_a_finish_is_a_mismatch() {
     let fx = Fixture::unfinished();
-    fx.run
-        .event("stage-started", json!({ "stage": "test", "attempt": 2 }))
-        .unwrap();
+    fx.run.event(stage_started("test", 2)).unwrap();
     let report = fx.audit();
     assert_eq!(codes(&report), [FindingCode::StageJsonMismatch]);
     assert_eq!(report.findings[0].attempt, Some(2));
@@ -1189,12 +1235,47 @@ fn a_finished_stage_json_after_a_start_without_a_finish_is_a_mismatch() {
 fn a_stage_finished_event_without_a_stage_json_is_a_mismatch() {
     let fx = Fixture::finished();
     fx.run
-        .event(
-            "stage-finished",
-            json!({ "stage": "ghost", "status": "failed" }),
-        )
+        .event(stage_finished("ghost", None, StageStatus::Failed, None))
         .unwrap();
     let report = fx.audit();
     assert_eq!(codes(&report), [FindingCode::StageJsonMismatch]);
     assert_eq!(report.findings[0].stage.as_deref(), Some("ghost"));
+}
+
+#[test]
+fn a_line_that_is_not_an_event_of_this_version_is_a_finding() {
+    let fx = Fixture::finished();
+    assert_eq!(fx.audit().findings, vec![]);
+    let events = fx.path("events.jsonl");
+    // An unknown type, then a known type with a field it does not have, then one
+    // missing a field: each is kept in the chain and each is reported by line.
+    append_raw_event(&events, "note", json!({ "text": "hello" }));
+    append_raw_event(
+        &events,
+        "stage-started",
+        json!({ "stage": "test", "attempt": 1, "by": "hand" }),
+    );
+    append_raw_event(&events, "record-written", json!({ "path": "run.json" }));
+    let report = fx.audit();
+    assert_eq!(
+        codes(&report),
+        [
+            FindingCode::EventUnknown,
+            FindingCode::EventUnknown,
+            FindingCode::EventUnknown
+        ],
+        "{report:#?}"
+    );
+    let lines = std::fs::read_to_string(&events).unwrap().lines().count();
+    let messages: Vec<&str> = report.findings.iter().map(|f| f.message.as_str()).collect();
+    assert!(
+        messages[0].starts_with(&format!("line {}: `note`", lines - 2)),
+        "{messages:?}"
+    );
+    assert!(messages[1].contains("`by`"), "{messages:?}");
+    assert!(messages[2].contains("`sha256`"), "{messages:?}");
+    assert!(report
+        .findings
+        .iter()
+        .all(|f| f.severity == Severity::Error && f.file.as_deref() == Some("events.jsonl")));
 }

@@ -4,8 +4,8 @@
 
 use std::io::Write;
 
-use serde_json::json;
 use specbridge_engine::audit::{audit_run, FindingCode};
+use specbridge_engine::events::{RunEvent, RunStarted};
 use specbridge_engine::store::RunStore;
 
 const MIB: usize = 1024 * 1024;
@@ -31,8 +31,11 @@ fn a_200_mib_log_is_audited_in_bounded_memory() {
     let run = RunStore::new(repo.path())
         .create(Default::default())
         .unwrap();
-    run.event("run-started", json!({ "runId": run.id() }))
-        .unwrap();
+    run.event(RunEvent::RunStarted(RunStarted {
+        run_id: run.id().to_string(),
+        specbridge_version: None,
+    }))
+    .unwrap();
     let rel = "stages/spec/attempt-001/raw-stdout.log";
     // Written around the store (as by an older specbridge, or by hand), so that
     // audit has a secret to find.
@@ -56,8 +59,7 @@ fn a_200_mib_log_is_audited_in_bounded_memory() {
     drop(long);
     drop(block);
     let sha = specbridge_engine::store::sha256_file(&run.dir().join(rel)).unwrap();
-    run.event("record-written", json!({ "path": rel, "sha256": sha }))
-        .unwrap();
+    run.event(RunEvent::record_written(rel, &sha)).unwrap();
 
     let before = peak_rss();
     let report = audit_run(run.dir()).unwrap();

@@ -82,9 +82,7 @@ async fn run(
             .create(Default::default())
             .unwrap(),
     );
-    let out = run_plan(nodes, exec, handle, opts, |_, _, _| {})
-        .await
-        .unwrap();
+    let out = run_plan(nodes, exec, handle, opts).await.unwrap();
     out.statuses
 }
 

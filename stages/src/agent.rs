@@ -1,17 +1,13 @@
-//! What agent stages share across a run: the runner detected before it, and where
-//! live progress goes.
+//! What agent stages share across a run: the runner detected before it, and the
+//! recordings that may answer them. Live progress goes to the run's subscribers
+//! (`RunHandle::live_progress`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use specbridge_engine::pipeline::{ResolvedRunner, RunnerKind};
 use specbridge_engine::replay::Recording;
-use specbridge_engine::runner::claude_code::stream::Progress;
 use specbridge_engine::runner::claude_code::Capabilities;
-
-/// Receives live progress of a running agent: the stage (or instance) id, and a
-/// snapshot of turns, last tool and cost. Called from the supervisor's task.
-pub type ProgressSink = Arc<dyn Fn(&str, &Progress) + Send + Sync>;
 
 /// One runner command as detected before the run.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,7 +23,6 @@ pub struct DetectedRunner {
 pub struct AgentSetup {
     /// By `runner.command` as resolved for the stages (usually one).
     pub runners: BTreeMap<String, DetectedRunner>,
-    pub progress: Option<ProgressSink>,
     /// Recorded runs that answer agent stages instead of a live model.
     pub replay: ReplaySetup,
     /// Whether the CLI's sandbox can run on this machine, detected once before a
@@ -69,7 +64,6 @@ impl std::fmt::Debug for AgentSetup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentSetup")
             .field("runners", &self.runners)
-            .field("progress", &self.progress.is_some())
             .field("replay", &self.replay)
             .finish()
     }

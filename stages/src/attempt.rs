@@ -247,12 +247,7 @@ pub fn prepare(
 }
 
 /// Spawn the agent and wait for it.
-pub async fn run_agent(
-    ctx: &RunContext,
-    agent: &AgentSetup,
-    p: &Prepared,
-    sr: &StageRun,
-) -> InvocationOutcome {
+pub async fn run_agent(ctx: &RunContext, p: &Prepared, sr: &StageRun) -> InvocationOutcome {
     let protected: Vec<String> = crate::working_tree::protected_paths(ctx, &sr.run)
         .rules()
         .iter()
@@ -270,7 +265,7 @@ pub async fn run_agent(
         cwd: &ctx.root,
         cancel: ctx.cancel.clone(),
         cli_version: p.detected.version.as_deref(),
-        on_progress: progress_for(agent, &sr.node.id),
+        on_progress: Some(live_progress(sr)),
         replay: p.replay.as_ref(),
     })
     .await
@@ -300,10 +295,12 @@ pub fn report_of(outcome: &InvocationOutcome, p: &Prepared) -> StageReport {
     }
 }
 
-fn progress_for(agent: &AgentSetup, node_id: &str) -> Option<ProgressCallback> {
-    let sink = agent.progress.clone()?;
-    let id = node_id.to_string();
-    Some(Arc::new(move |p: &Progress| sink(&id, p)))
+/// An agent's live progress goes to the run's subscribers (the live display)
+/// beside its events; it is not recorded.
+fn live_progress(sr: &StageRun) -> ProgressCallback {
+    let run = sr.run.clone();
+    let id = sr.node.id.clone();
+    Arc::new(move |p: &Progress| run.live_progress(&id, p))
 }
 
 /// What an agent stage would run, for `--dry-run`: the argv, with the detected

@@ -15,7 +15,7 @@ use crate::working_tree::TreeLedger;
 /// Runs every stage kind of a pipeline.
 pub struct PipelineExecutor {
     pub ctx: RunContext,
-    /// The runner detected before the run, and where live progress goes.
+    /// The runner detected before the run, and the recordings that may answer it.
     pub agent: AgentSetup,
     /// What stages of this run changed in the working tree.
     ledger: TreeLedger,

@@ -125,7 +125,7 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     };
 
     let store_before = RunStoreState::take(&a.ctx.root, run);
-    let outcome = run_agent(a.ctx, a.agent, &p, a.sr).await;
+    let outcome = run_agent(a.ctx, &p, a.sr).await;
     let mut report = report_of(&outcome, &p);
     let store_changed = RunStoreState::take(&a.ctx.root, run).changed_since(&store_before);
     let violations = match kind

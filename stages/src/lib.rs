@@ -27,7 +27,7 @@ pub mod upstream;
 pub mod verify;
 pub mod working_tree;
 
-pub use agent::{AgentSetup, DetectedRunner, ProgressSink};
+pub use agent::{AgentSetup, DetectedRunner};
 pub use context::RunContext;
 pub use error::StageError;
 pub use executor::PipelineExecutor;

@@ -7,9 +7,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use specbridge_engine::audit::Finding;
-use specbridge_engine::runner::claude_code::stream::Progress as AgentProgress;
-use specbridge_engine::scheduler::{Node, StageReport};
-use specbridge_engine::{Diagnostic, StageStatus};
+use specbridge_engine::events::Observed;
+use specbridge_engine::Diagnostic;
 use specbridge_stages::session::SessionObserver;
 
 use crate::diagnostics;
@@ -107,15 +106,9 @@ impl SessionObserver for Watcher {
         }
     }
 
-    fn stage_changed(&self, node: &Node, status: StageStatus, report: Option<&StageReport>) {
+    fn observed(&self, seen: &Observed<'_>) {
         if let Ok(mut progress) = self.progress.lock() {
-            progress.stage(node, status, report);
-        }
-    }
-
-    fn agent_progress(&self, stage: &str, p: &AgentProgress) {
-        if let Ok(progress) = self.progress.lock() {
-            progress.detail(stage, p);
+            progress.observe(seen);
         }
     }
 }

@@ -5,6 +5,7 @@ mod common;
 mod crash;
 mod detection_cache;
 mod doctor;
+mod events;
 mod execute;
 mod fanout;
 mod init;

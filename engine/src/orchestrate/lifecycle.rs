@@ -19,8 +19,8 @@ use crate::events::{RunEvent, RunFinished, RunStarted};
 use crate::pipeline::PipelineFile;
 use crate::resume::executor::ResumeExecutor;
 use crate::resume::{Action, Forced, Orphan, ReuseDecision};
-use crate::scheduler::{self, Node, RunOutcome, SchedulerOptions, StageExecutor, StageReport};
-use crate::status::{RunStatus, StageStatus};
+use crate::scheduler::{self, Node, RunOutcome, SchedulerOptions, StageExecutor};
+use crate::status::RunStatus;
 use crate::store::{
     layout, now_rfc3339, PipelineRef, PlanRecord, RunHandle, RunOptions, RunRecord, RunStore,
     RunnerInfo, StageRecord, Totals, TreeLock, SCHEMA_VERSION,
@@ -148,12 +148,18 @@ impl ActiveRun {
         self.run.dir()
     }
 
+    /// Hand every event appended from now on (and agents' live progress) to
+    /// `subscriber`, in the order of the log.
+    pub fn subscribe(&self, subscriber: crate::events::Subscriber) {
+        self.run.subscribe(subscriber);
+    }
+
     /// Schedule the nodes with `executor` (behind the reuse rule when resuming)
-    /// and settle the records. `on_change` sees every stage status change.
+    /// and settle the records. Who wants to follow it subscribes to the run's
+    /// events ([`ActiveRun::subscribe`]) before.
     pub async fn run(
         mut self,
         executor: Arc<dyn StageExecutor>,
-        on_change: impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send,
     ) -> Result<RunResult, OrchestrateError> {
         let resume_executor = self.resumed.as_mut().map(|r| {
             ResumeExecutor::new(
@@ -177,8 +183,7 @@ impl ActiveRun {
             spent_before_usd: self.record.totals.cost_usd,
         };
         let nodes = std::mem::take(&mut self.nodes);
-        let scheduled =
-            scheduler::run_plan(nodes, scheduled, self.run.clone(), opts, on_change).await;
+        let scheduled = scheduler::run_plan(nodes, scheduled, self.run.clone(), opts).await;
         if let (Some(resumed), Some(r)) = (self.resumed.as_mut(), resume_executor) {
             resumed.report.decisions.extend(r.decisions());
         }

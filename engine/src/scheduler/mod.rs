@@ -143,19 +143,10 @@ pub async fn run_plan(
     executor: Arc<dyn StageExecutor>,
     run: Arc<RunHandle>,
     opts: SchedulerOptions,
-    mut on_change: impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send,
 ) -> Result<RunOutcome, SchedulerError> {
     let mut st = SchedState::new(nodes);
     let mut running = tokio::task::JoinSet::new();
-    let scheduled = schedule(
-        &mut st,
-        &mut running,
-        &executor,
-        &run,
-        &opts,
-        &mut on_change,
-    )
-    .await;
+    let scheduled = schedule(&mut st, &mut running, &executor, &run, &opts).await;
     let error = match scheduled {
         Ok(cancelled) => return Ok(st.into_outcome(cancelled)),
         Err(e) => e,
@@ -199,7 +190,6 @@ async fn schedule(
     executor: &Arc<dyn StageExecutor>,
     run: &Arc<RunHandle>,
     opts: &SchedulerOptions,
-    on_change: &mut (impl FnMut(&Node, StageStatus, Option<&StageReport>) + Send),
 ) -> Result<bool, StoreError> {
     // Execute stages change the working tree: they take the tree lock for writing,
     // generate stages for reading (their before/after snapshots must not interleave
@@ -226,13 +216,13 @@ async fn schedule(
                 } else {
                     "not started: --fail-fast after a failure".to_string()
                 };
-                finish_unstarted(st, run, &id, status, reason, on_change)?;
+                finish_unstarted(st, run, &id, status, reason)?;
             }
         }
         for (id, blocker, status) in st.blocked() {
             let why = st.blocker_reason(&blocker, status);
             let reason = format!("blocked by `{blocker}` ({why})");
-            finish_unstarted(st, run, &id, StageStatus::Blocked, reason, on_change)?;
+            finish_unstarted(st, run, &id, StageStatus::Blocked, reason)?;
         }
         while running.len() < concurrency {
             let Some(id) = st.next_ready() else { break };
@@ -251,7 +241,14 @@ async fn schedule(
                         st.set(&id, StageStatus::Failed);
                         let report = StageReport::failed(StageStatus::Failed, reason);
                         write_stage(run, &node, StageStatus::Failed, Some(&report), 0)?;
-                        on_change(&node, StageStatus::Failed, Some(&report));
+                        run.event(RunEvent::StageFinished(StageFinished {
+                            stage: id.clone(),
+                            attempt: None,
+                            status: StageStatus::Failed,
+                            outcome: report.reason.clone(),
+                            evidence_status: None,
+                            recovered: false,
+                        }))?;
                         st.record(&id, report);
                     }
                 }
@@ -267,7 +264,6 @@ async fn schedule(
                     Some(&report),
                     node.prior_attempts,
                 )?;
-                on_change(&node, report.status, Some(&report));
                 st.record(&id, report);
                 continue;
             }
@@ -278,14 +274,7 @@ async fn schedule(
                         let reason = format!(
                             "not started: the run budget of ${limit:.2} is spent (${spent:.2} over the run and its resumes; raise it with --run-budget-usd)"
                         );
-                        finish_unstarted(
-                            st,
-                            run,
-                            &id,
-                            StageStatus::BudgetExceeded,
-                            reason,
-                            on_change,
-                        )?;
+                        finish_unstarted(st, run, &id, StageStatus::BudgetExceeded, reason)?;
                         continue;
                     }
                 }
@@ -296,7 +285,6 @@ async fn schedule(
                 run,
                 &node,
                 attempt,
-                on_change,
                 Spawn {
                     running,
                     executor,
@@ -313,7 +301,7 @@ async fn schedule(
             // dependency on a node that does not exist; validation prevents that.
             for id in st.pending_ids() {
                 let reason = "never became ready (missing dependency)".to_string();
-                finish_unstarted(st, run, &id, StageStatus::Skipped, reason, on_change)?;
+                finish_unstarted(st, run, &id, StageStatus::Skipped, reason)?;
             }
             break;
         }
@@ -365,7 +353,6 @@ async fn schedule(
                     run,
                     &node,
                     attempt + 1,
-                    on_change,
                     Spawn {
                         running,
                         executor,
@@ -412,7 +399,6 @@ async fn schedule(
             evidence_status: report.evidence_status,
             recovered: false,
         }))?;
-        on_change(&node, report.status, Some(&report));
         st.record(&id, report);
     }
 
@@ -432,7 +418,6 @@ fn finish_unstarted(
     id: &str,
     status: StageStatus,
     reason: String,
-    on_change: &mut impl FnMut(&Node, StageStatus, Option<&StageReport>),
 ) -> Result<(), StoreError> {
     let node = st.node(id).clone();
     let report = StageReport::failed(status, reason);
@@ -446,7 +431,6 @@ fn finish_unstarted(
         evidence_status: None,
         recovered: false,
     }))?;
-    on_change(&node, status, Some(&report));
     st.record(id, report);
     Ok(())
 }

@@ -29,7 +29,6 @@ pub(super) fn start_attempt(
     run: &Arc<RunHandle>,
     node: &Node,
     attempt: u32,
-    on_change: &mut impl FnMut(&Node, StageStatus, Option<&StageReport>),
     spawn: Spawn<'_>,
 ) -> Result<(), StoreError> {
     let id = node.id.clone();
@@ -49,7 +48,6 @@ pub(super) fn start_attempt(
         stage: id.to_string(),
         attempt,
     }))?;
-    on_change(node, StageStatus::Running, None);
     let exec = spawn.executor.clone();
     let tree = spawn.tree.clone();
     let delay = spawn.delay;

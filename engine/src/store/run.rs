@@ -610,4 +610,68 @@ mod tests {
             "the log is announced with its sha256"
         );
     }
+
+    #[test]
+    fn subscribers_see_each_event_as_written_in_order_and_live_progress_unwritten() {
+        use crate::events::{CrashRepaired, Observed};
+        const CANARY: &str = "canary-subscriber-9f8e7d6c";
+        let repo = tempfile::tempdir().unwrap();
+        let run = RunStore::new(repo.path())
+            .create(Redactor::from_pairs([("MY_TOKEN", CANARY)]))
+            .unwrap();
+        let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        let sink = seen.clone();
+        run.subscribe(Arc::new(move |o: &Observed<'_>| {
+            let text = match o {
+                Observed::Recorded(line) => format!(
+                    "{} {} {}",
+                    line.seq,
+                    line.event.kind(),
+                    serde_json::to_string(&line.event).unwrap()
+                ),
+                Observed::AgentProgress { stage, progress } => {
+                    format!("live {stage} {:?}", progress.last_tool)
+                }
+            };
+            sink.lock().unwrap().push(text);
+        }));
+        run.write_json("a.json", &json!({ "x": 1 })).unwrap();
+        run.event(RunEvent::CrashRepaired(CrashRepaired {
+            repaired: vec![format!("confirmed {CANARY}")],
+        }))
+        .unwrap();
+        let progress = Progress {
+            turns: 2,
+            last_tool: Some(format!("Bash {CANARY}")),
+            ..Default::default()
+        };
+        run.live_progress("spec", &progress);
+        let mut log = run.log("b.log").unwrap();
+        log.write_chunk(b"x\n").unwrap();
+        log.complete().unwrap();
+
+        let seen = seen.lock().unwrap().clone();
+        let kinds: Vec<&str> = seen
+            .iter()
+            .map(|s| s.split(' ').take(2).last().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "record-intent",
+                "record-written",
+                "crash-repaired",
+                "spec",
+                "record-written"
+            ],
+            "{seen:#?}"
+        );
+        let seqs: Vec<&str> = seen.iter().map(|s| s.split(' ').next().unwrap()).collect();
+        assert_eq!(seqs, ["1", "2", "3", "live", "4"]);
+        assert!(seen.iter().all(|s| !s.contains(CANARY)), "{seen:#?}");
+        assert!(seen[2].contains("<redacted>"), "{seen:#?}");
+        assert!(seen[3].contains("<redacted>"), "{seen:#?}");
+        let log = std::fs::read_to_string(run.dir().join("events.jsonl")).unwrap();
+        assert_eq!(log.lines().count(), 4, "live progress is not written");
+    }
 }

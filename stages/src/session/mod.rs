@@ -37,7 +37,8 @@ pub use settings::{
     PlannedStage, Quiet, SessionEnd, SessionKind, SessionObserver, SessionSettings,
 };
 
-use crate::{PipelineExecutor, ProgressSink, RunContext};
+use crate::{PipelineExecutor, RunContext};
+use specbridge_engine::events::Observed;
 
 /// One `run` or `resume` from its settings to its end.
 pub struct RunSession {
@@ -213,7 +214,6 @@ impl RunSession {
             return Ok(SessionEnd::Planned { stages, assumption });
         }
 
-        agent.progress = Some(progress_sink(&observer));
         let executor = PipelineExecutor::with_agent(ctx, agent);
         let begin = |source: PipelineSource| -> Result<ActiveRun, SessionError> {
             match origin {
@@ -247,11 +247,10 @@ impl RunSession {
         let result = runtime.block_on(async {
             let _signals = install_cancel_signals(cancel.clone());
             let active = begin(source)?;
+            let watching = observer.clone();
+            active.subscribe(Arc::new(move |seen: &Observed<'_>| watching.observed(seen)));
             active
-                .run(
-                    executor.clone() as Arc<dyn StageExecutor>,
-                    |node, status, report| observer.stage_changed(node, status, report),
-                )
+                .run(executor.clone() as Arc<dyn StageExecutor>)
                 .await
                 .map_err(SessionError::Run)
         })?;
@@ -290,12 +289,6 @@ fn load(
             diagnostics,
         }),
     }
-}
-
-/// Live agent progress, told to the observer from the supervisor's task.
-fn progress_sink(observer: &Arc<dyn SessionObserver>) -> ProgressSink {
-    let observer = observer.clone();
-    Arc::new(move |stage, p| observer.agent_progress(stage, p))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, SessionError> {

@@ -4,11 +4,11 @@
 use std::path::{Path, PathBuf};
 
 use specbridge_engine::audit::Finding;
+use specbridge_engine::events::Observed;
 use specbridge_engine::orchestrate::{GivenOptions, RunResult};
 use specbridge_engine::resume::ReuseDecision;
-use specbridge_engine::runner::claude_code::stream::Progress;
-use specbridge_engine::scheduler::{Node, StageReport};
-use specbridge_engine::{exit, Diagnostic, StageStatus};
+use specbridge_engine::scheduler::Node;
+use specbridge_engine::{exit, Diagnostic};
 
 use super::replay::{ReplaySettings, ScaffoldSettings};
 
@@ -73,13 +73,11 @@ pub trait SessionObserver: Send + Sync {
     fn run_started(&self, run_id: &str, resumed: bool) {
         let _ = (run_id, resumed);
     }
-    /// A stage's status changed.
-    fn stage_changed(&self, node: &Node, status: StageStatus, report: Option<&StageReport>) {
-        let _ = (node, status, report);
-    }
-    /// Live progress of a running agent (stage or instance id).
-    fn agent_progress(&self, stage: &str, progress: &Progress) {
-        let _ = (stage, progress);
+    /// An event of the run as the store appended it (redacted, with its `seq`
+    /// and `at`), or a running agent's live progress, in the order of the log.
+    /// Called while the log is held: it must not write to the run.
+    fn observed(&self, seen: &Observed<'_>) {
+        let _ = seen;
     }
 }
 
