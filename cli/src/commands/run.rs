@@ -19,7 +19,7 @@ pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
     // when the run happens in a scaffold; only `-f` names a file inside it.
     let file = match &args.scaffold {
         Some(_) => args.file.file.clone(),
-        None => Some(ws.pipeline_path(args.file.file.clone())),
+        None => args.file.file.clone().map(|f| ws.pipeline_path(Some(f))),
     };
     let settings = SessionSettings {
         root: ws.root.clone(),
