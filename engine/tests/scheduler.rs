@@ -203,3 +203,77 @@ async fn fan_out_grows_and_dependents_wait_for_every_instance() {
     assert!(pos("implement.t1") < pos("implement.t3"));
     assert_eq!(pos("lint"), started.len() - 1);
 }
+
+/// Deletes the run folder in stage `a`; stage `slow` works until it is stopped.
+#[derive(Default)]
+struct DeletesItsRunFolder {
+    started: Mutex<Vec<String>>,
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+impl StageExecutor for DeletesItsRunFolder {
+    fn execute(self: Arc<Self>, stage: StageRun) -> BoxFuture<StageReport> {
+        let id = stage.node.id.clone();
+        self.started.lock().unwrap().push(id.clone());
+        let me = self.clone();
+        Box::pin(async move {
+            if id == "a" {
+                std::fs::remove_dir_all(stage.run.dir()).unwrap();
+            } else {
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while !me.stopped.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+            StageReport {
+                status: StageStatus::Succeeded,
+                cost_usd: 0.25,
+                invocations: 1,
+                ..Default::default()
+            }
+        })
+    }
+
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_vanished_run_folder_stops_the_run_and_ends_what_runs() {
+    use StageKind::Check;
+    let repo = tempfile::tempdir().unwrap();
+    let handle = Arc::new(
+        RunStore::new(repo.path())
+            .create(Default::default())
+            .unwrap(),
+    );
+    let exec = Arc::new(DeletesItsRunFolder::default());
+    let nodes = vec![
+        node("a", Check, &[]),
+        node("slow", Check, &[]),
+        node("b", Check, &["a"]),
+    ];
+    let clock = std::time::Instant::now();
+    let err = run_plan(nodes, exec.clone(), handle.clone(), opts(2), |_, _, _| {})
+        .await
+        .unwrap_err();
+    assert!(
+        clock.elapsed() < std::time::Duration::from_secs(20),
+        "the running stage was not stopped"
+    );
+    let specbridge_engine::scheduler::SchedulerError::RecordsFailed { failure, spent } = err else {
+        panic!("{err}");
+    };
+    assert!(failure.vanished, "{failure:?}");
+    assert!(failure.message.contains("no longer exists"), "{failure:?}");
+    assert!(exec.stopped.load(Ordering::SeqCst));
+    assert_eq!(
+        *exec.started.lock().unwrap(),
+        ["a", "slow"],
+        "b never starts"
+    );
+    // What the stages spent still counts, though it could not be recorded.
+    assert_eq!(spent.invocations, 2);
+    assert!(!handle.dir().exists(), "nothing made the folder again");
+}
