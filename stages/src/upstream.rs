@@ -184,7 +184,8 @@ fn seen_digest(run: &Path, id: &str) -> Result<Option<String>, String> {
     let record: StageRecord = match RunReader::at(run).stage(id) {
         Ok(Some(record)) => record,
         Ok(None) => return Ok(None),
-        Err(e) => return Err(format!("failed to read the record of stage `{id}`: {e}")),
+        // The error names the record's path, which names the stage.
+        Err(e) => return Err(e.to_string()),
     };
     Ok(record
         .input_parts
@@ -256,7 +257,7 @@ fn read_output(run: &Path, id: &str) -> Result<(Value, Option<String>), String> 
             Ok((value, Some(sha256_hex(&bytes))))
         }
         Ok(None) => Ok((Value::Null, None)),
-        Err(e) => Err(format!("failed to read the output of stage `{id}`: {e}")),
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -73,6 +73,47 @@ fn a_stage_story_shows_the_refusal_and_the_failed_verification() {
     assert!(bad.stderr.contains("has attempts 1"), "{}", bad.stderr);
 }
 
+/// `runs show RUN` answers from the stage records and each attempt's
+/// `result.json`: it must not open a prompt, a log, a transcript or a diff (a
+/// 1,000-stage run would read them all). Each becomes a FIFO with no writer, which
+/// blocks whoever opens it.
+#[test]
+fn runs_show_opens_no_prompt_log_transcript_or_diff() {
+    let ctx = refused_and_failed();
+    let before = ctx.run(&["runs", "show", "latest"]);
+    assert_eq!(before.code, 0, "{}", before.snapshot());
+    let attempt = ctx.only_run_dir().join("stages/implement/attempt-001");
+    let mut fifos = 0;
+    for entry in std::fs::read_dir(&attempt).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".log")
+            || ["prompt.md", "tool-calls.jsonl", "diff.patch"].contains(&name.as_str())
+        {
+            std::fs::remove_file(entry.path()).unwrap();
+            let made = std::process::Command::new("mkfifo")
+                .arg(entry.path())
+                .status()
+                .unwrap();
+            assert!(made.success());
+            fifos += 1;
+        }
+    }
+    assert!(
+        fifos >= 5,
+        "only {fifos} files replaced in {}",
+        attempt.display()
+    );
+    let out = ctx
+        .command()
+        .args(["runs", "show", "latest"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("run specbridge");
+    let after = ctx.output(out);
+    assert_eq!(after.code, 0, "{}", after.snapshot());
+    assert_eq!(after.stdout, before.stdout);
+}
+
 #[test]
 fn tokens_and_cost_are_summed_over_attempts_and_runs() {
     // Cut off by the turn limit, the stage runs again on resume: a second attempt.

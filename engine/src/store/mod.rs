@@ -32,7 +32,7 @@ pub use log::RunLog;
 pub use private::{add_exclude_line, excludes_run_store, git_exclude_file, EXCLUDE_LINE};
 pub use reader::{AttemptReader, RunReader};
 pub use records::*;
-pub use run::{read_json, RunHandle, RunStore, StoreError};
+pub use run::{RunHandle, RunStore, StoreError};
 pub(crate) use select::run_ids;
 pub use select::{
     is_safe_component, shortest_unique_prefixes, RunSelectError, MAX_ID_BYTES, MAX_NAME_BYTES,

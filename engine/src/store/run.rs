@@ -16,7 +16,6 @@ use crate::store::log::RunLog;
 use crate::store::private::{ensure_private_dir, exclude_from_git};
 use crate::store::publish::Publisher;
 use crate::store::reader::RunReader;
-use crate::store::records::RunRecord;
 use crate::store::select::{self, is_safe_component, RunSelectError};
 use crate::store::tamper::RecordChange;
 
@@ -155,26 +154,6 @@ impl RunStore {
             })
             .collect())
     }
-
-    /// Read one run's `run.json`.
-    pub fn read_run(&self, id: &str) -> Result<RunRecord, StoreError> {
-        if !is_safe_component(id) {
-            return Err(StoreError::UnsafePath(id.to_string()));
-        }
-        RunReader::new(id.to_string(), self.runs_dir.join(id)).run()
-    }
-}
-
-/// Read and parse a JSON record.
-pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, StoreError> {
-    let bytes = std::fs::read(path).map_err(|e| StoreError::Read {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| StoreError::Read {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
 }
 
 /// An open, locked run, and the only writer of its records.
