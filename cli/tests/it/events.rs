@@ -207,3 +207,46 @@ fn the_progress_lines_are_drawn_from_the_events() {
         "{again:#?}"
     );
 }
+
+#[test]
+fn a_log_with_a_line_that_is_not_an_event_is_audited_and_not_resumed() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        "version: 1\nname: checks\nstages:\n  - { id: a, kind: check, argv: [\"false\"] }\n",
+    );
+    assert_eq!(ctx.run(&["run"]).code, 1);
+    let events = ctx.only_run_dir().join("events.jsonl");
+    // Chained as the store chains, so only the vocabulary can tell it apart.
+    let text = std::fs::read_to_string(&events).unwrap();
+    let last = text.lines().last().unwrap();
+    let seq = serde_json::from_str::<Value>(last).unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let forged = json!({
+        "seq": seq + 1,
+        "at": "2026-01-01T00:00:00.000Z",
+        "type": "stage-approved",
+        "prev": specbridge_engine::store::sha256_hex(last.as_bytes()),
+        "stage": "a",
+    });
+    let after = format!("{text}{forged}\n");
+    std::fs::write(&events, &after).unwrap();
+
+    let audit = ctx.run(&["runs", "audit", "latest"]);
+    assert_eq!(audit.code, 1, "{}", audit.snapshot());
+    assert!(
+        audit.stdout.contains("event-unknown") || audit.stderr.contains("event-unknown"),
+        "{}",
+        audit.snapshot()
+    );
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    assert!(out.stderr.contains("[event-unknown]"), "{}", out.stderr);
+    assert!(out.stderr.contains("`stage-approved`"), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&events).unwrap(),
+        after,
+        "a refused resume writes nothing"
+    );
+}

@@ -66,6 +66,7 @@ pub fn is_integrity(code: FindingCode) -> bool {
             | FindingCode::UnannouncedRecord
             | FindingCode::FileUnreadable
             | FindingCode::RecordUnparseable
+            | FindingCode::EventUnknown
             | FindingCode::OutputInvalid
             | FindingCode::ForbiddenFlag
     )
