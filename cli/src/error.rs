@@ -41,7 +41,7 @@ pub enum CliError {
 }
 
 impl CliError {
-    /// The documented exit code (docs/cli.md) of each error. A session knows its
+    /// The documented exit code (README, "Exit codes") of each error. A session knows its
     /// own; everything the CLI reads or writes itself is a usage or
     /// configuration problem: a run store that cannot be read, a report that
     /// cannot be written.

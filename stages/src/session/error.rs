@@ -59,7 +59,7 @@ pub enum SessionError {
 }
 
 impl SessionError {
-    /// The documented exit code of this error (docs/cli.md): the one place a
+    /// The documented exit code of this error (README, "Exit codes"): the one place a
     /// session's failure becomes a number.
     pub fn exit_code(&self) -> i32 {
         match self {
