@@ -33,7 +33,8 @@ pub struct ResultRecord {
     pub permission_denials: Vec<PermissionDenialRecord>,
     /// The tools the `init` event offered, when the output was stream-json.
     pub offered_tools: Option<Vec<String>>,
-    /// The status the invocation came to (`outcome` on disk).
+    // The status the invocation came to; `outcome` on disk (a plain comment: a doc
+    // comment would change the generated schema).
     #[serde(rename = "outcome")]
     pub status: StageStatus,
     pub failure_reason: Option<String>,
