@@ -255,7 +255,7 @@ async fn a_vanished_run_folder_stops_the_run_and_ends_what_runs() {
         node("b", Check, &["a"]),
     ];
     let clock = std::time::Instant::now();
-    let err = run_plan(nodes, exec.clone(), handle.clone(), opts(2), |_, _, _| {})
+    let err = run_plan(nodes, exec.clone(), handle.clone(), opts(2))
         .await
         .unwrap_err();
     assert!(

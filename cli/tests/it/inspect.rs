@@ -103,9 +103,9 @@ fn runs_show_opens_no_prompt_log_transcript_or_diff() {
         "only {fifos} files replaced in {}",
         attempt.display()
     );
-    let out = ctx
-        .command()
-        .args(["runs", "show", "latest"])
+    let mut show = ctx.command();
+    show.args(["runs", "show", "latest"]);
+    let out = assert_cmd::Command::from_std(show)
         .timeout(std::time::Duration::from_secs(60))
         .output()
         .expect("run specbridge");

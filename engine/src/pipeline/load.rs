@@ -125,7 +125,11 @@ pub fn load_bytes(path: &Path, raw: Vec<u8>) -> Result<LoadedPipeline, Vec<Diagn
         sort(&mut problems);
         return Err(problems);
     }
-    let file: PipelineFile = match serde_yaml::from_str(text) {
+    // The document already holds every value: reading the typed file from it
+    // saves a second YAML parse. Only when that fails is the YAML read again,
+    // for serde_yaml's located message (or its reading, where the two differ).
+    let typed = serde::Deserialize::deserialize(&document).ok();
+    let file: PipelineFile = match typed.map_or_else(|| serde_yaml::from_str(text), Ok) {
         Ok(f) => f,
         Err(e) => {
             return one(

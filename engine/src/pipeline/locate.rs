@@ -80,26 +80,35 @@ pub struct NodePosition {
     pub value: Location,
 }
 
-/// Every node's position in one YAML document.
+/// Every node's position in one YAML document. Built on first use: a valid file
+/// needs no position, and the marked parse costs as much as the load itself.
 #[derive(Debug, Clone, Default)]
 pub struct SourceIndex {
-    nodes: HashMap<String, NodePosition>,
+    text: std::sync::Arc<str>,
+    nodes: std::sync::OnceLock<HashMap<String, NodePosition>>,
 }
 
 impl SourceIndex {
     /// Index the first document of `text`. A document that does not parse gives
     /// the positions of what came before the error.
     pub fn build(text: &str) -> Self {
-        let mut builder = Builder::default();
-        let mut parser = Parser::new_from_str(text);
-        let _ = parser.load(&mut builder, false);
         SourceIndex {
-            nodes: builder.nodes,
+            text: text.into(),
+            nodes: std::sync::OnceLock::new(),
         }
     }
 
+    fn nodes(&self) -> &HashMap<String, NodePosition> {
+        self.nodes.get_or_init(|| {
+            let mut builder = Builder::default();
+            let mut parser = Parser::new_from_str(&self.text);
+            let _ = parser.load(&mut builder, false);
+            builder.nodes
+        })
+    }
+
     pub fn get(&self, path: &str) -> Option<NodePosition> {
-        self.nodes.get(path).copied()
+        self.nodes().get(path).copied()
     }
 
     /// Where to point for a node: its key when it is a mapping entry, else its value.

@@ -81,6 +81,12 @@ impl GroupCommit {
     pub fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::Relaxed)
     }
+
+    /// (durable seq, syncs made).
+    #[cfg(test)]
+    pub fn state_for_test(&self) -> (u64, u64) {
+        (self.state.lock().unwrap().durable, self.syncs())
+    }
 }
 
 /// Runs a write that waits for the disk. On a multi-thread runtime's worker the

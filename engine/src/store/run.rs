@@ -527,6 +527,40 @@ mod tests {
     }
 
     #[test]
+    fn a_record_costs_one_log_sync_for_its_intent_and_the_tail_is_synced_on_close() {
+        let repo = tempfile::tempdir().unwrap();
+        let store = RunStore::new(repo.path());
+        let run = store.create(Redactor::default()).unwrap();
+        let durable = |run: &RunHandle| run.commit.state_for_test();
+        run.event(RunEvent::record_written("a", &"0".repeat(64)))
+            .unwrap();
+        run.event(RunEvent::record_written("b", &"0".repeat(64)))
+            .unwrap();
+        assert_eq!(
+            durable(&run),
+            (0, 0),
+            "plain events are written, not synced"
+        );
+        run.write_json("stages/s/stage.json", &json!({"x": 1}))
+            .unwrap();
+        // Events 1-2, the intent (3) synced before the rename; the announcement
+        // (4) is written after the rename and waits for the next commit.
+        assert_eq!(durable(&run), (3, 1));
+        run.write_json("stages/s/stage.json", &json!({"x": 2}))
+            .unwrap();
+        assert_eq!(durable(&run), (5, 2));
+        run.sync().unwrap();
+        assert_eq!(durable(&run), (6, 3));
+        run.sync().unwrap();
+        assert_eq!(durable(&run), (6, 3), "nothing new, no sync");
+        run.event(RunEvent::record_written("c", &"0".repeat(64)))
+            .unwrap();
+        let commit = run.commit.clone();
+        drop(run);
+        assert_eq!(commit.state_for_test(), (7, 4), "closing syncs the tail");
+    }
+
+    #[test]
     fn every_way_of_writing_redacts_and_files_are_private() {
         use std::os::unix::fs::PermissionsExt;
         const CANARY: &str = "canary-store-0a1b2c3d";

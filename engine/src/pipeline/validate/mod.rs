@@ -284,6 +284,13 @@ impl Checker<'_> {
     fn needs(&mut self, s: &StageDef, path: &str, ids: &[&str]) {
         let mut seen = BTreeSet::new();
         for (j, need) in s.needs.iter().enumerate() {
+            if *need != s.id
+                && ids.binary_search(&need.as_str()).is_ok()
+                && seen.insert(need.as_str())
+            {
+                // The common case: no path, no position to build.
+                continue;
+            }
             let need_path = child_index(&child_key(path, "needs"), j);
             let at = self.at_value(&need_path);
             if *need == s.id {
@@ -309,7 +316,7 @@ impl Checker<'_> {
                     ),
                 )
                 .help = Some(help);
-            } else if !seen.insert(need.as_str()) {
+            } else {
                 self.warning(
                     "duplicate-need",
                     &need_path,
@@ -366,8 +373,9 @@ impl Checker<'_> {
             )
             .help = Some("an agent stage's timeout is `runner.timeout`".into());
         }
-        let stage_at = self.at_key(&child_key(path, "id"));
+        let stage_at = |c: &Self| c.at_key(&child_key(path, "id"));
         if s.kind.is_agent() && s.prompt.is_none() {
+            let stage_at = stage_at(self);
             self.error(
                 "missing-prompt-key",
                 &child_key(path, "prompt"),
@@ -378,6 +386,7 @@ impl Checker<'_> {
                 Some("give a file (`prompt: prompts/x.md`) or inline text (`prompt: |`)".into());
         }
         if s.kind == StageKind::Generate && s.output.is_none() {
+            let stage_at = stage_at(self);
             self.error(
                 "missing-output",
                 &child_key(path, "output"),
@@ -389,6 +398,7 @@ impl Checker<'_> {
         if s.kind == StageKind::Check {
             match &s.argv {
                 None => {
+                    let stage_at = stage_at(self);
                     self.error(
                         "missing-argv",
                         &child_key(path, "argv"),
