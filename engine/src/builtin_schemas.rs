@@ -1,4 +1,4 @@
-//! The built-in output schemas (DESIGN §3), addressed in pipelines as `builtin:NAME`.
+//! The built-in output schemas (docs/stage-kinds.md), addressed in pipelines as `builtin:NAME`.
 //!
 //! The files in `schemas/` are the source; they are embedded so that the binary
 //! never depends on the source tree at run time.

@@ -1,4 +1,4 @@
-//! The forbidden flags and permission modes (DESIGN §7), in one place.
+//! The forbidden flags and permission modes (docs/claude-code-runner.md), in one place.
 //!
 //! Three layers reject them: pipeline validation, argv assembly, and an assertion
 //! just before spawn. All three ask this module, so the list cannot drift apart.

@@ -1,10 +1,10 @@
 //! The vocabulary of outcomes: stage statuses, evidence statuses, run statuses, and
-//! the exit code each maps to (DESIGN §5, §9).
+//! the exit code each maps to (docs/claude-code-runner.md, README.md).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Exit codes of the `specbridge` binary (DESIGN §9).
+/// Exit codes of the `specbridge` binary (README.md).
 pub mod exit {
     pub const OK: i32 = 0;
     /// Gate failed: unverified, verification failed, audit findings.
@@ -105,7 +105,7 @@ impl StageStatus {
         !matches!(self, StageStatus::Pending | StageStatus::Running)
     }
 
-    /// Whether the stage passed its gate (DESIGN §4): the only status anything may
+    /// Whether the stage passed its gate (docs/stage-kinds.md): the only status anything may
     /// build on, and the only one resume reuses.
     pub fn passed(self) -> bool {
         self == StageStatus::Succeeded
@@ -156,7 +156,7 @@ impl std::fmt::Display for StageStatus {
     }
 }
 
-/// What the evidence of an execute stage shows (DESIGN §5, §7).
+/// What the evidence of an execute stage shows (docs/claude-code-runner.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EvidenceStatus {

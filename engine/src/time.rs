@@ -1,4 +1,4 @@
-//! Timestamps as every record writes them: RFC 3339, UTC, milliseconds (DESIGN §6).
+//! Timestamps as every record writes them: RFC 3339, UTC, milliseconds (docs/run-directory.md).
 //!
 //! One format everywhere keeps records comparable as plain strings and stable in
 //! snapshots; `chrono`'s default serde form carries nanoseconds and varies in width.

@@ -31,7 +31,7 @@ pub struct AgentSetup {
     pub sandbox: Option<specbridge_engine::sandbox::SandboxSupport>,
 }
 
-/// Where replayed stages come from (DESIGN: replay).
+/// Where replayed stages come from (docs/replay.md).
 #[derive(Debug, Clone, Default)]
 pub struct ReplaySetup {
     /// `run --replay DIR`: every agent stage is answered from this recording.

@@ -1,5 +1,5 @@
 //! The commands specbridge runs itself — check stages and verification commands —
-//! run in bubblewrap unless the pipeline turns a command's sandbox off (DESIGN §7).
+//! run in bubblewrap unless the pipeline turns a command's sandbox off (docs/claude-code-runner.md).
 //!
 //! Every check stage is confined by default, not only checks downstream of an
 //! execute stage: the working tree a check sees can hold code an agent wrote in an

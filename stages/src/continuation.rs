@@ -1,4 +1,4 @@
-//! Continuing an execute attempt that was cut off (DESIGN §8, docs/resume.md).
+//! Continuing an execute attempt that was cut off (docs/resume.md).
 //!
 //! When the previous attempt of an execute stage ended by timeout, cancel or a
 //! crash of specbridge, and it recorded a session id, the next attempt continues

@@ -1,4 +1,4 @@
-//! `execute` stages (DESIGN §3, §7): task execution, judged by evidence.
+//! `execute` stages (docs/stage-kinds.md, docs/evidence.md): task execution, judged by evidence.
 //!
 //! One attempt: check that the working tree holds no change the run did not make
 //! (unless `--allow-dirty`), snapshot it, invoke the agent with the execute tool

@@ -1,4 +1,4 @@
-//! `forEach` fan-out (DESIGN §3): one instance of a stage per item of an upstream
+//! `forEach` fan-out (docs/stage-kinds.md): one instance of a stage per item of an upstream
 //! stage's output array.
 //!
 //! Items are checked when the upstream stage's output is accepted

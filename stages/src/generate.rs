@@ -1,4 +1,4 @@
-//! `generate` stages (DESIGN §3): spec generation, always read-only.
+//! `generate` stages (docs/stage-kinds.md): spec generation, always read-only.
 //!
 //! One attempt: render the prompt from the upstream outputs and documents, assemble
 //! the read-only argv (`Operation::Generate` ignores the runner's tools and mode),

@@ -1,4 +1,4 @@
-//! A stage's input hash (DESIGN §8): what resume compares to decide whether a stage
+//! A stage's input hash (docs/resume.md): what resume compares to decide whether a stage
 //! that succeeded can be reused, and what replay matches recordings by.
 //!
 //! It is the sha256 (hex) of one canonical JSON document — object keys sorted, no

@@ -1,4 +1,4 @@
-//! Prompt templates (DESIGN §3): minijinja with strict undefined variables.
+//! Prompt templates (docs/stage-kinds.md): minijinja with strict undefined variables.
 //!
 //! The context holds `pipeline`, `stage`, `item` (fan-out instances) and `stages`,
 //! which has an entry only for the stages this one needs, directly or through

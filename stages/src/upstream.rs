@@ -1,4 +1,4 @@
-//! What a stage sees upstream (DESIGN §3, §8).
+//! What a stage sees upstream (docs/stage-kinds.md, docs/resume.md).
 //!
 //! - The prompt context of an agent stage: `pipeline`, `stage`, `item` for fan-out
 //!   instances, and `stages.<id>.output` / `.document` for exactly the stages it

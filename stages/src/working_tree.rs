@@ -288,7 +288,7 @@ pub fn require_repository_root(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Before a run or a resume with execute stages starts anything (DESIGN §7): the
+/// Before a run or a resume with execute stages starts anything (docs/evidence.md): the
 /// working tree must hold no change but the run's own (`run_dir`, resume) unless
 /// `--allow-dirty`, since other uncommitted changes could not be told apart from
 /// the agent's.

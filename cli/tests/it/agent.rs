@@ -154,7 +154,7 @@ macro_rules! scenario_tests {
     )*};
 }
 
-// DESIGN §5 outcome table. write-file, git-commit and touch-protected change the
+// docs/claude-code-runner.md outcome table. write-file, git-commit and touch-protected change the
 // working tree during a read-only generate stage: a safety violation (exit 6).
 scenario_tests! {
     text_only_is_malformed_output: "text-only" => "malformed-output", 4;

@@ -1,5 +1,5 @@
 //! Execute stages end to end against the fake Claude Code CLI on temporary git
-//! repositories: one test per evidence path (DESIGN §7).
+//! repositories: one test per evidence path (docs/evidence.md).
 
 use std::path::PathBuf;
 
@@ -294,7 +294,7 @@ mod tests {
 
 /// The example pipeline, every stage against the fake CLI: documents, a plan of two
 /// tasks (the second after the first), and two implementations that really edit
-/// `src/lib.rs` and keep `cargo test` passing. Every record of DESIGN §6 exists and
+/// `src/lib.rs` and keep `cargo test` passing. Every record of docs/run-directory.md exists and
 /// the run audits clean.
 #[test]
 fn the_spec_to_task_example_runs_to_the_end_with_every_record() {

@@ -1,4 +1,4 @@
-//! What specbridge observes of the agent against the fake CLI (DESIGN §7, "Observed,
+//! What specbridge observes of the agent against the fake CLI (docs/claude-code-runner.md, "Observed,
 //! not assumed"): an `init` event that differs from the request stops the agent at
 //! once; tool calls the policy refuses that ran anyway are safety violations found in
 //! the stream; every call is recorded in `tool-calls.jsonl`; a resume takes the

@@ -1,5 +1,5 @@
 //! Environment names that would move Claude Code's settings or loosen its checks
-//! (DESIGN §7, "Confinement"): when specbridge inherits one, the agent never sees
+//! (docs/claude-code-runner.md, "Confinement"): when specbridge inherits one, the agent never sees
 //! it, the run warns, and `request.json` names it.
 
 use crate::common::{read_json, TestContext};

@@ -1,4 +1,4 @@
-//! Tier 3 (DESIGN §10): the `specbridge` binary driving the **real** Claude Code CLI,
+//! Tier 3 (docs/testing.md): the `specbridge` binary driving the **real** Claude Code CLI,
 //! pointed with `ANTHROPIC_BASE_URL` at the testkit's scripted model server.
 //!
 //! Each test proves one assumption specbridge makes about the CLI (argv, tool

@@ -1,5 +1,5 @@
 //! Commands specbridge runs itself (check stages, verification commands) run in
-//! bubblewrap (DESIGN §7): each test tries to break out the way an agent's test
+//! bubblewrap (docs/claude-code-runner.md): each test tries to break out the way an agent's test
 //! or build script would — a file outside the repository, a connection to a
 //! listener on this machine, `.git` — against the fake CLI on real repositories.
 

@@ -1,4 +1,4 @@
-//! Secrets never on disk (DESIGN §7): canaries in specbridge's environment, in a
+//! Secrets never on disk (docs/claude-code-runner.md): canaries in specbridge's environment, in a
 //! pipeline's `secrets:`, in argv, prompts, agent output and changes; no byte of
 //! any of them may be found under `.specbridge/`, whatever the stage kind.
 

@@ -1,5 +1,5 @@
 //! `specbridge validate` on files the pipeline names outside the repository and on
-//! ids too long for a folder name (DESIGN §7 "Paths"): each refused with its
+//! ids too long for a folder name (docs/claude-code-runner.md "Paths"): each refused with its
 //! location, exit 2.
 
 use crate::common::{Output, TestContext};

@@ -1,5 +1,5 @@
 //! `specbridge validate` on runner sections that the tool policy refuses
-//! (DESIGN §7, "Confinement"): each refusal with its message and location
+//! (docs/claude-code-runner.md, "Confinement"): each refusal with its message and location
 //! (snapshot) and its exit code, and `run --dry-run` refusing the same file with
 //! the same code, since both ask the same rule table.
 

@@ -1,4 +1,4 @@
-//! Permission bypasses that must never appear in a recorded argv (DESIGN §7). The
+//! Permission bypasses that must never appear in a recorded argv (docs/claude-code-runner.md). The
 //! list is the one validation and the argv assembler reject ([`crate::safety`]):
 //! audit is the last of the layers and checks what was actually recorded.
 

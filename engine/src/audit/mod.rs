@@ -1,4 +1,4 @@
-//! `specbridge runs audit`: re-check a recorded run from its files alone (DESIGN §8).
+//! `specbridge runs audit`: re-check a recorded run from its files alone (docs/audit.md).
 //!
 //! Audit is read-only and takes no lock: it may run beside a live run, whose last
 //! records can then look torn or unfinished. Every file is streamed in bounded

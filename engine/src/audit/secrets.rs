@@ -1,6 +1,6 @@
 //! Values shaped like credentials, found in a file read in bounded chunks.
 //!
-//! The shapes are the redactor's own table (`redact::shapes`, DESIGN §7): a shape
+//! The shapes are the redactor's own table (`redact::shapes`, docs/claude-code-runner.md): a shape
 //! added there is looked for here. The placeholder matches none of them, so a file
 //! the run store wrote is clean.
 

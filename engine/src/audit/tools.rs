@@ -1,5 +1,5 @@
 //! Which tools a recorded argv offered or pre-approved, for the read-only rule of
-//! generate stages (DESIGN §3).
+//! generate stages (docs/stage-kinds.md).
 
 /// Flags whose values name tools the agent may use.
 const TOOL_FLAGS: &[&str] = &["--tools", "--allowedTools", "--allowed-tools"];

@@ -1,4 +1,4 @@
-//! Git evidence for agent stages (DESIGN §3, §6, §7): snapshots of the working tree
+//! Git evidence for agent stages (docs/stage-kinds.md, docs/run-directory.md, docs/evidence.md): snapshots of the working tree
 //! before and after an invocation, attribution of what changed, protected paths,
 //! the attempt's `diff.patch`, and the evidence status that follows from them.
 //!

@@ -1,4 +1,4 @@
-//! Protected paths and the other safety rules checked on evidence (DESIGN §7): a
+//! Protected paths and the other safety rules checked on evidence (docs/evidence.md): a
 //! protected path changed, HEAD moved, the branch or any local ref changed.
 
 use schemars::JsonSchema;

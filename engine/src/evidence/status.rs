@@ -1,4 +1,4 @@
-//! The evidence status of an attempt (DESIGN §7): what the evidence shows, whatever
+//! The evidence status of an attempt (docs/evidence.md): what the evidence shows, whatever
 //! the model claims.
 
 use schemars::JsonSchema;

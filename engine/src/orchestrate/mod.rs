@@ -43,7 +43,7 @@ pub enum OrchestrateError {
 }
 
 /// The working-tree lock of a run or resume whose nodes include execute stages
-/// (DESIGN §4). One function for both, so that they never disagree.
+/// (docs/stage-kinds.md). One function for both, so that they never disagree.
 pub fn lock_working_tree(
     root: &Path,
     command: &str,

@@ -1,4 +1,4 @@
-//! The safety scan of a pipeline file (DESIGN §7): a forbidden flag or permission
+//! The safety scan of a pipeline file (docs/claude-code-runner.md): a forbidden flag or permission
 //! mode anywhere a value can reach the agent's command line or environment.
 //!
 //! It runs on the raw document, so that it reports even in a file with structural

@@ -1,5 +1,5 @@
 //! Whether a file the pipeline names (a prompt, a schema) lies inside the
-//! repository once `..` and symlinks are resolved (DESIGN §7 "Paths"). Asked by
+//! repository once `..` and symlinks are resolved (docs/claude-code-runner.md "Paths"). Asked by
 //! validation and again just before a stage reads the file, since an earlier stage
 //! may have replaced it with a symlink.
 

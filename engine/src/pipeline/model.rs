@@ -1,4 +1,4 @@
-//! The pipeline file as typed structs (DESIGN §2).
+//! The pipeline file as typed structs (docs/pipeline-format.md).
 //!
 //! Everything a user can write is optional here unless the format requires it;
 //! defaults are applied later by [`crate::pipeline::resolve`], so that validation

@@ -1,4 +1,4 @@
-//! Protected paths as deny rules (DESIGN §7): the CLI refuses an edit of
+//! Protected paths as deny rules (docs/claude-code-runner.md): the CLI refuses an edit of
 //! `.git/`, `.specbridge/`, `.claude/`, the pipeline file, its prompts and schemas,
 //! the run's documents and `protectedPaths` before specbridge has to detect it
 //! after the fact.

@@ -1,5 +1,5 @@
 //! The tool policy of an agent stage, from the runner section to the rules passed
-//! to the CLI (DESIGN §3, §7).
+//! to the CLI (docs/stage-kinds.md, docs/claude-code-runner.md).
 //!
 //! One owner for every rule: `specbridge validate` (and so `run` before anything
 //! starts, and `--dry-run`) and argv assembly both call [`check`], and assembly can

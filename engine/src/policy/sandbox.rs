@@ -1,4 +1,4 @@
-//! The Claude Code sandbox around Bash commands (DESIGN §7, "Shell inside the
+//! The Claude Code sandbox around Bash commands (docs/claude-code-runner.md, "Shell inside the
 //! sandbox"), turned on through specbridge's own `--settings`.
 //!
 //! Keys verified on 2.1.332 (docs/claude-code-runner.md): `enabled`,

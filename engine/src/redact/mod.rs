@@ -1,4 +1,4 @@
-//! Replacing secrets by `<redacted>` in everything specbridge records (DESIGN §7).
+//! Replacing secrets by `<redacted>` in everything specbridge records (docs/claude-code-runner.md).
 //!
 //! Two kinds of secret are found: values shaped like known credentials (the table in
 //! [`shapes`], shared with audit), and known values: those of environment variables

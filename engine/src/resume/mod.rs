@@ -1,4 +1,4 @@
-//! `specbridge resume` (DESIGN §8, docs/resume.md): continue a run in its own
+//! `specbridge resume` (docs/resume.md): continue a run in its own
 //! folder, reusing every stage whose result still holds and running the rest
 //! again as new attempts.
 //!

@@ -1,5 +1,5 @@
 //! Confining a command specbridge runs itself (a check stage, a verification
-//! command) in bubblewrap (DESIGN §7): the command may run code the agent wrote.
+//! command) in bubblewrap (docs/claude-code-runner.md): the command may run code the agent wrote.
 //!
 //! Inside: the whole file system read-only, the repository writable except `.git`
 //! and `.specbridge` (a write to `.git/config` or a hook would run outside the

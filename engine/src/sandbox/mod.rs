@@ -1,6 +1,6 @@
 //! Whether this machine can confine commands in an operating-system sandbox.
 //!
-//! Two things depend on it (DESIGN §7, "Shell inside the sandbox"): the Claude Code
+//! Two things depend on it (docs/claude-code-runner.md, "Shell inside the sandbox"): the Claude Code
 //! CLI's own sandbox, which specbridge turns on for every stage that allows Bash
 //! (on Linux the CLI runs commands under bubblewrap and proxies network through
 //! socat), and the commands specbridge itself runs after an agent changed the tree

@@ -1,5 +1,5 @@
 //! The scheduler: runs the stages of a plan in dependency order with at most
-//! `concurrency` at once (DESIGN §4).
+//! `concurrency` at once (docs/stage-kinds.md).
 //!
 //! It knows stages only as nodes with needs and a kind; what a stage does is the
 //! [`StageExecutor`]'s business. The scheduler owns `stage.json` (every status

@@ -1,4 +1,4 @@
-//! Retrying an agent stage after a transient failure (DESIGN §4): how long to wait
+//! Retrying an agent stage after a transient failure (docs/stage-kinds.md): how long to wait
 //! before the next attempt, and whether there may be one.
 
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Writing a file of the repository that specbridge itself produces (a generate
 //! stage's document) so that it lands at that path inside the repository and
-//! nowhere else (DESIGN §3, §7 "Paths").
+//! nowhere else (docs/stage-kinds.md, docs/claude-code-runner.md "Paths").
 //!
 //! An earlier stage can leave `notes -> .git` or `notes -> /tmp/x` in the tree, and
 //! an agent still running (or a concurrent process) could swap a folder for a

@@ -1,4 +1,4 @@
-//! `events.jsonl`: the append-only, hash-chained event log of a run (DESIGN §8).
+//! `events.jsonl`: the append-only, hash-chained event log of a run (docs/audit.md).
 //!
 //! Every line is one JSON object with `seq` (from 1, contiguous), `at`, `type` and
 //! `prev`: the sha256 (hex) of the previous line's bytes without its newline, or 64

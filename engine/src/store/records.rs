@@ -1,4 +1,4 @@
-//! The JSON records of a run directory (DESIGN §6). Every record is camelCase and
+//! The JSON records of a run directory (docs/run-directory.md). Every record is camelCase and
 //! carries `schemaVersion`; `schemas/` holds a JSON Schema generated from each type.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The run's own records, checked after every agent attempt (DESIGN §7): every
+//! The run's own records, checked after every agent attempt (docs/claude-code-runner.md): every
 //! announced file must still have the sha256 it was announced with, and the event
 //! log must be exactly what this process appended. An agent that touched them is a
 //! safety violation at once, not a later audit finding.

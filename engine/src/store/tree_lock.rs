@@ -1,4 +1,4 @@
-//! One writer of a repository's working tree at a time (DESIGN §4): every run and
+//! One writer of a repository's working tree at a time (docs/stage-kinds.md): every run and
 //! resume that has execute stages holds an exclusive flock on
 //! `.specbridge/worktree.lock` for as long as it runs. A second one is refused at
 //! once, with the run id and pid of the holder, before it creates or changes

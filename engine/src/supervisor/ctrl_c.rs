@@ -1,5 +1,5 @@
 //! Ctrl-C, SIGTERM and SIGHUP as the CLI wants them: the first asks for a graceful
-//! cancel, the second kills at once (DESIGN §4). SIGTERM is what `timeout`, CI
+//! cancel, the second kills at once (docs/stage-kinds.md). SIGTERM is what `timeout`, CI
 //! runners and `docker stop` send, SIGHUP what a closed terminal sends: each must
 //! leave a recorded, resumable run, exactly like Ctrl-C.
 

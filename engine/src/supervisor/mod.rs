@@ -1,4 +1,4 @@
-//! The process supervisor (DESIGN §4, §5 "Process control"): runs one child
+//! The process supervisor (docs/stage-kinds.md, docs/claude-code-runner.md "Process control"): runs one child
 //! process — an agent or a check command — so that nothing it starts outlives it.
 //!
 //! Each child gets its own process group. A timeout, a cancel, an output limit or a

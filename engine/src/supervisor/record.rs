@@ -1,4 +1,4 @@
-//! `process.json`: what happened to one child process (DESIGN §6).
+//! `process.json`: what happened to one child process (docs/run-directory.md).
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;

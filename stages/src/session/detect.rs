@@ -1,4 +1,4 @@
-//! Detecting the agent runner once before a run (DESIGN §5): every runner command
+//! Detecting the agent runner once before a run (docs/claude-code-runner.md): every runner command
 //! the planned agent stages use is probed with `runner doctor`'s detection, less
 //! `auth status` (a run that is not logged in ends `runner-unavailable`, exit 3),
 //! and remembered for a while in the user's cache folder (`--refresh-runner`

@@ -81,7 +81,7 @@ impl SessionError {
             | SessionError::Scaffold(_)
             | SessionError::Runtime(_)
             // A run folder that cannot be written is the store's configuration
-            // (a vanished folder, a full disk): DESIGN §9 exit 2.
+            // (a vanished folder, a full disk): README.md exit 2.
             | SessionError::Run(_) => exit::CONFIG,
         }
     }

@@ -1,4 +1,4 @@
-//! Confinement under the real CLI (DESIGN §7, "Confinement", "Shell inside the
+//! Confinement under the real CLI (docs/claude-code-runner.md, "Confinement", "Shell inside the
 //! sandbox"): each test has the model try one way out of the repository and checks
 //! that the CLI refused it, that the refusal is recorded, and that nothing outside
 //! the repository changed. The "outside" is a folder beside the repository.

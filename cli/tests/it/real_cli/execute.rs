@@ -1,6 +1,6 @@
 //! Execute stages under the real CLI: the file tools pre-approved, Bash only through
 //! rules, in-repository shell mutations denied, and the outcome decided by evidence
-//! and verification (DESIGN §3 execute, §7).
+//! and verification (docs/stage-kinds.md execute, docs/evidence.md).
 
 use std::path::Path;
 

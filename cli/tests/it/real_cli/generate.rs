@@ -1,5 +1,5 @@
 //! Generate stages under the real CLI: read-only tools, structured output, and every
-//! way an invocation can end (DESIGN §3 generate, §5 Success and Outcomes).
+//! way an invocation can end (docs/stage-kinds.md generate, docs/claude-code-runner.md Success and Outcomes).
 
 use serde_json::{json, Value};
 use specbridge_testkit::model_server::{Reply, Script, ToolCall};

@@ -1,4 +1,4 @@
-//! specbridge's own writes and the run's records under the real CLI (DESIGN §4, §7):
+//! specbridge's own writes and the run's records under the real CLI (docs/stage-kinds.md, docs/claude-code-runner.md):
 //! documents never go through a symlink, an agent that edits its own run's records
 //! is a safety violation at once, and two runs with execute stages never share the
 //! working tree.

@@ -1,6 +1,6 @@
 //! A canary secret in specbridge's environment, echoed by the model through the
 //! real CLI in its text, in a tool input and in its structured output: no byte of
-//! it may be found under `.specbridge/` (DESIGN §7).
+//! it may be found under `.specbridge/` (docs/claude-code-runner.md).
 
 use serde_json::json;
 use specbridge_testkit::model_server::{Reply, Script, ToolCall};

@@ -1,4 +1,4 @@
-//! The code an agent writes runs confined when specbridge runs it (DESIGN §7): the
+//! The code an agent writes runs confined when specbridge runs it (docs/evidence.md): the
 //! real CLI writes a test script into the repository, and the verification command
 //! that runs it cannot write outside the repository or reach a listener on this
 //! machine.

@@ -1,4 +1,4 @@
-//! Semantic checks of a loaded pipeline (DESIGN §2, §7): everything the schema
+//! Semantic checks of a loaded pipeline (docs/pipeline-format.md, docs/claude-code-runner.md): everything the schema
 //! cannot say. Every problem is reported, each with its location.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,4 +1,4 @@
-//! The argument vector of one Claude Code invocation (DESIGN §3, §5).
+//! The argument vector of one Claude Code invocation (docs/stage-kinds.md, docs/claude-code-runner.md).
 //!
 //! Built as an array from the flags the installed CLI supports; a setting whose
 //! flag is missing is listed as skipped (recorded in `request.json`) and warned
@@ -363,7 +363,7 @@ impl Builder {
     }
 }
 
-/// Settings isolation and the sandbox (DESIGN §7, "Confinement"): no settings
+/// Settings isolation and the sandbox (docs/claude-code-runner.md, "Confinement"): no settings
 /// files unless the pipeline opted in, MCP servers only from the pipeline,
 /// `--restricted` where the CLI has it, and the sandbox around Bash.
 fn isolate(

@@ -1,4 +1,4 @@
-//! What an installed Claude Code CLI supports, read from its `--help` (DESIGN §5).
+//! What an installed Claude Code CLI supports, read from its `--help` (docs/claude-code-runner.md).
 
 use std::sync::OnceLock;
 
@@ -70,7 +70,7 @@ impl CapabilityGap {
     }
 }
 
-/// What each optional flag's absence means (DESIGN §5). Order is the report order.
+/// What each optional flag's absence means (docs/claude-code-runner.md). Order is the report order.
 pub const OPTIONAL_MEANINGS: [(&str, &str); 10] = [
     (
         "--json-schema",

@@ -1,5 +1,5 @@
 //! Remembering a runner's detection between runs, so that `run` and `resume` do not
-//! spawn `--version` and `--help` before every run (DESIGN §5).
+//! spawn `--version` and `--help` before every run (docs/claude-code-runner.md).
 //!
 //! One file, `<cache>/specbridge/runner-detection.json` (`$XDG_CACHE_HOME`, else
 //! `~/.cache`), maps each executable's canonical path to the report detection made

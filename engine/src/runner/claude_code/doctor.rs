@@ -1,5 +1,5 @@
 //! Detection of an installed Claude Code CLI: `runner doctor`, and the check made
-//! once before each run (DESIGN §5).
+//! once before each run (docs/claude-code-runner.md).
 //!
 //! Probes `--version`, then `--help`, then `auth status` only where
 //! the help's command list has `auth` (older versions take `auth status` as a

@@ -1,8 +1,8 @@
 //! One Claude Code invocation, from an assembled request to the records of its
-//! attempt folder (DESIGN §5 Invocation, §6):
+//! attempt folder (docs/claude-code-runner.md Invocation, docs/run-directory.md):
 //!
 //! - `prompt.md`, `request.json`, `output-schema.json` before the spawn;
-//! - the last safety assertion on the argv (DESIGN §7, third layer): a forbidden
+//! - the last safety assertion on the argv (docs/claude-code-runner.md, third layer): a forbidden
 //!   flag or mode here spawns nothing and ends `safety-violation`;
 //! - the process under the supervisor, its stdout read line by line as stream-json
 //!   for live progress and the result event;
@@ -226,7 +226,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     }
     let cwd = spec.cwd.display().to_string();
     // Inherited names that would move the CLI's settings or loosen its checks: the
-    // agent never sees them (DESIGN §7, "Confinement").
+    // agent never sees them (docs/claude-code-runner.md, "Confinement").
     let scrubbed = crate::policy::env::inherited_widening(
         std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()),
     );
@@ -484,7 +484,7 @@ fn init_expectation<'a>(spec: &InvokeSpec<'a>) -> InitExpectation<'a> {
     }
 }
 
-/// What the stream and the run folder show after the attempt (DESIGN §7,
+/// What the stream and the run folder show after the attempt (docs/claude-code-runner.md,
 /// "Observed, not assumed"): `tool-calls.jsonl` is written, and the first safety
 /// violation is returned — an `init` event that differs from the request, a tool
 /// call the policy refuses that ran, or a record of the run that changed.

@@ -1,5 +1,5 @@
-//! The Claude Code runner (DESIGN §5): detection of the installed CLI, argv
-//! assembly with the tool policies of DESIGN §3, and reading its output.
+//! The Claude Code runner (docs/claude-code-runner.md): detection of the installed CLI, argv
+//! assembly with the tool policies of docs/stage-kinds.md, and reading its output.
 
 pub mod argv;
 pub mod capabilities;

@@ -1,4 +1,4 @@
-//! What the agent was observed to have, against what it was asked for (DESIGN §7,
+//! What the agent was observed to have, against what it was asked for (docs/claude-code-runner.md,
 //! "Observed, not assumed").
 //!
 //! - The `system/init` event names the tools offered and the permission mode; a

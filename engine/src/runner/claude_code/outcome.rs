@@ -1,5 +1,5 @@
 //! Turns how an invocation ended (exit, envelope, limits, signals) into a stage outcome
-//! (DESIGN §5 Success and Outcomes).
+//! (docs/claude-code-runner.md Success and Outcomes).
 //!
 //! Success needs all of: exit 0, an envelope, `is_error: false`, `subtype: success`
 //! and, when a schema is used, structured output that validates. Older versions exit 0
