@@ -228,6 +228,8 @@ fn the_spec_to_task_example_runs_through_and_audits_clean() {
     assert_eq!(audit.code, 0, "{}", audit.snapshot());
     let report: Value = serde_json::from_str(&audit.stdout).expect("audit JSON");
     assert_eq!(report["findings"], json!([]), "{report:#}");
+    // Every event the run wrote is one of the shapes the committed schema holds.
+    crate::events::assert_events_match_schema(&sandbox.run_dir());
 
     // `SPECBRIDGE_RECORD_EXAMPLE=DIR` keeps this run as a recording (how
     // `.specbridge-example/` is made: see docs/replay.md).
