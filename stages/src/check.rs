@@ -86,8 +86,8 @@ pub fn spawn_spec(
     let wrapped = crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv)?;
     let runner = ctx.runner_for(stage);
     let (stdout, stderr) = (
-        layout::in_attempt(&attempt_rel, attempt::RAW_STDOUT),
-        layout::in_attempt(&attempt_rel, attempt::RAW_STDERR),
+        layout::in_attempt(attempt_rel, attempt::RAW_STDOUT),
+        layout::in_attempt(attempt_rel, attempt::RAW_STDERR),
     );
     let logs = crate::confine::CommandLogs {
         run,
@@ -170,7 +170,7 @@ async fn run_command(ctx: &RunContext, stage: &StageDef, sr: &StageRun) -> Stage
 
 /// `process.json`, its argv redacted by the store (the logs announced themselves).
 fn write_process(run: &RunHandle, attempt_rel: &str, record: &ProcessRecord) -> Result<(), String> {
-    run.write_json(&layout::in_attempt(&attempt_rel, attempt::PROCESS), record)
+    run.write_json(&layout::in_attempt(attempt_rel, attempt::PROCESS), record)
         .map_err(|e| e.to_string())?;
     Ok(())
 }

@@ -53,7 +53,7 @@ fn continue_session(
         return Ok((p, before));
     };
     sr.run
-        .write_json(&layout::in_attempt(&attempt_rel, attempt::CONTINUATION), &c)
+        .write_json(&layout::in_attempt(attempt_rel, attempt::CONTINUATION), &c)
         .map_err(|e| format!("failed to write continuation.json: {e}"))?;
     let Some(session) = c.session_id.as_deref() else {
         return Ok((p, before));
@@ -225,7 +225,7 @@ async fn gather(
     let mut changed = attribute(before, &after, &ledger.own_writes());
     attribute_run_made(&mut changed, before, ledger);
     run.write_json(
-        &layout::in_attempt(&attempt_rel, attempt::CHANGED_FILES),
+        &layout::in_attempt(attempt_rel, attempt::CHANGED_FILES),
         &changed,
     )
     .map_err(|e| format!("failed to write changed-files.json: {e}"))?;
@@ -308,11 +308,8 @@ async fn gather(
         findings: findings.clone(),
         claims,
     };
-    run.write_json(
-        &layout::in_attempt(&attempt_rel, attempt::EVIDENCE),
-        &record,
-    )
-    .map_err(|e| format!("failed to write evidence.json: {e}"))?;
+    run.write_json(&layout::in_attempt(attempt_rel, attempt::EVIDENCE), &record)
+        .map_err(|e| format!("failed to write evidence.json: {e}"))?;
     Ok(Gathered {
         decision,
         violations,

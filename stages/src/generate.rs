@@ -129,7 +129,7 @@ fn read_only_evidence(
     write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let changed = attribute(before, &after, &ledger.own_writes());
     run.write_json(
-        &layout::in_attempt(&attempt_rel, attempt::CHANGED_FILES),
+        &layout::in_attempt(attempt_rel, attempt::CHANGED_FILES),
         &changed,
     )
     .map_err(|e| format!("failed to write changed-files.json: {e}"))?;
@@ -162,11 +162,8 @@ fn read_only_evidence(
         findings,
         claims: None,
     };
-    run.write_json(
-        &layout::in_attempt(&attempt_rel, attempt::EVIDENCE),
-        &record,
-    )
-    .map_err(|e| format!("failed to write evidence.json: {e}"))?;
+    run.write_json(&layout::in_attempt(attempt_rel, attempt::EVIDENCE), &record)
+        .map_err(|e| format!("failed to write evidence.json: {e}"))?;
     Ok(violations)
 }
 

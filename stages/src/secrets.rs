@@ -24,10 +24,7 @@ pub fn keep_diff(
     );
     let mut info = diff.info;
     let sha = run
-        .write_bytes(
-            &layout::in_attempt(&attempt_rel, attempt::DIFF),
-            &diff.patch,
-        )
+        .write_bytes(&layout::in_attempt(attempt_rel, attempt::DIFF), &diff.patch)
         .map_err(|e| format!("failed to write diff.patch: {e}"))?;
     if sha != info.sha256 {
         // A secret was redacted (in an added, removed or context line).

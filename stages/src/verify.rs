@@ -143,7 +143,7 @@ pub async fn run_verification(
         record.commands.push(entry);
     }
     run.write_json(
-        &layout::in_attempt(&attempt_rel, attempt::VERIFICATION),
+        &layout::in_attempt(attempt_rel, attempt::VERIFICATION),
         &record,
     )
     .map_err(|e| e.to_string())?;
