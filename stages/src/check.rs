@@ -89,8 +89,8 @@ pub fn spawn_spec(
     let wrapped =
         crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv).map_err(StageError::Command)?;
     let (stdout, stderr) = (
-        layout::in_attempt(&attempt_rel, attempt::RAW_STDOUT),
-        layout::in_attempt(&attempt_rel, attempt::RAW_STDERR),
+        layout::in_attempt(attempt_rel, attempt::RAW_STDOUT),
+        layout::in_attempt(attempt_rel, attempt::RAW_STDERR),
     );
     let logs = crate::confine::CommandLogs {
         run,

@@ -103,12 +103,27 @@ fn runs_show_opens_no_prompt_log_transcript_or_diff() {
         "only {fifos} files replaced in {}",
         attempt.display()
     );
-    let mut show = ctx.command();
-    show.args(["runs", "show", "latest"]);
-    let out = assert_cmd::Command::from_std(show)
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
+    let child = ctx
+        .command()
+        .args(["runs", "show", "latest"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("run specbridge");
+    let pid = child.id();
+    // A reader blocked on a FIFO never ends by itself: end it, so the test fails
+    // instead of hanging.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    let out = match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(out) => out.expect("wait for specbridge"),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+            panic!("`runs show` blocked opening an attempt's file");
+        }
+    };
     let after = ctx.output(out);
     assert_eq!(after.code, 0, "{}", after.snapshot());
     assert_eq!(after.stdout, before.stdout);

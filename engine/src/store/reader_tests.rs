@@ -32,8 +32,8 @@ fn recorded_run(store: &RunStore) -> RunHandle {
     run.write_json(
         layout::PLAN,
         &json!({ "schemaVersion": 1, "nodes": [
-            { "id": "impl.t-1", "stage": "impl", "kind": "execute", "needs": [] },
-            { "id": "spec", "stage": "spec", "kind": "generate", "needs": [] },
+            { "id": "spec", "kind": "generate", "needs": [] },
+            { "id": "impl.t-1", "kind": "execute", "needs": ["spec"] },
         ] }),
     )
     .unwrap();
@@ -65,7 +65,7 @@ fn reads_back_what_the_writer_wrote() {
         .into_iter()
         .map(|s| s.stage_id)
         .collect();
-    assert_eq!(order, ["impl.t-1", "spec"], "plan order, not id order");
+    assert_eq!(order, ["spec", "impl.t-1"], "plan order, not id order");
     assert_eq!(reader.stage_records().unwrap().len(), 2);
     assert!(reader.plan().unwrap().is_some());
 }
