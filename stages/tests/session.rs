@@ -170,7 +170,10 @@ fn a_run_and_its_resume_go_through_one_lifecycle() {
     let lines = told.lines();
     assert_eq!(
         lines[..2],
-        [format!("opened 0 None false"), format!("started {id} true")]
+        [
+            "opened 0 None false".to_string(),
+            format!("started {id} true")
+        ]
     );
     assert!(lines.contains(&"second succeeded".to_string()), "{lines:?}");
     let report = result
