@@ -33,9 +33,7 @@ use specbridge_engine::supervisor::{install_cancel_signals, CancelToken};
 pub use detect::probe_path;
 pub use error::SessionError;
 pub use replay::{ReplaySettings, ScaffoldSettings};
-pub use settings::{
-    PlannedStage, Quiet, SessionEnd, SessionKind, SessionObserver, SessionSettings,
-};
+pub use settings::{PlannedStage, SessionEnd, SessionKind, SessionObserver, SessionSettings};
 
 use crate::{PipelineExecutor, RunContext};
 use specbridge_engine::events::Observed;

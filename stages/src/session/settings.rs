@@ -81,11 +81,6 @@ pub trait SessionObserver: Send + Sync {
     }
 }
 
-/// An observer that ignores everything.
-pub struct Quiet;
-
-impl SessionObserver for Quiet {}
-
 /// A stage of a dry run, with the argv lines it would run.
 #[derive(Debug, Clone)]
 pub struct PlannedStage {
