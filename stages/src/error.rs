@@ -86,10 +86,9 @@ pub enum StageError {
     NoValidOutput,
     #[error("the output does not match the schema: {0}")]
     OutputMismatch(String),
-    /// The items a fan-out stage would grow from this output are unusable;
-    /// worded by [`crate::fanout`].
-    #[error("{0}")]
-    FanOut(String),
+    /// The items a fan-out stage would grow from this output are unusable.
+    #[error(transparent)]
+    FanOut(#[from] crate::fanout::FanOutError),
     #[error("the output has no `markdown` text to write to {0}")]
     NoMarkdown(String),
     #[error("refusing to write document `{doc}`: line {line} holds {kind}; the output is kept redacted in {kept}")]
@@ -148,5 +147,49 @@ impl StageError {
     pub fn end(&self, report: &mut StageReport, redactor: &specbridge_engine::redact::Redactor) {
         report.status = self.status();
         report.reason = Some(redactor.redact_str(&self.reason()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_ends_the_stage_with_its_status() {
+        let outside = StageError::FileOutside {
+            file: "prompt file",
+            stage: "spec".into(),
+            why: "is outside the repository".into(),
+        };
+        assert_eq!(outside.status(), StageStatus::SafetyViolation);
+        assert_eq!(
+            StageError::RunnerNotDetected("claude".into()).status(),
+            StageStatus::RunnerUnavailable
+        );
+        for e in [
+            StageError::NoOutput,
+            StageError::NoValidOutput,
+            StageError::OutputMismatch("x".into()),
+            StageError::NoMarkdown("SPEC.md".into()),
+        ] {
+            assert_eq!(e.status(), StageStatus::MalformedOutput, "{e}");
+        }
+        assert_eq!(
+            StageError::Upstream("unreadable".into()).status(),
+            StageStatus::Failed
+        );
+    }
+
+    #[test]
+    fn a_reason_is_the_message_and_each_cause_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = StageError::from(crate::schema::load("missing.json", dir.path()).unwrap_err());
+        let io = std::fs::read(dir.path().join("missing.json"))
+            .unwrap_err()
+            .to_string();
+        let reason = e.reason();
+        assert!(reason.starts_with("failed to read schema file"), "{reason}");
+        assert_eq!(reason.matches(&io).count(), 1, "{reason}");
+        assert_eq!(e.status(), StageStatus::Failed);
     }
 }

@@ -98,7 +98,7 @@ impl StageExecutor for PipelineExecutor {
             .ctx
             .stage(&placeholder.id)
             .ok_or_else(|| format!("stage `{}` is not in the pipeline", placeholder.id))?;
-        crate::fanout::expand(stage, placeholder, run)
+        crate::fanout::expand(stage, placeholder, run).map_err(|e| crate::error_chain(&e))
     }
 
     fn inputs(&self, node: &Node, run_dir: &Path) -> Option<Result<(String, InputParts), String>> {

@@ -22,6 +22,75 @@ pub struct Item {
     pub value: Value,
 }
 
+/// Why the items of a fan-out cannot be used (the stage whose output they are in,
+/// `stage`, and where, `at`: the stage and the pointer).
+#[derive(Debug, thiserror::Error)]
+pub enum FanOutError {
+    #[error("`{pointer}` is not in the output of `{stage}`")]
+    Missing { pointer: String, stage: String },
+    #[error("`{pointer}` in the output of `{stage}` is not an array")]
+    NotAnArray { pointer: String, stage: String },
+    #[error("item {index} of `{at}` has no string `id`")]
+    NoId { index: usize, at: String },
+    #[error("item {index} of `{at}` has an id of {id_bytes} bytes: its instance id `{start}…` would be {instance_bytes} bytes, more than the {MAX_ID_BYTES} a stage folder may take")]
+    IdTooLong {
+        index: usize,
+        at: String,
+        id_bytes: usize,
+        start: String,
+        instance_bytes: usize,
+    },
+    #[error("item {index} of `{at}` has the unsafe id `{id}`: ids must be [A-Za-z0-9._-], not start with a dot, and not contain `..`")]
+    UnsafeId {
+        index: usize,
+        at: String,
+        id: String,
+    },
+    #[error("item id `{id}` appears twice in `{at}`")]
+    Duplicate { id: String, at: String },
+    #[error("item `{id}` of `{at}` has a dependsOn that is not a string")]
+    DependencyNotAString { id: String, at: String },
+    #[error("item `{id}` of `{at}`: dependsOn must be an array of ids")]
+    DependenciesNotAnArray { id: String, at: String },
+    #[error("item `{id}` of `{at}` depends on itself")]
+    SelfDependency { id: String, at: String },
+    #[error("item `{id}` of `{at}` depends on `{dependency}`, which is not an item")]
+    UnknownDependency {
+        id: String,
+        at: String,
+        dependency: String,
+    },
+    #[error("the items of `{at}` depend on each other in a cycle: {cycle}")]
+    Cycle { at: String, cycle: String },
+    /// The items, as the `forEach` stage `consumer` would grow instances from them.
+    #[error("fan-out of `{consumer}`")]
+    Consumer {
+        consumer: String,
+        #[source]
+        source: Box<FanOutError>,
+    },
+    #[error("stage `{0}` is not in the pipeline")]
+    UnknownStage(String),
+    #[error("stage `{0}` has no forEach")]
+    NoForEach(String),
+    #[error(transparent)]
+    Store(#[from] specbridge_engine::store::StoreError),
+    #[error("failed to read {rel}")]
+    ReadOutput {
+        rel: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to parse {rel}")]
+    ParseOutput {
+        rel: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("item `{item}` is no longer in `{at}`")]
+    ItemGone { item: String, at: String },
+}
+
 /// The items at `pointer` of `output`, checked: an array of objects, each with a
 /// path-safe, unique string `id` and `dependsOn` naming only siblings, without
 /// cycles.
@@ -32,52 +101,70 @@ pub fn items(
     pointer: &str,
     stage: &str,
     consumer: &str,
-) -> Result<Vec<Item>, String> {
+) -> Result<Vec<Item>, FanOutError> {
+    let at = format!("{stage}{pointer}");
     let arr = output
         .pointer(pointer)
-        .ok_or_else(|| format!("`{pointer}` is not in the output of `{stage}`"))?
+        .ok_or_else(|| FanOutError::Missing {
+            pointer: pointer.to_string(),
+            stage: stage.to_string(),
+        })?
         .as_array()
-        .ok_or_else(|| format!("`{pointer}` in the output of `{stage}` is not an array"))?;
+        .ok_or_else(|| FanOutError::NotAnArray {
+            pointer: pointer.to_string(),
+            stage: stage.to_string(),
+        })?;
     let mut items = Vec::new();
     let mut seen = BTreeSet::new();
-    for (i, v) in arr.iter().enumerate() {
+    for (index, v) in arr.iter().enumerate() {
         let id = v
             .get("id")
             .and_then(Value::as_str)
-            .ok_or_else(|| format!("item {i} of `{stage}{pointer}` has no string `id`"))?;
+            .ok_or_else(|| FanOutError::NoId {
+                index,
+                at: at.clone(),
+            })?;
         let instance = instance_id(consumer, id);
         if instance.len() > MAX_ID_BYTES {
-            return Err(format!(
-                "item {i} of `{stage}{pointer}` has an id of {} bytes: its instance id `{}…` would be {} bytes, more than the {MAX_ID_BYTES} a stage folder may take",
-                id.len(),
-                &instance[..40.min(instance.len())],
-                instance.len()
-            ));
+            return Err(FanOutError::IdTooLong {
+                index,
+                at,
+                id_bytes: id.len(),
+                start: instance[..40.min(instance.len())].to_string(),
+                instance_bytes: instance.len(),
+            });
         }
         if !is_safe_component(id) || id.contains("..") {
-            return Err(format!(
-                "item {i} of `{stage}{pointer}` has the unsafe id `{id}`: ids must be [A-Za-z0-9._-], not start with a dot, and not contain `..`"
-            ));
+            return Err(FanOutError::UnsafeId {
+                index,
+                at,
+                id: id.to_string(),
+            });
         }
         if !seen.insert(id.to_string()) {
-            return Err(format!(
-                "item id `{id}` appears twice in `{stage}{pointer}`"
-            ));
+            return Err(FanOutError::Duplicate {
+                id: id.to_string(),
+                at,
+            });
         }
         let depends_on = match v.get("dependsOn") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => a
                 .iter()
                 .map(|d| {
-                    d.as_str().map(String::from).ok_or_else(|| {
-                        format!("item `{id}` of `{stage}{pointer}` has a dependsOn that is not a string")
-                    })
+                    d.as_str()
+                        .map(String::from)
+                        .ok_or_else(|| FanOutError::DependencyNotAString {
+                            id: id.to_string(),
+                            at: at.clone(),
+                        })
                 })
                 .collect::<Result<_, _>>()?,
             Some(_) => {
-                return Err(format!(
-                    "item `{id}` of `{stage}{pointer}`: dependsOn must be an array of ids"
-                ))
+                return Err(FanOutError::DependenciesNotAnArray {
+                    id: id.to_string(),
+                    at,
+                })
             }
         };
         items.push(Item {
@@ -89,16 +176,17 @@ pub fn items(
     for it in &items {
         for d in &it.depends_on {
             if d == &it.id {
-                return Err(format!(
-                    "item `{}` of `{stage}{pointer}` depends on itself",
-                    it.id
-                ));
+                return Err(FanOutError::SelfDependency {
+                    id: it.id.clone(),
+                    at,
+                });
             }
             if !seen.contains(d) {
-                return Err(format!(
-                    "item `{}` of `{stage}{pointer}` depends on `{d}`, which is not an item",
-                    it.id
-                ));
+                return Err(FanOutError::UnknownDependency {
+                    id: it.id.clone(),
+                    at,
+                    dependency: d.clone(),
+                });
             }
         }
     }
@@ -108,9 +196,10 @@ pub fn items(
             .map(|i| (i.id.as_str(), i.depends_on.iter().map(String::as_str))),
     );
     if let Err(cycle) = graph.topo_order() {
-        return Err(format!(
-            "the items of `{stage}{pointer}` depend on each other in a cycle: {cycle}"
-        ));
+        return Err(FanOutError::Cycle {
+            at,
+            cycle: cycle.to_string(),
+        });
     }
     Ok(items)
 }
@@ -124,11 +213,17 @@ pub fn consumers<'a>(file: &'a PipelineFile, source: &str) -> Vec<&'a StageDef> 
 }
 
 /// Check the output of `source` for every stage that fans out over it.
-pub fn check_consumers(file: &PipelineFile, source: &str, output: &Value) -> Result<(), String> {
+pub fn check_consumers(
+    file: &PipelineFile,
+    source: &str,
+    output: &Value,
+) -> Result<(), FanOutError> {
     for c in consumers(file, source) {
         let fe = c.for_each.as_ref().expect("a consumer has forEach");
-        items(output, &fe.items, source, &c.id)
-            .map_err(|e| format!("fan-out of `{}`: {e}", c.id))?;
+        items(output, &fe.items, source, &c.id).map_err(|e| FanOutError::Consumer {
+            consumer: c.id.clone(),
+            source: Box::new(e),
+        })?;
     }
     Ok(())
 }
@@ -139,20 +234,26 @@ pub fn instance_id(stage: &str, item: &str) -> String {
 }
 
 /// The accepted output of a stage in this run.
-pub fn read_output(run: &RunHandle, stage: &str) -> Result<Value, String> {
+pub fn read_output(run: &RunHandle, stage: &str) -> Result<Value, FanOutError> {
     let rel = layout::output_rel(stage);
-    let path = run.path(&rel).map_err(|e| e.to_string())?;
-    let bytes = std::fs::read(&path).map_err(|e| format!("failed to read {rel}: {e}"))?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("failed to parse {rel}: {e}"))
+    let bytes = std::fs::read(run.path(&rel)?).map_err(|source| FanOutError::ReadOutput {
+        rel: rel.clone(),
+        source,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|source| FanOutError::ParseOutput { rel, source })
 }
 
 /// Grow a placeholder into its instances: each needs what the stage needs, plus
 /// the instances of the items it depends on.
-pub fn expand(stage: &StageDef, placeholder: &Node, run: &RunHandle) -> Result<Vec<Node>, String> {
+pub fn expand(
+    stage: &StageDef,
+    placeholder: &Node,
+    run: &RunHandle,
+) -> Result<Vec<Node>, FanOutError> {
     let fe = stage
         .for_each
         .as_ref()
-        .ok_or_else(|| format!("stage `{}` has no forEach", stage.id))?;
+        .ok_or_else(|| FanOutError::NoForEach(stage.id.clone()))?;
     let output = read_output(run, &fe.stage)?;
     let items = items(&output, &fe.items, &fe.stage, &stage.id)?;
     Ok(items
@@ -174,7 +275,11 @@ pub fn expand(stage: &StageDef, placeholder: &Node, run: &RunHandle) -> Result<V
 }
 
 /// The item an instance was made for.
-pub fn item_of(file: &PipelineFile, run: &RunHandle, node: &Node) -> Result<Option<Value>, String> {
+pub fn item_of(
+    file: &PipelineFile,
+    run: &RunHandle,
+    node: &Node,
+) -> Result<Option<Value>, FanOutError> {
     let (Some(stage_id), Some(item_id)) = (&node.instance_of, &node.item_id) else {
         return Ok(None);
     };
@@ -182,22 +287,24 @@ pub fn item_of(file: &PipelineFile, run: &RunHandle, node: &Node) -> Result<Opti
         .stages
         .iter()
         .find(|s| &s.id == stage_id)
-        .ok_or_else(|| format!("stage `{stage_id}` is not in the pipeline"))?;
+        .ok_or_else(|| FanOutError::UnknownStage(stage_id.clone()))?;
     let fe = stage
         .for_each
         .as_ref()
-        .ok_or_else(|| format!("stage `{stage_id}` has no forEach"))?;
+        .ok_or_else(|| FanOutError::NoForEach(stage_id.clone()))?;
     let output = read_output(run, &fe.stage)?;
     let by_id: BTreeMap<String, Value> = items(&output, &fe.items, &fe.stage, stage_id)?
         .into_iter()
         .map(|i| (i.id, i.value))
         .collect();
-    by_id.get(item_id).cloned().map(Some).ok_or_else(|| {
-        format!(
-            "item `{item_id}` is no longer in `{}{}`",
-            fe.stage, fe.items
-        )
-    })
+    by_id
+        .get(item_id)
+        .cloned()
+        .map(Some)
+        .ok_or_else(|| FanOutError::ItemGone {
+            item: item_id.clone(),
+            at: format!("{}{}", fe.stage, fe.items),
+        })
 }
 
 #[cfg(test)]
@@ -206,7 +313,8 @@ mod tests {
     use serde_json::json;
 
     fn ids(out: &Value) -> Result<Vec<(String, Vec<String>)>, String> {
-        Ok(items(out, "/tasks", "tasks", "implement")?
+        Ok(items(out, "/tasks", "tasks", "implement")
+            .map_err(|e| e.to_string())?
             .into_iter()
             .map(|i| (i.id, i.depends_on))
             .collect())

@@ -144,8 +144,7 @@ fn accept_output(
         return Err(StageError::OutputMismatch(errors.join("; ")));
     }
     // An unsafe or duplicate item id fails this stage, before any instance exists.
-    crate::fanout::check_consumers(&a.ctx.pipeline, node_id, &output)
-        .map_err(StageError::FanOut)?;
+    crate::fanout::check_consumers(&a.ctx.pipeline, node_id, &output)?;
     let rel = layout::output_rel(node_id);
     let sha = run
         .write_json(&rel, &output)

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use specbridge_engine::orchestrate::GivenOptions;
 use specbridge_engine::resume::Action;
-use specbridge_engine::{exit, RunStatus, StageStatus};
+use specbridge_engine::{exit, RunStatus};
 use specbridge_stages::session::{
     ReplaySettings, RunSession, SessionEnd, SessionError, SessionKind, SessionObserver,
     SessionSettings,
@@ -38,13 +38,17 @@ impl SessionObserver for Told {
     fn run_started(&self, run_id: &str, resumed: bool) {
         self.push(format!("started {run_id} {resumed}"));
     }
-    fn stage_changed(
-        &self,
-        node: &specbridge_engine::scheduler::Node,
-        status: StageStatus,
-        _: Option<&specbridge_engine::scheduler::StageReport>,
-    ) {
-        self.push(format!("{} {}", node.id, status.as_str()));
+    fn observed(&self, seen: &specbridge_engine::events::Observed<'_>) {
+        use specbridge_engine::events::{Observed, RunEvent};
+        if let Observed::Recorded(line) = seen {
+            match &line.event {
+                RunEvent::StageStarted(s) => self.push(format!("{} running", s.stage)),
+                RunEvent::StageFinished(f) => {
+                    self.push(format!("{} {}", f.stage, f.status.as_str()));
+                }
+                _ => {}
+            }
+        }
     }
 }
 

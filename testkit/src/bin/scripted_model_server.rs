@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
+use specbridge_testkit::error_chain;
 use specbridge_testkit::model_server::{ModelServer, Script, ServerOptions};
 
 #[derive(Parser)]
@@ -41,7 +42,7 @@ fn main() -> ExitCode {
 enum Never {}
 
 fn serve(args: &Args) -> Result<Never, String> {
-    let script = Script::from_file(&args.script).map_err(|err| err.to_string())?;
+    let script = Script::from_file(&args.script).map_err(|err| error_chain(&err))?;
     let server = ModelServer::start_with(
         script,
         ServerOptions {
@@ -49,7 +50,7 @@ fn serve(args: &Args) -> Result<Never, String> {
             log_path: args.log.clone(),
         },
     )
-    .map_err(|err| err.to_string())?;
+    .map_err(|err| error_chain(&err))?;
     if let Some(port_file) = &args.port_file {
         write_port_file(port_file, server.port())?;
     }

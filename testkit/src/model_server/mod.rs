@@ -100,7 +100,7 @@ impl ModelServer {
     /// Starts on a free port. Panics if that fails, which only a broken machine causes.
     pub fn start(script: Script) -> ModelServer {
         Self::start_with(script, ServerOptions::default())
-            .unwrap_or_else(|err| panic!("scripted model server: {err}"))
+            .unwrap_or_else(|err| panic!("scripted model server: {}", crate::error_chain(&err)))
     }
 
     pub fn start_with(
