@@ -78,16 +78,21 @@ mkdir -p "$home"
     exit 1
 }
 attempt=$(ls -d "$repo"/.specbridge/runs/*/stages/notes/attempt-001)
-# The argv specbridge spawned (request.json, redacted: no secret is in it here)
-# and the prompt it sent on stdin.
-python3 - "$attempt/request.json" "$scratch" <<'EOF'
+# The argv specbridge spawned (process.json, redacted: no secret is in it here)
+# and the prompt it sent on stdin (prompt.md).
+python3 - "$attempt" "$scratch" <<'EOF'
 import json, shlex, sys
-req = json.load(open(sys.argv[1]))
-argv = req.get("argv") or req["invocation"]["argv"]
-open(sys.argv[2] + "/argv", "w").write(" ".join(shlex.quote(a) for a in argv))
-prompt = req.get("prompt") or req.get("stdin") or ""
-open(sys.argv[2] + "/stdin", "w").write(prompt)
+proc = json.load(open(sys.argv[1] + "/process.json"))
+argv = proc.get("redactedArgv") or proc["argv"]
+# A session id names a session file: each bare call gets a fresh one, as each
+# specbridge run does.
+words = [shlex.quote(a) for a in argv]
+for i, a in enumerate(argv[:-1]):
+    if a == "--session-id":
+        words[i + 1] = '"$(cat /proc/sys/kernel/random/uuid)"'
+open(sys.argv[2] + "/argv", "w").write(" ".join(words))
 EOF
+cp "$attempt/prompt.md" "$scratch/stdin"
 argv=$(cat "$scratch/argv")
 envline=$(printf '%q ' "${envs[@]}")
 clean_run="rm -rf $repo/.specbridge $repo/notes.md"
@@ -96,7 +101,7 @@ fresh_home="rm -rf $home && mkdir -p $home"
 # Interleaved: hyperfine alternates nothing, so the pairs are run one after the
 # other per round instead, RUNS rounds.
 t() { # name prepare command
-    hyperfine --style none --runs 1 --prepare "$2" --export-csv "$scratch/h.csv" "$3" >/dev/null 2>&1
+    hyperfine --style none --runs 1 --command-name "$1" --prepare "$2" --export-csv "$scratch/h.csv" "$3" >/dev/null 2>&1
     awk -F, 'NR == 2 { printf "%s %s %s\n", $2, $5, $6 }' "$scratch/h.csv" >>"$scratch/$1"
 }
 for home_kind in warm fresh; do

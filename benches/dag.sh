@@ -43,13 +43,19 @@ repo() { # shape n
     echo "$d"
 }
 
-# Mean seconds of a command (hyperfine), after `prepare` before each run.
+# Mean seconds of a command (hyperfine), after `prepare` before each run. The
+# mean user + system CPU seconds of the last call are kept in $scratch/cpu: on a
+# loaded machine wall time mostly measures the others (docs/performance.md).
 mean() { # prepare command
     local csv=$scratch/h.csv
     hyperfine --style none --warmup 1 --runs "$RUNS" --prepare "$1" \
-        --export-csv "$csv" "$2" >/dev/null 2>&1
+        --command-name timed --export-csv "$csv" "$2" >/dev/null 2>&1
+    awk -F, 'NR == 2 { print $5 + $6 }' "$csv" >"$scratch/cpu"
     awk -F, 'NR == 2 { print $2 }' "$csv"
 }
+
+# " (CPU n ms)" of the last `mean`.
+cpu() { awk '{ printf " (CPU %.1f ms)", $1 * 1000 }' "$scratch/cpu"; }
 
 # Peak resident set size in MiB of one run of a command.
 rss() { # command…
@@ -62,55 +68,61 @@ clean() { echo "rm -rf $1/.specbridge $1/out && mkdir -p $1/out"; }
 
 one=$(repo chain 1)
 t_one=$(mean "$(clean "$one")" "$bin -C $one run --json")
+c_one=$(cpu)
 four=$(repo wide 4)
 t_four=$(mean "$(clean "$four")" "$bin -C $four run --json")
+c_four=$(cpu)
 # The fork floor: the same command spawned from a plain loop.
 floor_n=200
 floor_dir=$scratch/floor
 mkdir -p "$floor_dir/out"
 t_floor=$(mean "true" "sh -c 'cd $floor_dir && seq $floor_n | xargs -I{} sh -c \"true && touch out/s{}\"'")
+c_floor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
 floor=$(awk -v t="$t_floor" -v n="$floor_n" 'BEGIN { print t / n }')
 
 echo "## Fixed costs"
 echo
-echo "| what | mean |"
+echo "| what | mean (CPU user + sys) |"
 echo "|---|---|"
-echo "| fork floor per stage (\`sh -c 'true && touch'\` from a loop) | $(ms "$floor") ms |"
-echo "| run of 1 check stage | $(ms "$t_one") ms |"
-echo "| run of 4 check stages (wide) | $(ms "$t_four") ms |"
+echo "| fork floor per stage (\`sh -c 'true && touch'\` from a loop) | $(ms "$floor") ms$c_floor |"
+echo "| run of 1 check stage | $(ms "$t_one") ms$c_one |"
+echo "| run of 4 check stages (wide) | $(ms "$t_four") ms$c_four |"
 echo "| start-up of the 4-stage run (less 4 × floor) | $(ms "$(awk -v t="$t_four" -v f="$floor" 'BEGIN { print t - 4 * f }')") ms |"
 echo
 echo "## Per-stage cost (run of N check stages, concurrency 1)"
 echo
-echo "| shape | N | run | per stage | above floor | peak RSS |"
+echo "| shape | N | run (CPU) | per stage | above floor | peak RSS |"
 echo "|---|---|---|---|---|---|"
 for shape in $SHAPES; do
     for n in $SIZES; do
         d=$(repo "$shape" "$n")
         t=$(mean "$(clean "$d")" "$bin -C $d run --concurrency 1 --json")
+        c=$(cpu)
         eval "$(clean "$d")"
         r=$(rss "$bin" -C "$d" run --concurrency 1 --json)
         per=$(awk -v t="$t" -v o="$t_one" -v n="$n" 'BEGIN { print (t - o) / (n - 1) }')
         above=$(awk -v p="$per" -v f="$floor" 'BEGIN { print p - f }')
-        echo "| $shape | $n | $(ms "$t") ms | $(ms "$per") ms | $(ms "$above") ms | $r MiB |"
+        echo "| $shape | $n | $(ms "$t") ms$c | $(ms "$per") ms | $(ms "$above") ms | $r MiB |"
     done
 done
 echo
 echo "## Planning and inspection"
 echo
-echo "| what | mean | peak RSS |"
+echo "| what | mean (CPU) | peak RSS |"
 echo "|---|---|---|"
 for n in $PLAN_SIZES; do
     d=$scratch/random-$n
     [ -d "$d" ] || d=$(repo random "$n")
-    echo "| validate, random $n | $(ms "$(mean true "$bin -C $d validate")") ms | $(rss "$bin" -C "$d" validate) MiB |"
-    echo "| run --dry-run, random $n | $(ms "$(mean true "$bin -C $d run --dry-run")") ms | $(rss "$bin" -C "$d" run --dry-run) MiB |"
+    echo "| validate, random $n | $(ms "$(mean true "$bin -C $d validate")") ms$(cpu) | $(rss "$bin" -C "$d" validate) MiB |"
+    echo "| run --dry-run, random $n | $(ms "$(mean true "$bin -C $d run --dry-run")") ms$(cpu) | $(rss "$bin" -C "$d" run --dry-run) MiB |"
 done
 for n in $SHOW_SIZES; do
     d=$scratch/random-$n
     [ -d "$d" ] || d=$(repo random "$n")
     # One complete run to show and to resume.
     [ -d "$d/.specbridge" ] || "$bin" -C "$d" run --json >/dev/null
-    echo "| runs show latest, random $n | $(ms "$(mean true "$bin -C $d runs show latest")") ms | $(rss "$bin" -C "$d" runs show latest) MiB |"
-    echo "| resume latest (nothing to redo), random $n | $(ms "$(mean true "$bin -C $d resume latest --json")") ms | $(rss "$bin" -C "$d" resume latest --json) MiB |"
+    echo "| runs show latest, random $n | $(ms "$(mean true "$bin -C $d runs show latest")") ms$(cpu) | $(rss "$bin" -C "$d" runs show latest) MiB |"
+    echo "| resume latest (nothing to redo), random $n | $(ms "$(mean true "$bin -C $d resume latest --json")") ms$(cpu) | $(rss "$bin" -C "$d" resume latest --json) MiB |"
 done
+echo
+echo "load average at the end: $(cut -d" " -f1-3 /proc/loadavg)"

@@ -8,7 +8,9 @@
 #        wide   (s0, then every other stage needs s0 only),
 #        random (each stage needs up to 3 earlier stages, fixed seed 7).
 # Each stage runs `sh -c 'true && touch out/s<i>'` (out/ is git-ignored), the
-# command the Snakemake rules run too.
+# command the Snakemake rules run too. SANDBOX=off writes `sandbox: off` on every
+# check stage: bubblewrap's namespaces cost more per stage than the engine
+# (docs/performance.md), and Snakemake runs its rules unconfined.
 set -eu
 shape=$1
 n=$2
@@ -18,7 +20,7 @@ case "$shape" in chain | wide | random) ;; *)
     exit 2
     ;;
 esac
-awk -v shape="$shape" -v n="$n" -v flavour="$flavour" '
+awk -v shape="$shape" -v n="$n" -v flavour="$flavour" -v sandbox="${SANDBOX:-}" '
 function needs(i,    k, j, seen, out, c) {
     if (i == 0) return ""
     if (shape == "chain") return "s" (i - 1)
@@ -47,7 +49,8 @@ BEGIN {
         if (flavour == "specbridge") {
             list = ""
             for (k = 1; k <= m; k++) list = list (k > 1 ? ", " : "") ds[k]
-            printf "  - { id: s%d, kind: check, needs: [%s], argv: [sh, -c, \"true && touch out/s%d\"] }\n", i, list, i
+            extra = sandbox == "off" ? ", sandbox: off" : ""
+            printf "  - { id: s%d, kind: check, needs: [%s], argv: [sh, -c, \"true && touch out/s%d\"]%s }\n", i, list, i, extra
         } else {
             list = ""
             for (k = 1; k <= m; k++) list = list (k > 1 ? ", " : "") "\"out/" ds[k] "\""

@@ -359,6 +359,26 @@ fn sigkill_during_a_stage_leaves_an_orphan_that_resume_ends_before_rerunning() {
         assert!(Instant::now() < until, "the slow stage never started");
         std::thread::sleep(Duration::from_millis(20));
     };
+    // The child can write its marker before specbridge logs its spawn (a busy
+    // machine): a kill in between is a crash before the spawn was recorded, which
+    // is not what this test is about.
+    while !std::fs::read_dir(ctx.path(".specbridge/runs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|run| {
+            std::fs::read_to_string(run.path().join("events.jsonl")).is_ok_and(|log| {
+                log.lines()
+                    .any(|l| l.contains("\"process-spawned\"") && l.contains("\"slow\""))
+            })
+        })
+    {
+        assert!(
+            Instant::now() < until,
+            "the slow stage's spawn was never logged"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(

@@ -77,18 +77,20 @@ pub fn load_bytes(path: &Path, raw: Vec<u8>) -> Result<LoadedPipeline, Vec<Diagn
                 .with_help("a pipeline needs at least `version: 1`, a `name` and `stages`; `specbridge init` writes a starter"),
         );
     }
-    let yaml: serde_yaml::Value = match serde_yaml::from_str(text) {
-        Ok(v) => v,
-        Err(e) => {
-            return one(Diagnostic::error(
-                "not-yaml",
-                path,
-                format!("the pipeline file is not valid YAML: {}", yaml_message(&e)),
-            )
-            .at(yaml_location(&e)))
-        }
+    let document = match super::yaml_json::plain_yaml_to_json(text) {
+        Some(document) => document,
+        None => match serde_yaml::from_str::<serde_yaml::Value>(text) {
+            Ok(yaml) => yaml_to_json(&yaml),
+            Err(e) => {
+                return one(Diagnostic::error(
+                    "not-yaml",
+                    path,
+                    format!("the pipeline file is not valid YAML: {}", yaml_message(&e)),
+                )
+                .at(yaml_location(&e)))
+            }
+        },
     };
-    let document = yaml_to_json(&yaml);
     let index = SourceIndex::build(text);
     if !document.is_object() {
         return one(
@@ -199,7 +201,7 @@ fn shape(v: &Value) -> &'static str {
 
 /// The YAML value as JSON for schema validation. Keys that are not strings are
 /// written as YAML would print them; tags are dropped.
-fn yaml_to_json(v: &serde_yaml::Value) -> Value {
+pub(super) fn yaml_to_json(v: &serde_yaml::Value) -> Value {
     use serde_yaml::Value as Y;
     match v {
         Y::Null => Value::Null,

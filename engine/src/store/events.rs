@@ -263,13 +263,16 @@ pub fn verify_chain_with(
 /// Move a torn last line out of the log into `events.jsonl.torn-<n>` so the chain
 /// can go on from the last whole event. Returns where the bytes were kept.
 pub fn set_aside_torn_tail(path: &Path) -> Result<Option<PathBuf>, EventError> {
-    let check = verify_chain(path)?;
-    let Some(tail) = check.torn_tail else {
-        return Ok(None);
-    };
     let io = |source| EventError::Append {
         path: path.to_path_buf(),
         source,
+    };
+    let tail = torn_tail(path).map_err(|source| EventError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let Some(tail) = tail else {
+        return Ok(None);
     };
     let mut n = 1;
     let aside = loop {
@@ -285,6 +288,32 @@ pub fn set_aside_torn_tail(path: &Path) -> Result<Option<PathBuf>, EventError> {
     f.set_len(len).map_err(io)?;
     f.sync_all().map_err(io)?;
     Ok(Some(aside))
+}
+
+/// The bytes after the last newline, read from the end: a resume checks for a
+/// torn line without reading the whole log once more.
+fn torn_tail(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
+    let mut end = len;
+    let mut tail: Vec<u8> = Vec::new();
+    while end > 0 {
+        let start = end.saturating_sub(64 * 1024);
+        let mut chunk = vec![0u8; (end - start) as usize];
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut chunk)?;
+        if let Some(nl) = chunk.iter().rposition(|&b| b == b'\n') {
+            chunk.drain(..=nl);
+            chunk.extend_from_slice(&tail);
+            tail = chunk;
+            break;
+        }
+        chunk.extend_from_slice(&tail);
+        tail = chunk;
+        end = start;
+    }
+    Ok((!tail.is_empty()).then_some(tail))
 }
 
 #[cfg(test)]
@@ -360,10 +389,27 @@ mod tests {
         assert_eq!(c.events, 2);
         assert!(c.torn_tail.is_some());
         assert!(EventLog::open(&p).is_err());
+        assert_eq!(
+            torn_tail(&p).unwrap(),
+            verify_chain(&p).unwrap().torn_tail,
+            "read from the end, the same bytes"
+        );
         let aside = set_aside_torn_tail(&p).unwrap().unwrap();
         assert_eq!(std::fs::read(&aside).unwrap(), b"{\"seq\":3,\"at\":\"x");
         let mut log = EventLog::open(&p).unwrap();
         assert_eq!(log.append(&started(9)).unwrap().seq, 3);
         assert!(verify_chain(&p).unwrap().is_intact());
+        assert_eq!(set_aside_torn_tail(&p).unwrap(), None);
+
+        // A tail longer than one read from the end, and a log that is all tail.
+        let long = vec![b'x'; 200 * 1024];
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(&long).unwrap();
+        assert_eq!(torn_tail(&p).unwrap(), Some(long.clone()));
+        let only = p.with_file_name("only.jsonl");
+        std::fs::write(&only, &long[..10]).unwrap();
+        assert_eq!(torn_tail(&only).unwrap(), Some(long[..10].to_vec()));
+        std::fs::write(&only, b"").unwrap();
+        assert_eq!(torn_tail(&only).unwrap(), None);
     }
 }
