@@ -224,9 +224,11 @@ fn writes_failing_with_enospc_end_the_run_failed_and_it_resumes_once_space_is_fr
     // Points spread over the whole run, from its first record to its settle.
     let points: Vec<usize> = (1..=total).step_by((total / 14).max(1)).collect();
     let failures = std::sync::Mutex::new(Vec::new());
+    let failed_runs = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for chunk in points.chunks(points.len().div_ceil(3)) {
             let failures = &failures;
+            let failed_runs = &failed_runs;
             s.spawn(move || {
                 for &n in chunk {
                     let mut ctx = repo();
@@ -236,6 +238,7 @@ fn writes_failing_with_enospc_end_the_run_failed_and_it_resumes_once_space_is_fr
                     if out.code == 0 {
                         continue;
                     }
+                    failed_runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     if let Err(e) = fails_then_resumes(&ctx, &out) {
                         failures
                             .lock()
@@ -248,6 +251,12 @@ fn writes_failing_with_enospc_end_the_run_failed_and_it_resumes_once_space_is_fr
     });
     let failures = failures.into_inner().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    let failed_runs = failed_runs.into_inner();
+    assert!(
+        failed_runs * 3 >= points.len(),
+        "only {failed_runs} of {} points hit a write of the run",
+        points.len()
+    );
 }
 
 #[test]
