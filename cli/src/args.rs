@@ -16,7 +16,7 @@ use crate::error::CliError;
     long_about = None,
     propagate_version = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
     #[command(subcommand)]
@@ -24,7 +24,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Args)]
-pub struct GlobalArgs {
+pub(crate) struct GlobalArgs {
     /// Repository root (default: the current directory)
     #[arg(short = 'C', global = true, value_name = "DIR")]
     pub directory: Option<PathBuf>,
@@ -37,14 +37,14 @@ pub struct GlobalArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
+pub(crate) enum ColorChoice {
     Auto,
     Always,
     Never,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Write a starter specbridge.yaml and prompts/
     Init(InitArgs),
     /// Check a pipeline file and report every problem at once
@@ -64,14 +64,14 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct FileArg {
+pub(crate) struct FileArg {
     /// Pipeline file (default: specbridge.yaml at the repository root)
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// Starter template
     #[arg(long, value_enum, default_value_t = InitTemplate::SpecToTask)]
     pub template: InitTemplate,
@@ -85,13 +85,13 @@ pub struct InitArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum InitTemplate {
+pub(crate) enum InitTemplate {
     /// requirements → design → tasks (read-only), then one execute stage per task
     SpecToTask,
 }
 
 impl InitTemplate {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             InitTemplate::SpecToTask => "spec-to-task",
         }
@@ -99,7 +99,7 @@ impl InitTemplate {
 }
 
 #[derive(Debug, Args)]
-pub struct ValidateArgs {
+pub(crate) struct ValidateArgs {
     #[command(flatten)]
     pub file: FileArg,
     /// Print the problems as JSON
@@ -108,14 +108,14 @@ pub struct ValidateArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum GraphFormat {
+pub(crate) enum GraphFormat {
     Mermaid,
     Dot,
     Json,
 }
 
 #[derive(Debug, Args)]
-pub struct GraphArgs {
+pub(crate) struct GraphArgs {
     #[command(flatten)]
     pub file: FileArg,
     /// Drawing format
@@ -128,7 +128,7 @@ pub struct GraphArgs {
 
 /// Settings of a run that can be overridden on the command line (run and resume).
 #[derive(Debug, Args, Clone, Default)]
-pub struct OverrideArgs {
+pub(crate) struct OverrideArgs {
     /// Stages running at once
     #[arg(long, value_name = "N")]
     pub concurrency: Option<u32>,
@@ -165,7 +165,7 @@ pub struct OverrideArgs {
 impl OverrideArgs {
     /// The flags as the session takes them. Only parsing happens here; which
     /// values a run can use is the session's rule (`GivenOptions::check`).
-    pub fn given(&self, only: &[String]) -> Result<GivenOptions, CliError> {
+    pub(crate) fn given(&self, only: &[String]) -> Result<GivenOptions, CliError> {
         let timeout = match &self.timeout {
             Some(t) => Some(
                 DurationSpec::parse(t).map_err(|e| CliError::Config(format!("--timeout: {e}")))?,
@@ -189,7 +189,7 @@ impl OverrideArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     #[command(flatten)]
     pub file: FileArg,
     /// Run only these stages and everything they need (repeatable)
@@ -215,7 +215,7 @@ pub struct RunArgs {
 
 /// Answering agent stages from a recorded run.
 #[derive(Debug, Args, Clone, Default)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// Answer every agent stage from this recorded run directory instead of a live model
     #[arg(long, value_name = "RUN_DIR")]
     pub replay: Option<PathBuf>,
@@ -225,7 +225,7 @@ pub struct ReplayArgs {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum ReplayMissing {
+pub(crate) enum ReplayMissing {
     /// Fail the stage with the reason
     #[default]
     Fail,
@@ -234,7 +234,7 @@ pub enum ReplayMissing {
 }
 
 #[derive(Debug, Args)]
-pub struct ResumeArgs {
+pub(crate) struct ResumeArgs {
     /// Run id, unique prefix, or `latest`
     pub run: String,
     /// Print, per stage, reuse or rerun and why
@@ -256,7 +256,7 @@ pub struct ResumeArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum RunsCommand {
+pub(crate) enum RunsCommand {
     /// List recorded runs
     List {
         /// Print the runs as one JSON array
@@ -305,7 +305,7 @@ pub enum RunsCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum RunnerCommand {
+pub(crate) enum RunnerCommand {
     /// Detect an agent CLI's version, capabilities and authentication
     Doctor {
         /// Runner kind
@@ -325,7 +325,7 @@ pub enum RunnerCommand {
 impl Command {
     /// The command was asked for `--json`: its stdout is exactly one JSON value,
     /// errors included.
-    pub fn json_output(&self) -> bool {
+    pub(crate) fn json_output(&self) -> bool {
         match self {
             Command::Init(_) | Command::Graph(_) => false,
             Command::Validate(a) => a.json,

@@ -10,7 +10,7 @@ use specbridge_engine::{exit, Diagnostic, DiagnosticClass, Severity};
 use crate::printer::Printer;
 
 /// Exit 0 without errors, 6 when any error is a safety problem, else 2.
-pub fn exit_code(diagnostics: &[Diagnostic]) -> i32 {
+pub(crate) fn exit_code(diagnostics: &[Diagnostic]) -> i32 {
     match worst_class(diagnostics) {
         None => exit::OK,
         Some(DiagnosticClass::Safety) => exit::SAFETY,
@@ -19,7 +19,7 @@ pub fn exit_code(diagnostics: &[Diagnostic]) -> i32 {
 }
 
 /// Each diagnostic on stderr, compiler style, with a coloured severity.
-pub fn print(printer: &Printer, diagnostics: &[Diagnostic]) {
+pub(crate) fn print(printer: &Printer, diagnostics: &[Diagnostic]) {
     for d in diagnostics {
         let text = d.to_string();
         let (plain, label) = match d.severity {
@@ -31,7 +31,7 @@ pub fn print(printer: &Printer, diagnostics: &[Diagnostic]) {
 }
 
 /// `FILE: 3 errors, 1 warning` after the messages of an invalid file.
-pub fn summary(file: &str, diagnostics: &[Diagnostic]) -> String {
+pub(crate) fn summary(file: &str, diagnostics: &[Diagnostic]) -> String {
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     format!(
         "{file}: {errors} error{}{}",
@@ -40,7 +40,7 @@ pub fn summary(file: &str, diagnostics: &[Diagnostic]) -> String {
     )
 }
 
-pub fn warning_count(diagnostics: &[Diagnostic]) -> String {
+pub(crate) fn warning_count(diagnostics: &[Diagnostic]) -> String {
     match diagnostics.iter().filter(|d| !d.is_error()).count() {
         0 => String::new(),
         1 => ", 1 warning".into(),
@@ -49,7 +49,7 @@ pub fn warning_count(diagnostics: &[Diagnostic]) -> String {
 }
 
 /// Diagnostics with their file shown relative to the current folder.
-pub fn relative(mut diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
+pub(crate) fn relative(mut diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
     for d in &mut diagnostics {
         d.file = PathBuf::from(display_path(&d.file));
     }
@@ -57,7 +57,7 @@ pub fn relative(mut diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
 }
 
 /// A path relative to the current folder when it is inside it.
-pub fn display_path(path: &Path) -> String {
+pub(crate) fn display_path(path: &Path) -> String {
     let Ok(cwd) = std::env::current_dir() else {
         return path.display().to_string();
     };

@@ -15,7 +15,7 @@ use crate::printer::Printer;
 /// An error that ends the command. Output already printed stays; this adds the
 /// last messages on stderr and decides the exit code.
 #[derive(Debug, thiserror::Error)]
-pub enum CliError {
+pub(crate) enum CliError {
     /// Bad usage or configuration found by the CLI itself; the message says what
     /// and where (a flag, an argument, `-C`).
     #[error("{0}")]
@@ -45,7 +45,7 @@ impl CliError {
     /// own; everything the CLI reads or writes itself is a usage or
     /// configuration problem: a run store that cannot be read, a report that
     /// cannot be written.
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             CliError::Session(e) => e.exit_code(),
             CliError::Config(_)
@@ -59,7 +59,7 @@ impl CliError {
 
     /// The message with its causes, each once: `failed to x: because y`. A
     /// cause whose text the message already ends with is not repeated.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         if let CliError::Session(SessionError::Invalid { path, diagnostics }) = self {
             return diagnostics::summary(&path.display().to_string(), diagnostics);
         }
@@ -78,7 +78,7 @@ impl CliError {
 
     /// Print the error on stderr: an invalid pipeline file as its diagnostics and
     /// their count, anything else as one `error:` line and its help lines.
-    pub fn report(&self, printer: Printer) {
+    pub(crate) fn report(&self, printer: Printer) {
         if let CliError::Session(SessionError::Invalid { diagnostics: d, .. }) = self {
             let d = diagnostics::relative(d.clone());
             diagnostics::print(&printer, &d);
@@ -116,10 +116,10 @@ impl CliError {
     }
 }
 
-pub type CliResult<T = i32> = Result<T, CliError>;
+pub(crate) type CliResult<T = i32> = Result<T, CliError>;
 
 /// The short name of an exit code, for `{"error": {"code": …}}`.
-pub fn code_name(exit_code: i32) -> &'static str {
+pub(crate) fn code_name(exit_code: i32) -> &'static str {
     match exit_code {
         exit::OK => "ok",
         exit::GATE => "gate-failed",
@@ -134,7 +134,7 @@ pub fn code_name(exit_code: i32) -> &'static str {
 
 /// The one JSON object `--json` prints for an error: `{"error": {"code",
 /// "message", "exitCode"}}`.
-pub fn error_json(e: &CliError) -> serde_json::Value {
+pub(crate) fn error_json(e: &CliError) -> serde_json::Value {
     let code = e.exit_code();
     serde_json::json!({
         "error": { "code": code_name(code), "message": e.message(), "exitCode": code }

@@ -160,9 +160,13 @@ fn each_variant_maps_to_its_documented_exit_code() {
         assert_eq!(json["error"]["code"], code_name(code), "{json}");
         let message = json["error"]["message"].as_str().unwrap_or_default();
         assert!(!message.is_empty(), "{e:?}: {json}");
-        assert_eq!(json.as_object().map(|o| o.len()), Some(1), "{json}");
         assert_eq!(
-            json["error"].as_object().map(|o| o.len()),
+            json.as_object().map(serde_json::Map::len),
+            Some(1),
+            "{json}"
+        );
+        assert_eq!(
+            json["error"].as_object().map(serde_json::Map::len),
             Some(3),
             "{json}"
         );

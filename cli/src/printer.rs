@@ -9,19 +9,19 @@ use crate::args::ColorChoice;
 static JSON_PRINTED: AtomicBool = AtomicBool::new(false);
 
 /// Whether a JSON document went to stdout already (so an error adds none).
-pub fn json_printed() -> bool {
+pub(crate) fn json_printed() -> bool {
     JSON_PRINTED.load(Ordering::SeqCst)
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct Printer {
+pub(crate) struct Printer {
     pub color: bool,
     /// Whether stderr is a terminal (live progress lines) or a pipe (plain lines).
     pub stderr_is_terminal: bool,
 }
 
 impl Printer {
-    pub fn new(choice: ColorChoice) -> Self {
+    pub(crate) fn new(choice: ColorChoice) -> Self {
         let stderr_is_terminal = std::io::stderr().is_terminal();
         let color = match choice {
             ColorChoice::Always => true,
@@ -41,25 +41,25 @@ impl Printer {
     }
 
     /// A result line on stdout.
-    pub fn out(&self, text: impl AsRef<str>) {
+    pub(crate) fn out(&self, text: impl AsRef<str>) {
         let mut o = std::io::stdout().lock();
         let _ = writeln!(o, "{}", text.as_ref());
     }
 
     /// A JSON document on stdout, pretty-printed.
-    pub fn json(&self, value: &impl serde::Serialize) {
+    pub(crate) fn json(&self, value: &impl serde::Serialize) {
         let text = serde_json::to_string_pretty(value).expect("serializable output");
         JSON_PRINTED.store(true, Ordering::SeqCst);
         self.out(text);
     }
 
     /// A message on stderr.
-    pub fn err(&self, text: impl AsRef<str>) {
+    pub(crate) fn err(&self, text: impl AsRef<str>) {
         let mut e = std::io::stderr().lock();
         let _ = writeln!(e, "{}", text.as_ref());
     }
 
-    pub fn paint(&self, text: &str, ansi: &str) -> String {
+    pub(crate) fn paint(&self, text: &str, ansi: &str) -> String {
         if self.color {
             format!("\x1b[{ansi}m{text}\x1b[0m")
         } else {
@@ -67,11 +67,11 @@ impl Printer {
         }
     }
 
-    pub fn error_label(&self) -> String {
+    pub(crate) fn error_label(&self) -> String {
         self.paint("error", "1;31")
     }
 
-    pub fn warning_label(&self) -> String {
+    pub(crate) fn warning_label(&self) -> String {
         self.paint("warning", "1;33")
     }
 }

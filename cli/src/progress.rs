@@ -16,7 +16,7 @@ use specbridge_engine::runner::claude_code::stream::Progress as AgentProgress;
 use crate::printer::Printer;
 use crate::table::duration;
 
-pub struct Progress {
+pub(crate) struct Progress {
     printer: Printer,
     quiet: bool,
     live: Option<MultiProgress>,
@@ -32,7 +32,7 @@ fn millis(at: &str) -> Option<i64> {
 }
 
 impl Progress {
-    pub fn new(printer: Printer, json: bool) -> Self {
+    pub(crate) fn new(printer: Printer, json: bool) -> Self {
         let live = (printer.stderr_is_terminal && !json)
             .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
         Progress {
@@ -45,7 +45,7 @@ impl Progress {
     }
 
     /// One thing seen on the run's stream.
-    pub fn observe(&mut self, seen: &Observed<'_>) {
+    pub(crate) fn observe(&mut self, seen: &Observed<'_>) {
         if self.quiet {
             return;
         }
@@ -147,7 +147,7 @@ impl Progress {
         line
     }
 
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         for (_, bar) in self.bars.drain() {
             bar.finish_and_clear();
         }

@@ -1,23 +1,26 @@
 //! Plain text tables: left-aligned columns separated by two spaces.
 
-pub struct Table {
+pub(crate) struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    pub fn new(header: &[&str]) -> Self {
+    pub(crate) fn new(header: &[&str]) -> Self {
         Table {
-            header: header.iter().map(|s| s.to_string()).collect(),
+            header: header
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
             rows: Vec::new(),
         }
     }
 
-    pub fn row(&mut self, cells: Vec<String>) {
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }
 
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let cols = self.header.len();
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for r in &self.rows {
@@ -47,7 +50,7 @@ impl Table {
 }
 
 /// `1.2s`, `3m04s`, `1h02m` — short and stable.
-pub fn duration(ms: Option<u64>) -> String {
+pub(crate) fn duration(ms: Option<u64>) -> String {
     let Some(ms) = ms else { return "-".into() };
     if ms < 1_000 {
         format!("{ms}ms")
@@ -62,7 +65,7 @@ pub fn duration(ms: Option<u64>) -> String {
 
 /// Dollars: cents above a cent, four decimals below one (agent calls often cost
 /// fractions of a cent, which `$0.00` would hide), `<$0.0001` for less.
-pub fn cost(usd: f64) -> String {
+pub(crate) fn cost(usd: f64) -> String {
     if usd <= 0.0 || !usd.is_finite() {
         "$0.00".into()
     } else if usd >= 0.01 {
@@ -75,7 +78,7 @@ pub fn cost(usd: f64) -> String {
 }
 
 /// `1,234 in · 56 out · 7,890 cache read · 0 cache write`.
-pub fn tokens(t: &specbridge_engine::TokenUsage) -> String {
+pub(crate) fn tokens(t: &specbridge_engine::TokenUsage) -> String {
     format!(
         "{} in · {} out · {} cache read · {} cache write",
         thousands(t.input),
@@ -86,7 +89,7 @@ pub fn tokens(t: &specbridge_engine::TokenUsage) -> String {
 }
 
 /// Every token, the short form for table cells: `1.2k`, `3.4M`.
-pub fn tokens_short(t: &specbridge_engine::TokenUsage) -> String {
+pub(crate) fn tokens_short(t: &specbridge_engine::TokenUsage) -> String {
     let n = t.total();
     if n == 0 {
         "-".into()
@@ -99,7 +102,7 @@ pub fn tokens_short(t: &specbridge_engine::TokenUsage) -> String {
     }
 }
 
-pub fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

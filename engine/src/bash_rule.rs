@@ -114,9 +114,8 @@ pub fn any_part_matches<S: AsRef<str>>(command: &str, rules: &[S]) -> bool {
 
 /// `*` matches any run of characters; every other character itself.
 fn glob_matches(pieces: &[String], text: &str) -> bool {
-    let (first, rest) = match pieces.split_first() {
-        Some(split) => split,
-        None => return text.is_empty(),
+    let Some((first, rest)) = pieces.split_first() else {
+        return text.is_empty();
     };
     let Some(mut remaining) = text.strip_prefix(first.as_str()) else {
         return false;

@@ -88,7 +88,7 @@ fn sha(bytes: &[u8]) -> String {
 }
 
 fn s(v: &[&str]) -> Vec<String> {
-    v.iter().map(|x| x.to_string()).collect()
+    v.iter().map(std::string::ToString::to_string).collect()
 }
 
 fn no_paths() -> [&'static str; 0] {

@@ -68,7 +68,11 @@ impl StageExecutor for Scripted {
 }
 
 fn node(id: &str, kind: StageKind, needs: &[&str]) -> Node {
-    Node::stage(id, kind, needs.iter().map(|s| s.to_string()).collect())
+    Node::stage(
+        id,
+        kind,
+        needs.iter().map(std::string::ToString::to_string).collect(),
+    )
 }
 
 async fn run(

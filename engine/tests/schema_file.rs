@@ -16,7 +16,7 @@ fn repo() -> PathBuf {
 fn examples() -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(repo().join("examples"))
         .map(|rd| {
-            rd.filter_map(|e| e.ok())
+            rd.filter_map(std::result::Result::ok)
                 .map(|e| e.path().join("specbridge.yaml"))
                 .filter(|p| p.is_file())
                 .collect()
@@ -42,7 +42,7 @@ fn every_example_passes_schema_and_validation() {
         // Examples are run from their own folder, which is their repository root.
         let root = path.parent().unwrap();
         if let Err(diags) = load_and_validate(&path, root) {
-            let text: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+            let text: Vec<String> = diags.iter().map(std::string::ToString::to_string).collect();
             panic!("{} does not validate:\n{}", path.display(), text.join("\n"));
         }
     }

@@ -234,7 +234,7 @@ async fn a_run_cancelled_before_the_spawn_starts_nothing() {
     cancel.cancel_graceful();
     let mut spawned = false;
     let error = run(sh(dir.path(), "exit 0"), cancel, None, |_, _| {
-        spawned = true
+        spawned = true;
     })
     .await
     .unwrap_err();

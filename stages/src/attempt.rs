@@ -76,7 +76,7 @@ pub fn attempt_inputs(
             return Err(StageError::FileOutside {
                 file: "schema file",
                 stage: stage.id.clone(),
-                why: why.to_string(),
+                why: why.clone(),
             });
         }
     }
@@ -101,7 +101,7 @@ pub fn attempt_inputs(
             return Err(StageError::FileOutside {
                 file: "prompt file",
                 stage: stage.id.clone(),
-                why: why.to_string(),
+                why: why.clone(),
             });
         }
     }
@@ -316,8 +316,7 @@ pub fn describe(
     let assumed = crate::agent::assumed_capabilities();
     let caps = agent
         .runner(&runner.command)
-        .map(|d| &d.capabilities)
-        .unwrap_or(&assumed);
+        .map_or(&assumed, |d| &d.capabilities);
     let schema = match schema::for_stage(stage, &ctx.pipeline_dir) {
         Ok(schema) => schema,
         Err(e) => return vec![format!("# cannot be assembled: {}", crate::error_chain(&e))],

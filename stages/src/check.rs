@@ -21,10 +21,10 @@ use crate::input_hash::{input_hash, input_parts, matching_layout, HashInputs};
 use crate::upstream::upstream_for;
 
 fn timeout(stage: &StageDef) -> Duration {
-    stage
-        .timeout
-        .map(|t| t.as_duration())
-        .unwrap_or(Duration::from_millis(DEFAULT_CHECK_TIMEOUT_MS))
+    stage.timeout.map_or(
+        Duration::from_millis(DEFAULT_CHECK_TIMEOUT_MS),
+        specbridge_engine::pipeline::DurationSpec::as_duration,
+    )
 }
 
 /// A check stage's input hash and its parts: the definition (argv, timeout after

@@ -53,8 +53,7 @@ impl RunContext {
             pipeline_dir: source
                 .path
                 .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| root.to_path_buf()),
+                .map_or_else(|| root.to_path_buf(), Path::to_path_buf),
             pipeline: Arc::new(source.file.clone()),
             overrides,
             cancel,

@@ -246,7 +246,7 @@ mod tests {
             ("maxBudgetUsd", Box::new(|c| c.runner.max_budget_usd += 1.0)),
             (
                 "tools",
-                Box::new(|c| c.runner.tools.pop().map(|_| ()).unwrap_or(())),
+                Box::new(|c| c.runner.tools.pop().map_or((), |_| ())),
             ),
             (
                 "rules",

@@ -96,10 +96,10 @@ pub async fn run_verification(
             max_stdout_bytes: 1 << 20,
             max_stderr_bytes: 1 << 20,
         };
-        let timeout = cmd
-            .timeout
-            .map(|t| t.as_duration())
-            .unwrap_or(Duration::from_millis(DEFAULT_CHECK_TIMEOUT_MS));
+        let timeout = cmd.timeout.map_or(
+            Duration::from_millis(DEFAULT_CHECK_TIMEOUT_MS),
+            specbridge_engine::pipeline::DurationSpec::as_duration,
+        );
         let (spec, applied) =
             crate::confine::spawn_spec(ctx, wrapped, argv.clone(), logs, timeout, kill_grace)?;
         let name = cmd.name.clone();

@@ -99,7 +99,7 @@ fn resume_settings(root: &Path, run: &str, dry_run: bool, rerun: &[&str]) -> Ses
         dry_run,
         kind: SessionKind::Resume {
             run: run.to_string(),
-            rerun: rerun.iter().map(|s| s.to_string()).collect(),
+            rerun: rerun.iter().map(std::string::ToString::to_string).collect(),
             reverify: false,
         },
         ..run_settings(root)

@@ -119,7 +119,7 @@ fn reassemble(events: &[(String, Value)]) -> Vec<Value> {
                         blocks[index]["text"] = json!(text);
                     }
                     "input_json_delta" => {
-                        partial_json[index].push_str(delta["partial_json"].as_str().unwrap())
+                        partial_json[index].push_str(delta["partial_json"].as_str().unwrap());
                     }
                     other => panic!("unexpected delta {other}"),
                 }

@@ -8,7 +8,7 @@ use crate::commands::Workspace;
 use crate::error::CliResult;
 use crate::printer::Printer;
 
-pub fn run(
+pub(super) fn run(
     ws: &Workspace,
     printer: Printer,
     run: Option<String>,

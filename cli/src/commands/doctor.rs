@@ -12,7 +12,7 @@ use crate::commands::Workspace;
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 
-pub fn run(
+pub(super) fn run(
     ws: &Workspace,
     kind: &str,
     command: Option<PathBuf>,

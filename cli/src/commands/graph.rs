@@ -10,7 +10,7 @@ use crate::diagnostics::{display_path, exit_code, print as print_diagnostics, re
 use crate::error::CliResult;
 use crate::printer::Printer;
 
-pub fn run(ws: &Workspace, args: GraphArgs, printer: Printer) -> CliResult {
+pub(super) fn run(ws: &Workspace, args: GraphArgs, printer: Printer) -> CliResult {
     if let Some(selector) = &args.run {
         let view = of_run(ws, selector)?;
         print(&printer, &view, args.format);

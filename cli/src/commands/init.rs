@@ -7,7 +7,7 @@ use crate::commands::Workspace;
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 
-pub fn run(ws: &Workspace, args: InitArgs, printer: Printer) -> CliResult {
+pub(super) fn run(ws: &Workspace, args: InitArgs, printer: Printer) -> CliResult {
     let test = match args.test.as_deref() {
         None => None,
         Some(words) => Some(given_test(words)?),

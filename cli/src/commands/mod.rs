@@ -6,8 +6,8 @@ mod graph;
 mod init;
 mod resume;
 mod run;
-pub mod runs;
-pub mod validate;
+pub(crate) mod runs;
+pub(crate) mod validate;
 
 use std::path::PathBuf;
 
@@ -17,12 +17,12 @@ use crate::printer::Printer;
 
 /// Where the command works: the repository root and the pipeline file.
 #[derive(Debug, Clone)]
-pub struct Workspace {
+pub(crate) struct Workspace {
     pub root: PathBuf,
 }
 
 impl Workspace {
-    pub fn new(dir: Option<PathBuf>) -> CliResult<Self> {
+    pub(crate) fn new(dir: Option<PathBuf>) -> CliResult<Self> {
         let root = match dir {
             Some(d) => d,
             None => std::env::current_dir().map_err(|e| {
@@ -40,7 +40,7 @@ impl Workspace {
 
     /// The pipeline file: `-f` relative to the current directory, else
     /// `specbridge.yaml` at the repository root.
-    pub fn pipeline_path(&self, file: Option<PathBuf>) -> PathBuf {
+    pub(crate) fn pipeline_path(&self, file: Option<PathBuf>) -> PathBuf {
         match file {
             Some(f) if f.is_absolute() => f,
             Some(f) => std::env::current_dir().map(|d| d.join(&f)).unwrap_or(f),
@@ -49,7 +49,7 @@ impl Workspace {
     }
 }
 
-pub fn dispatch(cli: Cli, printer: Printer) -> CliResult {
+pub(crate) fn dispatch(cli: Cli, printer: Printer) -> CliResult {
     let ws = Workspace::new(cli.global.directory)?;
     match cli.command {
         Command::Init(args) => init::run(&ws, args, printer),

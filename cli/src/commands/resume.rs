@@ -9,7 +9,7 @@ use crate::error::CliResult;
 use crate::printer::Printer;
 use crate::view::{summary, Watcher};
 
-pub fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
+pub(super) fn run(ws: &Workspace, printer: Printer, args: ResumeArgs) -> CliResult {
     let json_out = args.overrides.json;
     let settings = SessionSettings {
         root: ws.root.clone(),

@@ -13,7 +13,7 @@ use crate::error::CliResult;
 use crate::printer::Printer;
 use crate::view::{summary, Watcher};
 
-pub fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
+pub(super) fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult {
     let json_out = args.overrides.json;
     // Paths on the command line are the user's, relative to where they stand, even
     // when the run happens in a scaffold; only `-f` names a file inside it.
@@ -51,8 +51,6 @@ fn from_cwd(p: &Path) -> PathBuf {
     if p.is_absolute() {
         p.to_path_buf()
     } else {
-        std::env::current_dir()
-            .map(|d| d.join(p))
-            .unwrap_or_else(|_| p.to_path_buf())
+        std::env::current_dir().map_or_else(|_| p.to_path_buf(), |d| d.join(p))
     }
 }

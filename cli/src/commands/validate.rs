@@ -20,7 +20,7 @@ struct Report<'a> {
     diagnostics: &'a [Diagnostic],
 }
 
-pub fn run(ws: &Workspace, args: ValidateArgs, printer: Printer) -> CliResult {
+pub(crate) fn run(ws: &Workspace, args: ValidateArgs, printer: Printer) -> CliResult {
     let path = ws.pipeline_path(args.file.file);
     let (diagnostics, stages) = match load_and_validate(&path, &ws.root) {
         Ok(v) => (v.warnings, Some(v.pipeline.file.stages.len())),

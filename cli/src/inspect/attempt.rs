@@ -15,7 +15,7 @@ const FAILURE_TAIL_LINES: usize = 20;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AttemptStory {
+pub(crate) struct AttemptStory {
     pub attempt: u32,
     /// Relative to the run folder.
     pub path: String,
@@ -49,7 +49,7 @@ pub struct AttemptStory {
 
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Changed {
+pub(crate) struct Changed {
     pub added: Vec<String>,
     pub modified: Vec<String>,
     pub deleted: Vec<String>,
@@ -57,7 +57,7 @@ pub struct Changed {
 }
 
 impl Changed {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.added.is_empty()
             && self.modified.is_empty()
             && self.deleted.is_empty()
@@ -67,7 +67,7 @@ impl Changed {
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Verification {
+pub(crate) struct Verification {
     pub name: String,
     pub argv: Vec<String>,
     pub required: bool,
@@ -94,7 +94,7 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 
 impl AttemptStory {
     /// What the attempt cost, for the sums.
-    pub fn cost(&self) -> AttemptCost {
+    pub(crate) fn cost(&self) -> AttemptCost {
         AttemptCost {
             invoked: self.invoked,
             replayed: self.replayed,
@@ -104,7 +104,7 @@ impl AttemptStory {
     }
 }
 
-pub fn read_attempt(dir: &AttemptReader, prompt_lines: usize) -> AttemptStory {
+pub(crate) fn read_attempt(dir: &AttemptReader, prompt_lines: usize) -> AttemptStory {
     let result = dir.json_opt::<Value>(file::RESULT);
     let process = dir.json_opt::<Value>(file::PROCESS);
     let evidence = dir.json_opt::<Value>(file::EVIDENCE);

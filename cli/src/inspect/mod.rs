@@ -12,13 +12,13 @@ use specbridge_engine::store::layout::attempt as file;
 use specbridge_engine::store::{AttemptReader, RunReader, StageRecord, StoreError};
 use specbridge_engine::TokenUsage;
 
-pub use attempt::{read_attempt, AttemptStory};
-pub use transcript::TranscriptSource;
+pub(crate) use attempt::{read_attempt, AttemptStory};
+pub(crate) use transcript::TranscriptSource;
 
 /// Money and tokens of some invocations.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Spend {
+pub(crate) struct Spend {
     pub cost_usd: f64,
     pub tokens: TokenUsage,
     pub invocations: u32,
@@ -35,7 +35,7 @@ impl Spend {
 /// One stage and every attempt it made, in order.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StageStory {
+pub(crate) struct StageStory {
     pub stage: StageRecord,
     pub attempts: Vec<AttemptStory>,
     /// Over every attempt that ran an agent.
@@ -45,7 +45,7 @@ pub struct StageStory {
 }
 
 impl StageStory {
-    pub fn read(
+    pub(crate) fn read(
         run: &RunReader,
         stage: StageRecord,
         lines: usize,
@@ -68,7 +68,7 @@ impl StageStory {
 /// What a stage's attempts spent and what its replayed attempts had spent when
 /// recorded, from each attempt's `result.json` alone: a listing of a large run
 /// reads no prompt, log or transcript.
-pub fn stage_spend(run: &RunReader, stage: &str) -> Result<(Spend, Spend), StoreError> {
+pub(crate) fn stage_spend(run: &RunReader, stage: &str) -> Result<(Spend, Spend), StoreError> {
     Ok(sums(run.attempts(stage)?.iter().map(|a| {
         AttemptCost::of(a.json_opt::<Value>(file::RESULT).as_ref(), a)
     })))
@@ -76,7 +76,7 @@ pub fn stage_spend(run: &RunReader, stage: &str) -> Result<(Spend, Spend), Store
 
 /// What one attempt cost, as the sums need it.
 #[derive(Debug, Clone, Copy)]
-pub struct AttemptCost {
+pub(crate) struct AttemptCost {
     /// An agent was invoked (or replayed): the attempt has a `result.json`.
     pub invoked: bool,
     /// Answered from a recording (`replay.json`).
@@ -99,7 +99,7 @@ impl AttemptCost {
 }
 
 /// What the attempts spent, and what replayed attempts had spent when recorded.
-pub fn sums(attempts: impl IntoIterator<Item = AttemptCost>) -> (Spend, Spend) {
+pub(crate) fn sums(attempts: impl IntoIterator<Item = AttemptCost>) -> (Spend, Spend) {
     let mut spent = Spend::default();
     let mut recorded = Spend::default();
     for a in attempts.into_iter().filter(|a| a.invoked) {
@@ -114,12 +114,12 @@ pub fn sums(attempts: impl IntoIterator<Item = AttemptCost>) -> (Spend, Spend) {
 }
 
 /// The last `lines` lines of a text, for the tail of a failing command's output.
-pub fn tail(text: &str, lines: usize) -> String {
+pub(crate) fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// The first `lines` lines of a text.
-pub fn head(text: &str, lines: usize) -> String {
+pub(crate) fn head(text: &str, lines: usize) -> String {
     text.lines().take(lines).collect::<Vec<_>>().join("\n")
 }

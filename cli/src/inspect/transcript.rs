@@ -14,7 +14,7 @@ const SUMMARY_CHARS: usize = 160;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolCall {
+pub(crate) struct ToolCall {
     pub tool: String,
     pub input: String,
     /// The CLI refused the call (a permission denial, or a tool it does not offer).
@@ -27,13 +27,16 @@ pub struct ToolCall {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum TranscriptSource {
+pub(crate) enum TranscriptSource {
     ToolCalls,
     Stream,
     None,
 }
 
-pub fn read(dir: &AttemptReader, result: Option<&Value>) -> (Vec<ToolCall>, TranscriptSource) {
+pub(super) fn read(
+    dir: &AttemptReader,
+    result: Option<&Value>,
+) -> (Vec<ToolCall>, TranscriptSource) {
     if let Some(text) = dir
         .bytes(attempt::TOOL_CALLS)
         .and_then(|b| String::from_utf8(b).ok())
@@ -104,7 +107,7 @@ const REFUSAL_MARKERS: &[&str] = &[
 
 /// Tool calls in stream-json: each `tool_use` block of an assistant message, settled
 /// by the `tool_result` block with its id in a later user message.
-pub fn from_stream(stdout: &str, denied: &BTreeSet<String>) -> Vec<ToolCall> {
+pub(super) fn from_stream(stdout: &str, denied: &BTreeSet<String>) -> Vec<ToolCall> {
     let mut calls: Vec<ToolCall> = Vec::new();
     let mut by_id: HashMap<String, usize> = HashMap::new();
     for line in stdout.lines() {

@@ -11,7 +11,7 @@ use crate::table::{cost, duration, thousands, tokens};
 const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
 
-pub fn render(data: &ReportData, reader: &RunReader) -> String {
+pub(crate) fn render(data: &ReportData, reader: &RunReader) -> String {
     let run = &data.run;
     let mut h = String::with_capacity(64 * 1024);
     let _ = write!(

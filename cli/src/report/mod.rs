@@ -16,13 +16,13 @@ use specbridge_engine::store::{RunReader, RunRecord, StoreError};
 
 use crate::inspect::StageStory;
 
-pub use html::render;
+pub(crate) use html::render;
 
 /// How many bytes of one attempt's diff the page embeds.
-pub const DIFF_BYTES: usize = 64 * 1024;
+pub(crate) const DIFF_BYTES: usize = 64 * 1024;
 
 /// Everything the page shows, read from the run folder.
-pub struct ReportData {
+pub(crate) struct ReportData {
     pub run: RunRecord,
     pub stories: Vec<StageStory>,
     pub timeline: Vec<timeline::Bar>,
@@ -32,7 +32,7 @@ pub struct ReportData {
 }
 
 impl ReportData {
-    pub fn read(reader: &RunReader, run: RunRecord) -> Result<ReportData, StoreError> {
+    pub(crate) fn read(reader: &RunReader, run: RunRecord) -> Result<ReportData, StoreError> {
         let stories = reader
             .stages_in_plan_order()?
             .into_iter()
@@ -53,7 +53,7 @@ impl ReportData {
 
 /// `&`, `<`, `>`, `"` and `'` as entities: every text from the records goes
 /// through here (the records are redacted, not trusted).
-pub fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -69,7 +69,7 @@ pub fn esc(text: &str) -> String {
 }
 
 /// The CSS class of a status: its name, restricted to what a class may hold.
-pub fn status_class(status: &str) -> String {
+pub(crate) fn status_class(status: &str) -> String {
     status
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-')

@@ -14,14 +14,14 @@ const ROW_H: i64 = 32;
 const PAD: i64 = 8;
 
 /// One node: id, status, and the ids it needs.
-pub struct GraphNode<'a> {
+pub(super) struct GraphNode<'a> {
     pub id: &'a str,
     pub status: &'a str,
     pub needs: &'a [String],
 }
 
 /// The graph, each node in the column of its longest chain of needs.
-pub fn graph(nodes: &[GraphNode<'_>]) -> String {
+pub(super) fn graph(nodes: &[GraphNode<'_>]) -> String {
     let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
     let mut depth: Vec<Option<i64>> = vec![None; nodes.len()];
     fn depth_of(
@@ -96,7 +96,7 @@ pub fn graph(nodes: &[GraphNode<'_>]) -> String {
 }
 
 /// The attempts on one time axis, a row each.
-pub fn timeline(bars: &[Bar]) -> String {
+pub(super) fn timeline(bars: &[Bar]) -> String {
     const LABEL_W: i64 = 220;
     const PLOT_W: i64 = 760;
     const BAR_H: i64 = 12;

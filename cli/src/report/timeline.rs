@@ -8,7 +8,7 @@ use specbridge_engine::events::{line, ResumeDecision, RunEvent};
 
 /// One attempt of one stage.
 #[derive(Debug, Clone)]
-pub struct Bar {
+pub(crate) struct Bar {
     pub stage: String,
     pub attempt: u32,
     pub start_ms: i64,
@@ -23,7 +23,7 @@ fn millis(at: &str) -> Option<i64> {
 }
 
 /// The attempts in start order, and the resume decisions, read line by line.
-pub fn from_events(path: &Path) -> (Vec<Bar>, Vec<ResumeDecision>) {
+pub(super) fn from_events(path: &Path) -> (Vec<Bar>, Vec<ResumeDecision>) {
     let mut bars: Vec<Bar> = Vec::new();
     let mut open: HashMap<String, usize> = HashMap::new();
     let mut decisions = Vec::new();

@@ -1,7 +1,7 @@
 //! What `run` and `resume` show: the session as it goes ([`Watcher`]: warnings,
 //! live progress) and how it ended ([`summary`]).
 
-pub mod summary;
+pub(crate) mod summary;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -16,14 +16,14 @@ use crate::printer::Printer;
 use crate::progress::Progress;
 
 /// Prints what a session tells, on stderr; stdout stays for the summary.
-pub struct Watcher {
+pub(crate) struct Watcher {
     printer: Printer,
     json: bool,
     progress: Mutex<Progress>,
 }
 
 impl Watcher {
-    pub fn new(printer: Printer, json: bool) -> Arc<Self> {
+    pub(crate) fn new(printer: Printer, json: bool) -> Arc<Self> {
         Arc::new(Watcher {
             printer,
             json,
@@ -32,7 +32,7 @@ impl Watcher {
     }
 
     /// Clear the live lines before the summary.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Ok(mut progress) = self.progress.lock() {
             progress.finish();
         }

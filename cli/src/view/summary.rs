@@ -13,10 +13,10 @@ use crate::printer::Printer;
 use crate::table::{cost, duration, Table};
 
 /// How a session ended, printed.
-pub fn ended(printer: Printer, end: &SessionEnd, json_out: bool) {
+pub(crate) fn ended(printer: Printer, end: &SessionEnd, json_out: bool) {
     match end {
         SessionEnd::Planned { stages, assumption } => {
-            planned(printer, stages, assumption.as_deref(), json_out)
+            planned(printer, stages, assumption.as_deref(), json_out);
         }
         SessionEnd::ResumePlanned {
             run_id,
@@ -74,7 +74,7 @@ fn summary_json(r: &RunResult) -> serde_json::Value {
                 "evidenceStatus": rep.and_then(|x| x.evidence_status),
                 "outcome": rep.and_then(|x| x.reason.clone()),
                 "durationMs": rep.and_then(|x| x.duration_ms),
-                "costUsd": rep.map(|x| x.cost_usd).unwrap_or(0.0),
+                "costUsd": rep.map_or(0.0, |x| x.cost_usd),
                 "tokens": rep.map(|x| x.tokens).unwrap_or_default(),
             })
         })
@@ -125,7 +125,7 @@ fn table(printer: Printer, r: &RunResult, json_out: bool, deleted: bool) {
                 .map_or("-", |e| e.as_str())
                 .to_string(),
             duration(rep.and_then(|x| x.duration_ms)),
-            cost(rep.map(|x| x.cost_usd).unwrap_or(0.0)),
+            cost(rep.map_or(0.0, |x| x.cost_usd)),
             rep.and_then(|x| x.reason.clone()).unwrap_or_default(),
         ]);
     }

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use assert_cmd::cargo::CommandCargoExt;
 
-pub struct TestContext {
+pub(crate) struct TestContext {
     pub dir: tempfile::TempDir,
     /// Extra environment for every command run in this context.
     pub env: Vec<(String, String)>,
@@ -18,7 +18,7 @@ pub struct TestContext {
 }
 
 /// What a finished command printed, with temporary paths replaced by `[ROOT]`.
-pub struct Output {
+pub(crate) struct Output {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -27,7 +27,7 @@ pub struct Output {
 impl TestContext {
     /// A fresh folder that is a git repository with a committer configured locally,
     /// so tests never depend on the machine's git config.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::Builder::new()
             .prefix("specbridge-test-")
             .tempdir()
@@ -48,15 +48,15 @@ impl TestContext {
         ctx
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.root().join(rel)
     }
 
-    pub fn write(&self, rel: &str, text: &str) -> &Self {
+    pub(crate) fn write(&self, rel: &str, text: &str) -> &Self {
         let p = self.path(rel);
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent).expect("mkdir");
@@ -65,11 +65,11 @@ impl TestContext {
         self
     }
 
-    pub fn read(&self, rel: &str) -> String {
+    pub(crate) fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
     }
 
-    pub fn git(&self, args: &[&str]) -> String {
+    pub(crate) fn git(&self, args: &[&str]) -> String {
         let out = Command::new("git")
             .args(args)
             .current_dir(self.root())
@@ -85,13 +85,13 @@ impl TestContext {
     }
 
     /// Stage and commit everything.
-    pub fn commit_all(&self, message: &str) {
+    pub(crate) fn commit_all(&self, message: &str) {
         self.git(&["add", "-A"]);
         self.git(&["commit", "-q", "-m", message]);
     }
 
     /// The binary, run in the repository with a clean, predictable environment.
-    pub fn command(&self) -> Command {
+    pub(crate) fn command(&self) -> Command {
         let mut cmd = Command::cargo_bin("specbridge").expect("specbridge binary");
         cmd.current_dir(self.root())
             .env("NO_COLOR", "1")
@@ -113,7 +113,7 @@ impl TestContext {
     }
 
     /// The binary run in another folder (a scaffold), with the plain environment.
-    pub fn command_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    pub(crate) fn command_in(dir: &Path, args: &[&str]) -> std::process::Output {
         Command::cargo_bin("specbridge")
             .expect("specbridge binary")
             .args(args)
@@ -124,12 +124,12 @@ impl TestContext {
             .expect("run specbridge")
     }
 
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         let out = self.command().args(args).output().expect("run specbridge");
         self.output(out)
     }
 
-    pub fn output(&self, out: std::process::Output) -> Output {
+    pub(crate) fn output(&self, out: std::process::Output) -> Output {
         Output {
             code: out.status.code().unwrap_or(-1),
             stdout: self.filter(&String::from_utf8_lossy(&out.stdout)),
@@ -138,11 +138,10 @@ impl TestContext {
     }
 
     /// Replace what changes from run to run: the temporary root, run ids, times.
-    pub fn filter(&self, text: &str) -> String {
+    pub(crate) fn filter(&self, text: &str) -> String {
         let root = self.root().to_string_lossy().into_owned();
         let canon = std::fs::canonicalize(self.root())
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| root.clone());
+            .map_or_else(|_| root.clone(), |p| p.to_string_lossy().into_owned());
         let mut t = text.replace(&canon, "[ROOT]").replace(&root, "[ROOT]");
         for (re, with) in filters() {
             t = re.replace_all(&t, *with).into_owned();
@@ -151,11 +150,11 @@ impl TestContext {
     }
 
     /// The single run folder under `.specbridge/runs/`.
-    pub fn only_run_dir(&self) -> PathBuf {
+    pub(crate) fn only_run_dir(&self) -> PathBuf {
         let runs = self.path(".specbridge/runs");
         let mut dirs: Vec<_> = std::fs::read_dir(&runs)
             .unwrap_or_else(|e| panic!("read {}: {e}", runs.display()))
-            .filter_map(|e| e.ok())
+            .filter_map(std::result::Result::ok)
             .map(|e| e.path())
             .filter(|p| p.is_dir())
             .collect();
@@ -166,7 +165,7 @@ impl TestContext {
 
 impl Output {
     /// stdout and stderr with the exit code, for snapshots.
-    pub fn snapshot(&self) -> String {
+    pub(crate) fn snapshot(&self) -> String {
         format!(
             "exit: {}\n--- stdout\n{}--- stderr\n{}",
             self.code, self.stdout, self.stderr
@@ -193,7 +192,7 @@ fn filters() -> &'static [(regex::Regex, &'static str)] {
 }
 
 /// The repository's own folder (for examples and fixtures).
-pub fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
@@ -218,7 +217,7 @@ const FAKE_CLAUDE_VARS: &[&str] = &[
 
 /// The testkit's `fake-claude` binary, built once per test process (cargo builds
 /// only this package's binaries for its tests).
-pub fn fake_claude_bin() -> PathBuf {
+pub(crate) fn fake_claude_bin() -> PathBuf {
     use std::sync::OnceLock;
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -247,7 +246,7 @@ pub fn fake_claude_bin() -> PathBuf {
 impl TestContext {
     /// A repository whose agent runs are answered by the fake CLI playing `scenario`.
     /// The fake logs every invocation outside the repository ([`Self::fake_log`]).
-    pub fn with_fake_claude(scenario: &str) -> Self {
+    pub(crate) fn with_fake_claude(scenario: &str) -> Self {
         let mut ctx = TestContext::new();
         let aux = tempfile::Builder::new()
             .prefix("specbridge-aux-")
@@ -262,14 +261,14 @@ impl TestContext {
         ctx
     }
 
-    pub fn set_env(&mut self, name: &str, value: &str) -> &mut Self {
+    pub(crate) fn set_env(&mut self, name: &str, value: &str) -> &mut Self {
         self.env.retain(|(k, _)| k != name);
         self.env.push((name.to_string(), value.to_string()));
         self
     }
 
     /// A path in the folder outside the repository.
-    pub fn aux_path(&self, name: &str) -> PathBuf {
+    pub(crate) fn aux_path(&self, name: &str) -> PathBuf {
         self.aux
             .as_ref()
             .expect("a context made by with_fake_claude")
@@ -278,12 +277,14 @@ impl TestContext {
     }
 
     /// Every invocation of the fake so far (probes included).
-    pub fn fake_log(&self) -> Vec<specbridge_testkit::fake::invocation_log::LoggedInvocation> {
+    pub(crate) fn fake_log(
+        &self,
+    ) -> Vec<specbridge_testkit::fake::invocation_log::LoggedInvocation> {
         specbridge_testkit::fake::invocation_log::read(&self.aux_path("fake-claude.jsonl"))
     }
 
     /// The fake's print-mode invocations (agent runs, not detection probes).
-    pub fn fake_agent_runs(
+    pub(crate) fn fake_agent_runs(
         &self,
     ) -> Vec<specbridge_testkit::fake::invocation_log::LoggedInvocation> {
         self.fake_log()
@@ -295,7 +296,7 @@ impl TestContext {
     /// Writes `specbridge.yaml` with the fake as runner (by absolute path), the given
     /// extra runner keys (YAML lines, indented two spaces) and stages, and commits
     /// everything so the tree is clean.
-    pub fn write_agent_pipeline(&self, runner_keys: &str, stages: &str) {
+    pub(crate) fn write_agent_pipeline(&self, runner_keys: &str, stages: &str) {
         let pipeline = format!(
             "version: 1\nname: agent-test\nrunner:\n  command: {}\n{runner_keys}stages:\n{stages}",
             fake_claude_bin().display()
@@ -306,7 +307,7 @@ impl TestContext {
     }
 
     /// Every file under `.specbridge/`, recursively.
-    pub fn specbridge_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn specbridge_files(&self) -> Vec<PathBuf> {
         fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             let Ok(entries) = std::fs::read_dir(dir) else {
                 return;
@@ -327,7 +328,7 @@ impl TestContext {
 }
 
 /// Whether a process with this pid exists (a zombie counts as gone).
-pub fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
     match stat {
         Ok(text) => !text
@@ -340,7 +341,7 @@ pub fn process_alive(pid: u32) -> bool {
 /// Validates a JSON file against a schema in `schemas/`.
 /// Live (not zombie) processes on this machine with `arg` as one of their
 /// arguments: how a test finds a command that ran in a PID namespace.
-pub fn live_processes_with_arg(arg: &str) -> Vec<u32> {
+pub(crate) fn live_processes_with_arg(arg: &str) -> Vec<u32> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return found;
@@ -352,9 +353,8 @@ pub fn live_processes_with_arg(arg: &str) -> Vec<u32> {
         let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
             continue;
         };
-        let zombie = std::fs::read_to_string(e.path().join("stat"))
-            .map(|s| s.contains(") Z "))
-            .unwrap_or(true);
+        let zombie =
+            std::fs::read_to_string(e.path().join("stat")).map_or(true, |s| s.contains(") Z "));
         if !zombie && cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes()) {
             found.push(pid);
         }
@@ -362,7 +362,7 @@ pub fn live_processes_with_arg(arg: &str) -> Vec<u32> {
     found
 }
 
-pub fn assert_matches_schema(file: &Path, schema_name: &str) {
+pub(crate) fn assert_matches_schema(file: &Path, schema_name: &str) {
     let schema_path = workspace_root().join("schemas").join(schema_name);
     let schema: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&schema_path).unwrap()).unwrap();
@@ -383,14 +383,14 @@ pub fn assert_matches_schema(file: &Path, schema_name: &str) {
 }
 
 /// A JSON file, parsed; panics with the path when it is missing or broken.
-pub fn read_json(path: &Path) -> serde_json::Value {
+pub(crate) fn read_json(path: &Path) -> serde_json::Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
 }
 
 /// Copy a folder's files into `to` (created), leaving out build output and runs.
-pub fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display()))
     {
@@ -409,7 +409,7 @@ pub fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// `(id, status)` of every node of `graph --run … --format json` output.
-pub fn graph_statuses(json: &str) -> Vec<(String, String)> {
+pub(crate) fn graph_statuses(json: &str) -> Vec<(String, String)> {
     let v: serde_json::Value = serde_json::from_str(json).expect("graph JSON");
     v["nodes"]
         .as_array()
@@ -426,7 +426,7 @@ pub fn graph_statuses(json: &str) -> Vec<(String, String)> {
 
 /// spec → implement, for tests that interrupt a run while its execute agent works:
 /// the agent hangs on its first attempt and writes `feature.txt` on its second.
-pub const SPEC_THEN_IMPLEMENT: &str = "  - id: spec
+pub(crate) const SPEC_THEN_IMPLEMENT: &str = "  - id: spec
     kind: generate
     prompt: prompts/spec.md
     output: { schema: builtin:document }
@@ -440,7 +440,7 @@ pub const SPEC_THEN_IMPLEMENT: &str = "  - id: spec
 
 /// Starts `specbridge run` of [`SPEC_THEN_IMPLEMENT`] and returns once the hung
 /// execute agent's spawn is on record: the running specbridge and that agent.
-pub fn run_until_the_execute_agent_hangs(
+pub(crate) fn run_until_the_execute_agent_hangs(
     ctx: &mut TestContext,
 ) -> (
     std::process::Child,
@@ -457,7 +457,7 @@ pub fn run_until_the_execute_agent_hangs(
 /// [`run_until_the_execute_agent_hangs`] with the hung agent's scenario, the
 /// pipeline's runner keys and its stages (an `implement` execute stage that needs
 /// a `spec` generate stage, prompted as [`SPEC_THEN_IMPLEMENT`] is).
-pub fn run_until_the_execute_agent_hangs_with(
+pub(crate) fn run_until_the_execute_agent_hangs_with(
     ctx: &mut TestContext,
     hang: &str,
     runner_keys: &str,

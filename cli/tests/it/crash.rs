@@ -97,7 +97,7 @@ fn crash_at(n: usize) -> Result<&'static str, String> {
     let Some(run) = std::fs::read_dir(ctx.path(".specbridge/runs"))
         .ok()
         .and_then(|mut d| d.next())
-        .and_then(|e| e.ok())
+        .and_then(std::result::Result::ok)
         .map(|e| e.path())
     else {
         return Err(format!("{n}: no run folder: {}", out.snapshot()));

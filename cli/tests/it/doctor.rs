@@ -24,9 +24,10 @@ enum Auth {
 fn fake_cli(ctx: &TestContext, version: &str, auth: Auth, help_body: Option<&str>) -> PathBuf {
     let dir = version_dir(version);
     let log = ctx.path("fake/argv.log");
-    let help = help_body
-        .map(String::from)
-        .unwrap_or_else(|| format!("cat '{}'", dir.join("help.txt").display()));
+    let help = help_body.map_or_else(
+        || format!("cat '{}'", dir.join("help.txt").display()),
+        String::from,
+    );
     let auth = match auth {
         Auth::Hangs => "sleep 600".to_string(),
         Auth::Prints(file, code) => format!("cat '{}'; exit {code}", file.display()),

@@ -75,7 +75,7 @@ fn resumed_run() -> (TestContext, Output, Output) {
 
 /// Every line of a run's `events.jsonl` validates against the committed schema;
 /// returns the lines.
-pub fn assert_events_match_schema(run_dir: &std::path::Path) -> Vec<Value> {
+pub(crate) fn assert_events_match_schema(run_dir: &std::path::Path) -> Vec<Value> {
     let validator = event_schema();
     let text = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
     let mut lines = Vec::new();

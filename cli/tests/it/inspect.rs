@@ -14,13 +14,13 @@ fn refused_and_failed() -> TestContext {
     ctx.write("expected.txt", "42\n");
     ctx.write_agent_pipeline(
         "  timeout: 20s\n",
-        r#"  - id: implement
+        r"  - id: implement
     kind: execute
     prompt: prompts/implement.md
     verification:
       - { name: answer, argv: [diff, expected.txt, src/value.txt] }
       - { name: whitespace, argv: [git, diff, --check], required: false }
-"#,
+",
     );
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 1, "{}", out.snapshot());

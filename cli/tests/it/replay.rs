@@ -32,7 +32,7 @@ fn main_job(ctx: &TestContext, example: &Path, extra: &[&str]) -> (crate::common
         "--replay".into(),
         recording.display().to_string(),
     ];
-    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(extra.iter().map(std::string::ToString::to_string));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = ctx.run(&args);
     let raw_stderr = out

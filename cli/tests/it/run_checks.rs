@@ -297,7 +297,7 @@ fn a_killed_run_leaves_parseable_records_and_a_free_lock() {
         let done = std::fs::read_dir(&runs)
             .ok()
             .and_then(|mut d| d.next())
-            .and_then(|e| e.ok())
+            .and_then(std::result::Result::ok)
             .map(|e| e.path().join("stages/s03/stage.json"))
             .filter(|p| p.exists())
             .is_some();

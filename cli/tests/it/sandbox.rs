@@ -238,14 +238,14 @@ fn path_with(programs: &[&str]) -> tempfile::TempDir {
     dir
 }
 
-const WITHOUT_BWRAP: &str = r#"
+const WITHOUT_BWRAP: &str = r"
 version: 1
 name: no-bwrap
 concurrency: 1
 stages:
   - { id: first, kind: check, argv: [touch, spawned], sandbox: off }
   - { id: tests, kind: check, needs: [first], argv: [echo, hi]SANDBOX }
-"#;
+";
 
 #[test]
 fn without_bubblewrap_a_confined_command_refuses_the_run_before_anything_runs() {

@@ -363,7 +363,7 @@ fn a_full_disk_ends_the_run_failed_and_it_resumes_once_space_is_free() {
         let found = std::fs::read_dir(ctx.path(".specbridge/runs"))
             .ok()
             .and_then(|mut d| d.next())
-            .and_then(|e| e.ok())
+            .and_then(std::result::Result::ok)
             .map(|e| e.path());
         if let Some(run) = found.filter(|r| {
             std::fs::read_to_string(r.join("events.jsonl")).is_ok_and(|e| {

@@ -16,7 +16,7 @@ const UNFINISHED: &[&str] = &["running", "interrupted"];
 
 const COST_TOLERANCE: f64 = 1e-9;
 
-pub fn check_run_json(run_dir: &Path, facts: &EventFacts, findings: &mut Vec<Finding>) {
+pub(crate) fn check_run_json(run_dir: &Path, facts: &EventFacts, findings: &mut Vec<Finding>) {
     let Some(run) = read_record(run_dir, layout::RUN, findings) else {
         return;
     };
@@ -82,7 +82,11 @@ fn totals_differences(a: &Value, b: &Value) -> Vec<&'static str> {
     out
 }
 
-pub fn check_stage_json(states: &[StageState], facts: &EventFacts, findings: &mut Vec<Finding>) {
+pub(crate) fn check_stage_json(
+    states: &[StageState],
+    facts: &EventFacts,
+    findings: &mut Vec<Finding>,
+) {
     for state in states {
         let Some(status) = state.status.as_deref() else {
             continue;
@@ -106,7 +110,7 @@ pub fn check_stage_json(states: &[StageState], facts: &EventFacts, findings: &mu
                 findings.push(mismatch(
                     format!("status is {status} but the stage's last event is stage-started (line {line}) with no stage-finished after it"),
                     *attempt,
-                ))
+                ));
             }
             _ => {}
         }

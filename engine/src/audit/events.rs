@@ -20,14 +20,14 @@ const MAX_CHAIN_FINDINGS: usize = 20;
 
 /// The last `record-written` event for a path.
 #[derive(Debug, Clone)]
-pub struct Announcement {
+pub(crate) struct Announcement {
     pub sha256: String,
     pub line: u64,
 }
 
 /// The last event seen for a stage.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StageEvent {
+pub(crate) enum StageEvent {
     Started {
         attempt: Option<u32>,
         line: u64,
@@ -41,7 +41,7 @@ pub enum StageEvent {
 
 /// Where the run's own lifecycle stood at the end of the log.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RunLifecycle {
+pub(crate) enum RunLifecycle {
     /// Started or resumed, and not finished since.
     Open { line: u64 },
     Finished {
@@ -55,7 +55,7 @@ pub enum RunLifecycle {
 /// What the log says, as far as audit needs it. Memory grows with the number of
 /// distinct paths and stages, never with the length of the log.
 #[derive(Debug, Default)]
-pub struct EventFacts {
+pub(crate) struct EventFacts {
     pub events: u64,
     pub present: bool,
     pub announced: BTreeMap<String, Announcement>,
@@ -69,7 +69,7 @@ pub struct EventFacts {
 }
 
 /// Read the log once; chain problems and a torn tail become findings.
-pub fn read_events(
+pub(crate) fn read_events(
     run_dir: &Path,
     findings: &mut Vec<Finding>,
 ) -> Result<EventFacts, crate::store::events::EventError> {
@@ -88,7 +88,7 @@ pub fn read_events(
     facts.present = true;
     let mut unknown = Vec::new();
     let check = read_with(&path, |line, parsed| {
-        visit(&mut facts, &mut unknown, line, parsed)
+        visit(&mut facts, &mut unknown, line, parsed);
     })?;
     if facts.unknown > MAX_CHAIN_FINDINGS as u64 {
         unknown.push(

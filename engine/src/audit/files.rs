@@ -15,7 +15,7 @@ const LOCK_FILE: &str = crate::store::layout::LOCK;
 
 /// Hash and scan every regular file; compare with the announcements.
 /// Returns how many files were read.
-pub fn check_files(
+pub(crate) fn check_files(
     run_dir: &Path,
     facts: &EventFacts,
     findings: &mut Vec<Finding>,
@@ -69,7 +69,7 @@ pub fn check_files(
         match scans.get(rel) {
             Some(scan) if scan.sha256 == ann.sha256 => {}
             Some(scan) if unconfirmed(facts, rel, &scan.sha256) => {
-                findings.push(unconfirmed_finding(rel))
+                findings.push(unconfirmed_finding(rel));
             }
             Some(scan) => findings.push(
                 Finding::new(
@@ -95,7 +95,7 @@ pub fn check_files(
                         format!("{what}, though events.jsonl line {} announced it", ann.line),
                     )
                     .file(rel),
-                )
+                );
             }
         }
     }
@@ -152,7 +152,7 @@ fn walk(root: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), AuditError>
         .map_err(read)?
         .collect::<Result<_, _>>()
         .map_err(read)?;
-    entries.sort_by_key(|e| e.file_name());
+    entries.sort_by_key(std::fs::DirEntry::file_name);
     for entry in entries {
         let Ok(name) = entry.file_name().into_string() else {
             continue;

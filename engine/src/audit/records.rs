@@ -10,7 +10,7 @@ use crate::audit::report::{Finding, FindingCode};
 
 /// Read a JSON record. Absent (or unreadable, already reported by the file pass)
 /// is `None`; a record that does not parse is a finding and `None`.
-pub fn read_record(run_dir: &Path, rel: &str, findings: &mut Vec<Finding>) -> Option<Value> {
+pub(crate) fn read_record(run_dir: &Path, rel: &str, findings: &mut Vec<Finding>) -> Option<Value> {
     let bytes = std::fs::read(run_dir.join(rel)).ok()?;
     match serde_json::from_slice(&bytes) {
         Ok(v) => Some(v),
@@ -27,12 +27,12 @@ pub fn read_record(run_dir: &Path, rel: &str, findings: &mut Vec<Finding>) -> Op
     }
 }
 
-pub fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+pub(crate) fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
 /// `redactedArgv` of a `process.json`, when it is a list of strings.
-pub fn redacted_argv(process: &Value) -> Option<Vec<String>> {
+pub(crate) fn redacted_argv(process: &Value) -> Option<Vec<String>> {
     process
         .get("redactedArgv")?
         .as_array()?
@@ -43,7 +43,7 @@ pub fn redacted_argv(process: &Value) -> Option<Vec<String>> {
 
 /// The parts of `evidence.json` audit checks.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Evidence {
+pub(crate) struct Evidence {
     pub status: Option<String>,
     /// Attributed changes: added + modified + deleted.
     pub changed: u64,
@@ -55,7 +55,7 @@ const EXAMPLES: usize = 3;
 
 /// Read `changed: {added, modified, deleted}` where each is a count or a list of
 /// paths (or of objects with a `path`); a bare `changed` list counts too.
-pub fn evidence(v: &Value) -> Evidence {
+pub(crate) fn evidence(v: &Value) -> Evidence {
     let mut ev = Evidence {
         status: str_field(v, "status")
             .or_else(|| str_field(v, "evidenceStatus"))
@@ -91,7 +91,7 @@ pub fn evidence(v: &Value) -> Evidence {
 
 /// One verification command's result.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CommandResult {
+pub(crate) struct CommandResult {
     pub name: String,
     /// Absent means required: only an explicit `false` makes a command optional.
     pub required: bool,
@@ -101,7 +101,7 @@ pub struct CommandResult {
 }
 
 /// `verification.json`'s `commands`, or `None` when there is no such list.
-pub fn verification(v: &Value) -> Option<Vec<CommandResult>> {
+pub(crate) fn verification(v: &Value) -> Option<Vec<CommandResult>> {
     let commands = v.get("commands")?.as_array()?;
     Some(
         commands
@@ -111,8 +111,7 @@ pub fn verification(v: &Value) -> Option<Vec<CommandResult>> {
                 let exit_code = c.get("exitCode").and_then(Value::as_i64);
                 CommandResult {
                     name: str_field(c, "name")
-                        .map(str::to_string)
-                        .unwrap_or_else(|| format!("#{}", i + 1)),
+                        .map_or_else(|| format!("#{}", i + 1), str::to_string),
                     required: c.get("required").and_then(Value::as_bool).unwrap_or(true),
                     passed: c
                         .get("passed")

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Where a run-relative path is: one owner of the layout.
-pub use crate::store::layout::{attempt_number, locate};
+pub(crate) use crate::store::layout::{attempt_number, locate};
 
 /// How bad a finding is. Errors mean the run's records cannot be trusted as they
 /// stand; warnings are traces of a crash that specbridge itself can leave behind.

@@ -17,13 +17,13 @@ const MAX_SCHEMA_ERRORS: usize = 3;
 
 /// What a stage's `stage.json` says, for the consistency checks.
 #[derive(Debug, Clone)]
-pub struct StageState {
+pub(crate) struct StageState {
     pub id: String,
     pub status: Option<String>,
 }
 
 /// Check every stage folder; return each stage's recorded status.
-pub fn check_stages(
+pub(crate) fn check_stages(
     run_dir: &Path,
     findings: &mut Vec<Finding>,
 ) -> Result<Vec<StageState>, AuditError> {

@@ -14,7 +14,7 @@ const EDITING_MODES: &[&str] = &["acceptEdits"];
 const DENY_FLAGS: &[&str] = &["--disallowedTools", "--disallowed-tools"];
 
 /// Each mutating tool `argv` offers through a tool flag: `(flag, tool entry)`.
-pub fn mutating_tools_in(argv: &[String]) -> Vec<(String, String)> {
+pub(crate) fn mutating_tools_in(argv: &[String]) -> Vec<(String, String)> {
     entries_of(argv, TOOL_FLAGS)
         .into_iter()
         .filter(|(_, entry)| is_mutating(entry))
@@ -23,7 +23,7 @@ pub fn mutating_tools_in(argv: &[String]) -> Vec<(String, String)> {
 
 /// The tool names `argv` denies (rules such as `Bash(rm:*)` are left out: they
 /// deny some uses of a tool, not the tool).
-pub fn denied_tools_in(argv: &[String]) -> Vec<String> {
+pub(crate) fn denied_tools_in(argv: &[String]) -> Vec<String> {
     entries_of(argv, DENY_FLAGS)
         .into_iter()
         .map(|(_, entry)| entry)
@@ -63,7 +63,7 @@ fn entries_of(argv: &[String], flags: &[&str]) -> Vec<(String, String)> {
 }
 
 /// Whether a tool name (from `offeredTools` or an argv entry) changes files.
-pub fn is_mutating(entry: &str) -> bool {
+pub(crate) fn is_mutating(entry: &str) -> bool {
     let (name, rule) = match entry.split_once('(') {
         Some((n, r)) => (n.trim(), Some(r.trim_end_matches(')').trim())),
         None => (entry.trim(), None),
@@ -76,7 +76,7 @@ pub fn is_mutating(entry: &str) -> bool {
 }
 
 /// Whether a permission mode lets edits through unasked.
-pub fn is_editing_mode(mode: &str) -> bool {
+pub(crate) fn is_editing_mode(mode: &str) -> bool {
     EDITING_MODES.contains(&mode)
 }
 
@@ -116,7 +116,7 @@ mod tests {
     use super::*;
 
     fn argv(s: &[&str]) -> Vec<String> {
-        s.iter().map(|a| a.to_string()).collect()
+        s.iter().map(std::string::ToString::to_string).collect()
     }
 
     #[test]

@@ -111,7 +111,7 @@ pub fn attribute(
             (Some(_), _) => changed.ambiguous.push(path.clone()),
             (None, Some(a)) if a.kind == EntryKind::Missing => changed.deleted.push(path.clone()),
             (None, Some(a)) if matches!(a.status, PathStatus::Untracked | PathStatus::Added) => {
-                changed.added.push(path.clone())
+                changed.added.push(path.clone());
             }
             (None, Some(_)) => changed.modified.push(path.clone()),
             (None, None) => unreachable!("the path came from one of the snapshots"),

@@ -12,7 +12,7 @@ pub(crate) struct Git<'a> {
 }
 
 impl<'a> Git<'a> {
-    pub fn new(root: &'a Path) -> Self {
+    pub(crate) fn new(root: &'a Path) -> Self {
         Git {
             root,
             index_file: None,
@@ -20,16 +20,16 @@ impl<'a> Git<'a> {
     }
 
     /// Point git at another index file, so the user's real index is never touched.
-    pub fn with_index(mut self, index_file: PathBuf) -> Self {
+    pub(crate) fn with_index(mut self, index_file: PathBuf) -> Self {
         self.index_file = Some(index_file);
         self
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.root
     }
 
-    pub fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
+    pub(crate) fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
         let mut cmd = Command::new("git");
         cmd.current_dir(self.root)
             // Raw UTF-8 names in output; no fsmonitor hook (a command the agent could
@@ -48,7 +48,7 @@ impl<'a> Git<'a> {
     }
 
     /// Run and collect the output, whatever the exit status.
-    pub fn output<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<Output, EvidenceError> {
+    pub(crate) fn output<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<Output, EvidenceError> {
         self.command(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -61,7 +61,7 @@ impl<'a> Git<'a> {
     }
 
     /// Run and return stdout; a nonzero exit is an error carrying stderr.
-    pub fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<Vec<u8>, EvidenceError> {
+    pub(crate) fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<Vec<u8>, EvidenceError> {
         let out = self.output(args)?;
         if !out.status.success() {
             return Err(self.failed(args, &out.stderr));
@@ -69,7 +69,7 @@ impl<'a> Git<'a> {
         Ok(out.stdout)
     }
 
-    pub fn failed<S: AsRef<OsStr>>(&self, args: &[S], stderr: &[u8]) -> EvidenceError {
+    pub(crate) fn failed<S: AsRef<OsStr>>(&self, args: &[S], stderr: &[u8]) -> EvidenceError {
         EvidenceError::GitFailed {
             args: describe(args),
             root: self.root.to_path_buf(),
@@ -77,7 +77,7 @@ impl<'a> Git<'a> {
         }
     }
 
-    pub fn bad_output<S: AsRef<OsStr>>(&self, args: &[S], detail: String) -> EvidenceError {
+    pub(crate) fn bad_output<S: AsRef<OsStr>>(&self, args: &[S], detail: String) -> EvidenceError {
         EvidenceError::GitOutput {
             args: describe(args),
             root: self.root.to_path_buf(),

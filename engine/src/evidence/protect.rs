@@ -10,7 +10,7 @@ use super::snapshot::GitSnapshot;
 use super::RUN_STORE_DIR;
 
 /// The CLI's project settings folder (settings, hooks, agents, commands).
-pub const CLAUDE_SETTINGS_DIR: &str = ".claude";
+pub(crate) const CLAUDE_SETTINGS_DIR: &str = ".claude";
 
 /// Why a path is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -71,7 +71,7 @@ pub fn plan_nodes(file: &PipelineFile, only: &[String]) -> Result<Vec<Node>, Orc
     };
     let mut keep: BTreeSet<String> = BTreeSet::new();
     if only.is_empty() {
-        keep.extend(by_id.keys().map(|k| k.to_string()));
+        keep.extend(by_id.keys().map(std::string::ToString::to_string));
     } else {
         let mut stack: Vec<String> = Vec::new();
         for name in only {
@@ -165,7 +165,12 @@ pub fn expansions(outcome: &RunOutcome, file: &PipelineFile) -> Vec<Expansion> {
 
 /// A scheduled plan's run status and exit code (the most severe of its stages).
 pub fn status_of(outcome: &RunOutcome) -> (RunStatus, i32) {
-    let exit_code = exit::most_severe(outcome.reports.values().map(|r| r.exit_code()));
+    let exit_code = exit::most_severe(
+        outcome
+            .reports
+            .values()
+            .map(scheduler::StageReport::exit_code),
+    );
     let status = if outcome.cancelled {
         RunStatus::Cancelled
     } else if exit_code == exit::OK && outcome.statuses.values().all(|s| s.passed()) {
@@ -189,6 +194,5 @@ pub fn display_rel(root: &Path, path: &Path) -> String {
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let (r, p) = (canon(root), canon(path));
     p.strip_prefix(&r)
-        .map(|x| x.display().to_string())
-        .unwrap_or_else(|_| path.display().to_string())
+        .map_or_else(|_| path.display().to_string(), |x| x.display().to_string())
 }

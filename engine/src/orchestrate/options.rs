@@ -161,6 +161,10 @@ mod tests {
         assert_eq!(options.overrides.timeout, recorded.overrides.timeout);
         // The record keeps the shape it had as a map: only the fields given.
         let json = serde_json::to_value(&options.overrides).expect("serialise");
-        assert_eq!(json.as_object().map(|m| m.len()), Some(3), "{json}");
+        assert_eq!(
+            json.as_object().map(serde_json::Map::len),
+            Some(3),
+            "{json}"
+        );
     }
 }

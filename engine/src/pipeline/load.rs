@@ -214,8 +214,7 @@ pub(super) fn yaml_to_json(v: &serde_yaml::Value) -> Value {
             } else {
                 n.as_f64()
                     .and_then(serde_json::Number::from_f64)
-                    .map(Value::Number)
-                    .unwrap_or(Value::Null)
+                    .map_or(Value::Null, Value::Number)
             }
         }
         Y::String(s) => Value::String(s.clone()),

@@ -115,8 +115,7 @@ impl Ctx<'_> {
                     .unwrap_or_default();
                 let text = value
                     .as_str()
-                    .map(String::from)
-                    .unwrap_or_else(|| value.to_string());
+                    .map_or_else(|| value.to_string(), String::from);
                 let mut d = Diagnostic::error(
                     "invalid-value",
                     self.file,
@@ -141,8 +140,7 @@ impl Ctx<'_> {
                 let limit = limit
                     .as_f64()
                     .filter(|f| f.fract() == 0.0)
-                    .map(|f| format!("{f:.0}"))
-                    .unwrap_or_else(|| limit.to_string());
+                    .map_or_else(|| limit.to_string(), |f| format!("{f:.0}"));
                 self.push(
                     Diagnostic::error(
                         "invalid-value",
@@ -401,11 +399,10 @@ fn enum_options(node: &Value, root: &Value) -> Vec<String> {
         let Some(list) = b.get("enum").and_then(Value::as_array) else {
             return Vec::new();
         };
-        out.extend(list.iter().map(|o| {
-            o.as_str()
-                .map(String::from)
-                .unwrap_or_else(|| o.to_string())
-        }));
+        out.extend(
+            list.iter()
+                .map(|o| o.as_str().map_or_else(|| o.to_string(), String::from)),
+        );
     }
     out
 }

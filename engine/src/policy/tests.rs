@@ -149,7 +149,7 @@ fn each_refusal_has_its_class() {
                 r.sandbox = Some(SandboxSetting::Settings(SandboxSettings {
                     writable_paths: vec!["/".into()],
                     allowed_domains: vec![],
-                }))
+                }));
             }),
             "sandbox-path",
             RefusalClass::Safety,
@@ -159,7 +159,7 @@ fn each_refusal_has_its_class() {
                 r.sandbox = Some(SandboxSetting::Settings(SandboxSettings {
                     writable_paths: vec![],
                     allowed_domains: vec!["*".into()],
-                }))
+                }));
             }),
             "sandbox-domain",
             RefusalClass::Safety,

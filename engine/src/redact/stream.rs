@@ -18,7 +18,7 @@ use super::shapes::{PEM_BEGIN, PEM_END, PEM_MARKER_MAX};
 use super::Redactor;
 
 /// Most bytes held while waiting for a newline.
-pub const HOLD: usize = 256 * 1024;
+pub(crate) const HOLD: usize = 256 * 1024;
 /// Bytes kept back at a cut of an overlong line, at the least.
 const KEEP: usize = 4 * 1024;
 

@@ -255,7 +255,7 @@ impl RecordedAttempt {
                 }
             }
         }
-        if std::fs::metadata(&patch).map(|m| m.len()).unwrap_or(0) == 0 {
+        if std::fs::metadata(&patch).map_or(0, |m| m.len()) == 0 {
             return Ok(());
         }
         let apply_err = |message: String| ReplayError::Apply {

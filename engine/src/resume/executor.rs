@@ -199,7 +199,7 @@ impl StageExecutor for ResumeExecutor {
     }
 
     fn stop(&self) {
-        self.inner.stop()
+        self.inner.stop();
     }
 
     fn describe(&self, node: &Node) -> Vec<String> {

@@ -102,7 +102,7 @@ mod tests {
             Node::stage(
                 id,
                 StageKind::Generate,
-                needs.iter().map(|s| s.to_string()).collect(),
+                needs.iter().map(std::string::ToString::to_string).collect(),
             )
         };
         assert!(f.check(&n("requirements", &[])).is_none());

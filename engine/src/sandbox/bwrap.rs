@@ -156,7 +156,8 @@ impl Confinement {
         }
         let s = |p: &Path| p.display().to_string();
         let mut argv: Vec<String> = vec![s(&self.bubblewrap)];
-        let mut push = |items: &[&str]| argv.extend(items.iter().map(|x| x.to_string()));
+        let mut push =
+            |items: &[&str]| argv.extend(items.iter().map(std::string::ToString::to_string));
         push(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
         push(&["--tmpfs", "/tmp"]);
         // A HOME under /tmp (a CI job's, a test's) would vanish behind the private

@@ -93,10 +93,10 @@ impl StageReport {
     /// The exit code this stage contributes to the run's.
     pub fn exit_code(&self) -> i32 {
         let base = self.status.exit_code();
-        let gate = self
-            .evidence_status
-            .map(|e| e.exit_code())
-            .unwrap_or(crate::exit::OK);
+        let gate = self.evidence_status.map_or(
+            crate::exit::OK,
+            super::super::status::EvidenceStatus::exit_code,
+        );
         crate::exit::most_severe([base, gate, self.exit_code.unwrap_or(crate::exit::OK)])
     }
 }

@@ -26,8 +26,7 @@ fn base_delay() -> Duration {
     std::env::var(BASE_DELAY_ENV)
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_BASE)
+        .map_or(DEFAULT_BASE, Duration::from_millis)
 }
 
 /// The wait before retry number `retry` (1 for the first): exponential with equal

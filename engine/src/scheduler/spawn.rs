@@ -45,7 +45,7 @@ pub(super) fn start_attempt(
     write_stage(run, node, StageStatus::Running, Some(&started), attempt)?;
     let started_at = started.started_at.clone();
     run.event(RunEvent::StageStarted(StageStarted {
-        stage: id.to_string(),
+        stage: id.clone(),
         attempt,
     }))?;
     let exec = spawn.executor.clone();

@@ -46,7 +46,7 @@ fn blocks(s: StageStatus) -> bool {
 }
 
 impl SchedState {
-    pub fn new(nodes: Vec<Node>) -> Self {
+    pub(crate) fn new(nodes: Vec<Node>) -> Self {
         let mut st = SchedState {
             nodes: BTreeMap::new(),
             status: BTreeMap::new(),
@@ -101,13 +101,13 @@ impl SchedState {
         }
     }
 
-    pub fn node(&self, id: &str) -> &Node {
+    pub(crate) fn node(&self, id: &str) -> &Node {
         &self.nodes[id]
     }
 
-    pub fn set(&mut self, id: &str, s: StageStatus) {
+    pub(crate) fn set(&mut self, id: &str, s: StageStatus) {
         let old = self.status.insert(id.to_string(), s);
-        let was_terminal = old.is_some_and(|o| o.is_terminal());
+        let was_terminal = old.is_some_and(super::super::status::StageStatus::is_terminal);
         match (was_terminal, s.is_terminal()) {
             (false, true) if old.is_some() => self.unfinished -= 1,
             (true, false) => self.unfinished += 1,
@@ -151,33 +151,33 @@ impl SchedState {
         }
     }
 
-    pub fn record(&mut self, id: &str, report: StageReport) {
+    pub(crate) fn record(&mut self, id: &str, report: StageReport) {
         self.reports.insert(id.to_string(), report);
     }
 
     /// A retried node: its next attempt comes after `attempts`.
-    pub fn set_prior_attempts(&mut self, id: &str, attempts: u32) {
+    pub(crate) fn set_prior_attempts(&mut self, id: &str, attempts: u32) {
         if let Some(node) = self.nodes.get_mut(id) {
             node.prior_attempts = attempts;
         }
     }
 
-    pub fn next_attempt(&self, id: &str) -> u32 {
+    pub(crate) fn next_attempt(&self, id: &str) -> u32 {
         self.nodes[id].prior_attempts + 1
     }
 
     /// Pending ids, in id order.
-    pub fn pending_ids(&self) -> Vec<String> {
+    pub(crate) fn pending_ids(&self) -> Vec<String> {
         self.pending.iter().cloned().collect()
     }
 
-    pub fn any_failed(&self) -> bool {
+    pub(crate) fn any_failed(&self) -> bool {
         self.failed > 0
     }
 
     /// Pending nodes that can never run, each with the first need (in listed
     /// order) that blocks it and that need's status.
-    pub fn blocked(&self) -> Vec<(String, String, StageStatus)> {
+    pub(crate) fn blocked(&self) -> Vec<(String, String, StageStatus)> {
         self.maybe_blocked
             .iter()
             .filter_map(|id| {
@@ -190,7 +190,7 @@ impl SchedState {
     }
 
     /// Why `need` did not pass, in a few words, for a blocked dependent.
-    pub fn blocker_reason(&self, need: &str, status: StageStatus) -> String {
+    pub(crate) fn blocker_reason(&self, need: &str, status: StageStatus) -> String {
         match self.reports.get(need).and_then(|r| r.reason.as_deref()) {
             Some(o) if status == StageStatus::Blocked => o.to_string(),
             Some(o) => format!("{status}: {o}"),
@@ -200,17 +200,17 @@ impl SchedState {
 
     /// The ready node with the smallest id: every need passed its gate. Taking the
     /// smallest id keeps the order deterministic.
-    pub fn next_ready(&self) -> Option<String> {
+    pub(crate) fn next_ready(&self) -> Option<String> {
         self.ready.first().cloned()
     }
 
-    pub fn all_done(&self) -> bool {
+    pub(crate) fn all_done(&self) -> bool {
         self.unfinished == 0
     }
 
     /// Replace a placeholder by its instances; whatever needed the placeholder now
     /// needs every instance.
-    pub fn expand(&mut self, placeholder: &str, instances: Vec<Node>) {
+    pub(crate) fn expand(&mut self, placeholder: &str, instances: Vec<Node>) {
         if self.status.get(placeholder) == Some(&StageStatus::Pending) {
             self.pending.remove(placeholder);
             self.ready.remove(placeholder);
@@ -276,7 +276,7 @@ impl SchedState {
         }
     }
 
-    pub fn into_outcome(self, cancelled: bool) -> RunOutcome {
+    pub(crate) fn into_outcome(self, cancelled: bool) -> RunOutcome {
         RunOutcome {
             statuses: self.status,
             reports: self.reports,
@@ -297,7 +297,7 @@ mod tests {
         Node::stage(
             id,
             StageKind::Check,
-            needs.iter().map(|s| s.to_string()).collect(),
+            needs.iter().map(std::string::ToString::to_string).collect(),
         )
     }
 

@@ -60,7 +60,7 @@ pub(super) struct Staged {
 impl Staged {
     /// Rename into place, then sync the folder so the rename itself survives a
     /// crash (what is announced after this is on disk before its announcement).
-    pub fn commit(self) -> Result<String, WriteError> {
+    pub(crate) fn commit(self) -> Result<String, WriteError> {
         let err = |source| WriteError {
             path: self.path.display().to_string(),
             source,

@@ -165,7 +165,7 @@ fn plain_components(rel: &str) -> Result<Vec<&str>, ConfinedWriteError> {
 
 fn open_dir(parent: Option<&OwnedFd>, path: &Path, extra: OFlag) -> Result<OwnedFd, Errno> {
     let fd = openat(
-        parent.map(|p| p.as_raw_fd()),
+        parent.map(std::os::fd::AsRawFd::as_raw_fd),
         path,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | extra,
         Mode::empty(),

@@ -31,7 +31,7 @@ struct SyncState {
 impl GroupCommit {
     /// Over a second descriptor of the log, so that a sync never needs the log's
     /// lock: appenders go on while it runs, and the next sync covers them.
-    pub fn new(file: File, written: u64) -> Self {
+    pub(crate) fn new(file: File, written: u64) -> Self {
         GroupCommit {
             file,
             written: AtomicU64::new(written),
@@ -45,12 +45,12 @@ impl GroupCommit {
     }
 
     /// Called by the appender after the line's `write` returned.
-    pub fn wrote(&self, seq: u64) {
+    pub(crate) fn wrote(&self, seq: u64) {
         self.written.fetch_max(seq, Ordering::Release);
     }
 
     /// Returns once every line up to `seq` (already written) is on disk.
-    pub fn sync_through(&self, seq: u64) -> std::io::Result<()> {
+    pub(crate) fn sync_through(&self, seq: u64) -> std::io::Result<()> {
         let mut state = self.state.lock().expect("group commit lock");
         loop {
             if state.durable >= seq {
@@ -78,13 +78,13 @@ impl GroupCommit {
     }
 
     #[cfg(test)]
-    pub fn syncs(&self) -> u64 {
+    pub(crate) fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::Relaxed)
     }
 
     /// (durable seq, syncs made).
     #[cfg(test)]
-    pub fn state_for_test(&self) -> (u64, u64) {
+    pub(crate) fn state_for_test(&self) -> (u64, u64) {
         (self.state.lock().unwrap().durable, self.syncs())
     }
 }

@@ -63,7 +63,7 @@ pub(in crate::store) struct EventLog {
 
 impl EventLog {
     /// Start a new, empty log.
-    pub fn create(path: &Path) -> Result<Self, EventError> {
+    pub(crate) fn create(path: &Path) -> Result<Self, EventError> {
         Self::append_to(path, true, 1, GENESIS.to_string())
     }
 
@@ -94,7 +94,7 @@ impl EventLog {
 
     /// Continue an existing log whose chain is intact. A torn last line must have
     /// been set aside first (see [`set_aside_torn_tail`]).
-    pub fn open(path: &Path) -> Result<Self, EventError> {
+    pub(crate) fn open(path: &Path) -> Result<Self, EventError> {
         let check = verify_chain(path)?;
         if let Some(p) = check.problems.first() {
             return Err(EventError::Broken {
@@ -143,20 +143,20 @@ impl EventLog {
     }
 
     /// What makes this log's lines durable; usable without the log's lock.
-    pub fn commit(&self) -> Arc<GroupCommit> {
+    pub(crate) fn commit(&self) -> Arc<GroupCommit> {
         self.commit.clone()
     }
 
     /// The sha256 of the last line appended (the next event's `prev`).
-    pub fn head(&self) -> &str {
+    pub(crate) fn head(&self) -> &str {
         &self.prev
     }
 
-    pub fn last_seq(&self) -> u64 {
+    pub(crate) fn last_seq(&self) -> u64 {
         self.next_seq - 1
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }

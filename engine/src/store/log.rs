@@ -142,7 +142,9 @@ impl RunLog {
             .ok_or_else(|| io(std::io::Error::other("no writer")))?;
         let synced = writer.finish().and_then(|hashing| {
             let Hashing { file, hasher } = hashing;
-            let file = file.into_inner().map_err(|e| e.into_error())?;
+            let file = file
+                .into_inner()
+                .map_err(std::io::IntoInnerError::into_error)?;
             match super::durable::off_the_worker(|| file.sync_data()) {
                 Err(e) if e.raw_os_error() != Some(libc::EINVAL) => Err(e),
                 _ => Ok(hasher),

@@ -45,7 +45,7 @@ pub fn is_safe_component(s: &str) -> bool {
 }
 
 /// Every run id in `runs_dir`, oldest first.
-pub fn run_ids(runs_dir: &Path) -> Result<Vec<String>, RunSelectError> {
+pub(crate) fn run_ids(runs_dir: &Path) -> Result<Vec<String>, RunSelectError> {
     let entries = match std::fs::read_dir(runs_dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -57,7 +57,7 @@ pub fn run_ids(runs_dir: &Path) -> Result<Vec<String>, RunSelectError> {
         }
     };
     let mut ids: Vec<String> = entries
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .filter(|e| e.path().is_dir())
         .filter_map(|e| e.file_name().into_string().ok())
         .filter(|n| uuid::Uuid::parse_str(n).is_ok())
@@ -86,7 +86,7 @@ pub fn shortest_unique_prefixes(ids: &[String], min: usize) -> Vec<String> {
 }
 
 /// Resolve a selector to a run id.
-pub fn select(runs_dir: &Path, selector: &str) -> Result<String, RunSelectError> {
+pub(crate) fn select(runs_dir: &Path, selector: &str) -> Result<String, RunSelectError> {
     let ids = run_ids(runs_dir)?;
     if selector == "latest" {
         return ids

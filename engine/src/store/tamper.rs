@@ -99,7 +99,7 @@ mod tests {
         let changes: Vec<String> = run
             .changed_records()
             .iter()
-            .map(|c| c.to_string())
+            .map(std::string::ToString::to_string)
             .collect();
         assert_eq!(
             changes,

@@ -100,9 +100,10 @@ impl TreeLock {
             }
             let mut text = String::new();
             let _ = file.read_to_string(&mut text);
-            let holder = serde_json::from_str::<TreeLockHolder>(&text)
-                .map(|h| h.to_string())
-                .unwrap_or_else(|_| "another specbridge process".to_string());
+            let holder = serde_json::from_str::<TreeLockHolder>(&text).map_or_else(
+                |_| "another specbridge process".to_string(),
+                |h| h.to_string(),
+            );
             return Err(TreeLockError::InUse {
                 root: root.display().to_string(),
                 holder,

@@ -58,7 +58,7 @@ pub(crate) struct Capture<'o> {
 }
 
 impl<'o> Capture<'o> {
-    pub fn new(
+    pub(crate) fn new(
         stream: OutputStream,
         sink: Box<dyn OutputSink>,
         cap: u64,
@@ -75,14 +75,14 @@ impl<'o> Capture<'o> {
         }
     }
 
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         self.sink.describe()
     }
 
     /// Copies `pipe` into the sink until end of stream, the cap, or an error.
     /// The sink writes synchronously: a chunk at a time into a local file.
     /// Past the cap the pipe is dropped unread: the process is being stopped anyway.
-    pub async fn pump(
+    pub(crate) async fn pump(
         &mut self,
         mut pipe: impl AsyncRead + Unpin,
         events: UnboundedSender<CaptureEvent>,
@@ -133,7 +133,7 @@ impl<'o> Capture<'o> {
 
     /// Completes the sink (held bytes written, file synced and recorded); the
     /// first error of the capture wins.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if let Err(error) = self.sink.finish() {
             self.error.get_or_insert(error);
         }

@@ -92,8 +92,7 @@ pub fn process_record_schema() -> serde_json::Value {
 /// A signal's name for the record.
 pub(crate) fn signal_name(number: i32) -> String {
     nix::sys::signal::Signal::try_from(number)
-        .map(|signal| signal.as_str().to_owned())
-        .unwrap_or_else(|_| number.to_string())
+        .map_or_else(|_| number.to_string(), |signal| signal.as_str().to_owned())
 }
 
 #[cfg(test)]

@@ -9,13 +9,13 @@ use specbridge_engine::supervisor::{ObserverControl, OutputSink, SpawnSpec, Stdo
 
 /// A plain file, for the supervisor's own tests (runs write through the store's
 /// redacting logs instead).
-pub struct FileSink {
+pub(crate) struct FileSink {
     path: PathBuf,
     file: std::fs::File,
 }
 
 impl FileSink {
-    pub fn create(path: PathBuf) -> Box<Self> {
+    pub(crate) fn create(path: PathBuf) -> Box<Self> {
         let file = std::fs::File::create(&path).unwrap();
         Box::new(FileSink { path, file })
     }
@@ -36,7 +36,7 @@ impl OutputSink for FileSink {
 }
 
 /// A `sh -c SCRIPT` child writing into `dir`, with limits that never get in the way.
-pub fn sh(dir: &Path, script: &str) -> SpawnSpec {
+pub(crate) fn sh(dir: &Path, script: &str) -> SpawnSpec {
     SpawnSpec {
         program: "sh".into(),
         args: vec!["-c".into(), script.into()],
@@ -57,7 +57,7 @@ pub fn sh(dir: &Path, script: &str) -> SpawnSpec {
 
 /// Pids of the live (non-zombie) processes in group `pgid`, read from `/proc`
 /// independently of the supervisor's own check.
-pub fn live_group_members(pgid: i32) -> Vec<i32> {
+pub(crate) fn live_group_members(pgid: i32) -> Vec<i32> {
     let mut members = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
@@ -73,7 +73,7 @@ pub fn live_group_members(pgid: i32) -> Vec<i32> {
 }
 
 /// Whether `pid` is a running (non-zombie) process.
-pub fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     matches!(stat(pid), Some((state, _)) if state != 'Z')
 }
 
@@ -85,7 +85,7 @@ fn stat(pid: i32) -> Option<(char, i32)> {
 
 /// `kill(-pgid, 0)` fails with ESRCH, or only zombies (which an init that does not
 /// reap leaves behind) are left in the group.
-pub fn assert_group_gone(pgid: i32) {
+pub(crate) fn assert_group_gone(pgid: i32) {
     assert!(pgid > 1);
     let probe = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None);
     if probe != Err(nix::errno::Errno::ESRCH) {
@@ -95,7 +95,7 @@ pub fn assert_group_gone(pgid: i32) {
 }
 
 /// Reports the result on a line starting with `result`, and each line on `lines`.
-pub struct ResultOnLine {
+pub(crate) struct ResultOnLine {
     pub lines: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
 }
 

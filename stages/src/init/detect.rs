@@ -16,7 +16,10 @@ pub struct TestCommand {
 
 impl TestCommand {
     fn new(found: &'static str, name: &'static str, argv: &[&str]) -> TestCommand {
-        let mut t = TestCommand::from_argv(found, argv.iter().map(|s| s.to_string()).collect());
+        let mut t = TestCommand::from_argv(
+            found,
+            argv.iter().map(std::string::ToString::to_string).collect(),
+        );
         t.name = name;
         t
     }

@@ -26,7 +26,10 @@ pub(crate) fn check_working_tree(
     if nodes.iter().any(|n| n.kind == StageKind::Execute) {
         let kept = crate::working_tree::require_clean_start(root, allow_dirty, run_dir)
             .map_err(SessionError::Preflight)?;
-        return Ok(kept.iter().map(|w| w.describe()).collect());
+        return Ok(kept
+            .iter()
+            .map(super::super::partial_work::PartialWork::describe)
+            .collect());
     }
     Ok(Vec::new())
 }

@@ -72,18 +72,18 @@ pub(crate) struct Scaffold {
 }
 
 impl Scaffold {
-    pub fn create(settings: &ScaffoldSettings) -> Result<Self, SessionError> {
+    pub(super) fn create(settings: &ScaffoldSettings) -> Result<Self, SessionError> {
         Ok(Scaffold {
             root: specbridge_engine::scaffold::create(&settings.from)?,
             keep: settings.keep,
         })
     }
 
-    pub fn root(&self) -> &Path {
+    pub(super) fn root(&self) -> &Path {
         &self.root
     }
 
-    pub fn kept(&self) -> bool {
+    pub(super) fn kept(&self) -> bool {
         self.keep
     }
 }

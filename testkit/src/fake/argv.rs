@@ -181,7 +181,7 @@ mod tests {
 
     fn parse_for(version: &str, args: &[&str]) -> Result<Invocation, ArgvError> {
         let help = HelpSpec::parse(VersionCapture::lookup(version).unwrap().help_txt);
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let args: Vec<String> = args.iter().map(std::string::ToString::to_string).collect();
         parse(&help, &args)
     }
 

@@ -114,7 +114,7 @@ fn choices(description: &str) -> Option<Vec<String>> {
     Some(
         rest[..end]
             .split(',')
-            .map(|c| c.trim())
+            .map(str::trim)
             // "default: …" and "preset: …" follow the choices inside the same parentheses.
             .take_while(|c| c.starts_with('"'))
             .map(|c| c.trim_matches('"').to_owned())

@@ -280,8 +280,7 @@ fn print_mode(
     let tools = offered_tools(&capture, invocation, schema.is_some());
     let model = invocation
         .value("--model")
-        .map(str::to_owned)
-        .unwrap_or_else(|| capture.default_model());
+        .map_or_else(|| capture.default_model(), str::to_owned);
     // The real CLI reports `manual` (2.1.200+) as `default`.
     let permission_mode = match invocation.value("--permission-mode") {
         None | Some("manual") => "default",

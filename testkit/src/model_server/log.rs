@@ -150,20 +150,22 @@ impl RequestLog {
         if let Some(file) = &self.file {
             let mut line = serde_json::to_string(&request).expect("a recorded request serializes");
             line.push('\n');
-            let mut file = file.lock().unwrap_or_else(|poison| poison.into_inner());
+            let mut file = file
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             // A log write failure must not turn into a wrong reply to the agent.
             let _ = file.write_all(line.as_bytes()).and_then(|()| file.flush());
         }
         self.entries
             .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(request);
     }
 
     pub(crate) fn snapshot(&self) -> Vec<RecordedRequest> {
         self.entries
             .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
 }

@@ -187,7 +187,7 @@ impl ModelServer {
         self.shared
             .script
             .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -227,8 +227,7 @@ async fn handle(
 ) -> Response {
     let path = uri
         .path_and_query()
-        .map(|pq| pq.as_str().to_owned())
-        .unwrap_or_else(|| uri.path().to_owned());
+        .map_or_else(|| uri.path().to_owned(), |pq| pq.as_str().to_owned());
     let body = parse_body(&body);
     let side = side::classify(method.as_str(), &path, &body);
     let (step, answer, delay_ms) = match side {
@@ -238,7 +237,7 @@ async fn handle(
                 let mut cursor = shared
                     .script
                     .lock()
-                    .unwrap_or_else(|poison| poison.into_inner());
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 (cursor.next(), cursor.served)
             };
             match next {

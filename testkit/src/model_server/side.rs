@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use super::log::SideRequest;
 
 /// What a request is: a side request (answered on the spot) or `None` for a scripted model request.
-pub fn classify(method: &str, path: &str, body: &Value) -> Option<SideRequest> {
+pub(super) fn classify(method: &str, path: &str, body: &Value) -> Option<SideRequest> {
     let route = path.split('?').next().unwrap_or(path);
     match (method, route) {
         ("HEAD", _) => Some(SideRequest::Probe),
@@ -66,7 +66,7 @@ fn output_schema(body: &Value) -> Option<&Value> {
 }
 
 /// The text a side request to `/v1/messages` is answered with.
-pub fn side_answer_text(kind: SideRequest, body: &Value) -> String {
+pub(super) fn side_answer_text(kind: SideRequest, body: &Value) -> String {
     match kind {
         SideRequest::FormatQuery => {
             example_for_schema(output_schema(body).unwrap_or(&Value::Null)).to_string()

@@ -6,7 +6,7 @@ use super::script::{ToolCall, Usage};
 
 /// One content block of a streamed assistant message.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Block {
+pub(super) enum Block {
     Text(String),
     ToolUse {
         id: String,
@@ -19,7 +19,12 @@ pub enum Block {
 const DELTA_PIECES: usize = 3;
 
 /// The whole event stream of one message: `message_start` … `message_stop`.
-pub fn message_events(message_id: &str, model: &str, blocks: &[Block], usage: Usage) -> String {
+pub(super) fn message_events(
+    message_id: &str,
+    model: &str,
+    blocks: &[Block],
+    usage: Usage,
+) -> String {
     let stop_reason = stop_reason(blocks);
     let mut out = String::new();
     push_event(
@@ -61,7 +66,7 @@ pub fn message_events(message_id: &str, model: &str, blocks: &[Block], usage: Us
 }
 
 /// The same message as one JSON object, for requests without `stream: true`.
-pub fn message_json(message_id: &str, model: &str, blocks: &[Block], usage: Usage) -> Value {
+pub(super) fn message_json(message_id: &str, model: &str, blocks: &[Block], usage: Usage) -> Value {
     let content: Vec<Value> = blocks
         .iter()
         .map(|block| match block {
@@ -153,7 +158,7 @@ fn split_pieces(text: &str) -> Vec<String> {
 }
 
 /// Blocks for a scripted tool-use reply, generating ids where the script left them out.
-pub fn tool_blocks(
+pub(super) fn tool_blocks(
     text: Option<&str>,
     calls: &[ToolCall],
     mut new_id: impl FnMut() -> String,

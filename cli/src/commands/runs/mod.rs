@@ -1,8 +1,8 @@
 //! `specbridge runs list`, `runs show` (a run, or one stage with `stage.rs`) and
 //! `runs report` (`report.rs`).
 
-pub mod report;
-pub mod stage;
+pub(crate) mod report;
+pub(crate) mod stage;
 
 use std::path::Path;
 
@@ -17,7 +17,7 @@ use crate::inspect::{self, Spend};
 use crate::printer::Printer;
 use crate::table::{cost, duration, tokens, tokens_short, Table};
 
-pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
+pub(crate) fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
     let store = RunStore::new(&ws.root);
     let runs = store.readers()?;
     let mut rows = Vec::new();
@@ -80,7 +80,7 @@ pub fn list(ws: &Workspace, printer: Printer, json_out: bool) -> CliResult {
     Ok(0)
 }
 
-pub fn show(
+pub(crate) fn show(
     ws: &Workspace,
     printer: Printer,
     selector: &str,
@@ -295,7 +295,7 @@ fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
 }
 
-pub fn show_stage(
+pub(crate) fn show_stage(
     ws: &Workspace,
     printer: Printer,
     selector: &str,
@@ -305,6 +305,6 @@ pub fn show_stage(
 }
 
 /// The run a selector names (id, unique prefix, `latest`).
-pub fn open(ws: &Workspace, selector: &str) -> CliResult<RunReader> {
+pub(crate) fn open(ws: &Workspace, selector: &str) -> CliResult<RunReader> {
     Ok(RunStore::new(&ws.root).reader(selector)?)
 }

@@ -10,7 +10,7 @@ use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 use crate::report::{render, ReportData};
 
-pub fn run(
+pub(crate) fn run(
     ws: &Workspace,
     printer: Printer,
     selector: &str,

@@ -12,14 +12,14 @@ use crate::table::{cost, duration, tokens};
 /// Lines of the prompt shown.
 const PROMPT_LINES: usize = 6;
 
-pub struct StageArgs<'a> {
+pub(crate) struct StageArgs<'a> {
     pub stage: &'a str,
     pub attempt: Option<u32>,
     pub diff: bool,
     pub json: bool,
 }
 
-pub fn show(printer: Printer, run: &RunReader, args: StageArgs<'_>) -> CliResult {
+pub(crate) fn show(printer: Printer, run: &RunReader, args: StageArgs<'_>) -> CliResult {
     let run_id = run.id();
     let config = |e: specbridge_engine::store::StoreError| CliError::Config(e.to_string());
     let stages = run.stages_in_plan_order().map_err(config)?;
@@ -98,7 +98,7 @@ fn print_diff(printer: Printer, run: &RunReader, story: &StageStory, json_out: b
     Ok(0)
 }
 
-pub fn render(printer: Printer, story: &StageStory) -> String {
+pub(crate) fn render(printer: Printer, story: &StageStory) -> String {
     let s = &story.stage;
     let mut out = Vec::new();
     out.push(format!("stage     {} ({})", s.stage_id, s.kind.as_str()));

@@ -101,7 +101,7 @@ fn tool_result(sandbox: &Sandbox, id: &str) -> ToolResult {
     sandbox
         .model_requests()
         .iter()
-        .flat_map(|r| r.tool_results())
+        .flat_map(specbridge_testkit::model_server::RecordedRequest::tool_results)
         .find(|r| r.tool_use_id == id)
         .unwrap_or_else(|| panic!("no tool result for {id}"))
 }

@@ -49,7 +49,7 @@ fn tool_result_of(sandbox: &Sandbox, id: &str) -> specbridge_testkit::model_serv
     sandbox
         .model_requests()
         .iter()
-        .flat_map(|r| r.tool_results())
+        .flat_map(specbridge_testkit::model_server::RecordedRequest::tool_results)
         .find(|r| r.tool_use_id == id)
         .unwrap_or_else(|| panic!("no tool result for {id}"))
 }

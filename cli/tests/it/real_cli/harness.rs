@@ -14,18 +14,18 @@ use specbridge_testkit::model_server::{ModelServer, RecordedRequest, Script};
 use crate::common::{Output, TestContext};
 
 /// The CLI version whose behaviour these tests pin down (`.ci/install-claude-code`).
-pub const CLAUDE_VERSION: &str = "2.1.332";
+pub(super) const CLAUDE_VERSION: &str = "2.1.332";
 
 /// Built-in tools that change files or run commands: none may be offered to a
 /// generate stage.
-pub const MUTATING_TOOLS: &[&str] = &["Bash", "Edit", "MultiEdit", "Write", "NotebookEdit"];
+pub(super) const MUTATING_TOOLS: &[&str] = &["Bash", "Edit", "MultiEdit", "Write", "NotebookEdit"];
 
 /// An upper bound on one specbridge run, so that a regression cannot hang the suite.
 const RUN_BOUND: Duration = Duration::from_secs(240);
 
 /// The installed CLI: `SPECBRIDGE_CLAUDE_BIN`, else the cache folder the install script
 /// uses. Missing, the tier skips with a visible message — except in CI, where it fails.
-pub fn claude_bin() -> Option<PathBuf> {
+pub(super) fn claude_bin() -> Option<PathBuf> {
     let path = std::env::var_os("SPECBRIDGE_CLAUDE_BIN")
         .map(PathBuf::from)
         .or_else(|| {
@@ -38,9 +38,7 @@ pub fn claude_bin() -> Option<PathBuf> {
     match path {
         Some(path) if path.is_file() => Some(path),
         other => {
-            let where_ = other
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "(no HOME)".to_owned());
+            let where_ = other.map_or_else(|| "(no HOME)".to_owned(), |p| p.display().to_string());
             let message = format!(
                 "the real Claude Code CLI is not installed (looked at {where_}); \
                  run `.ci/install-claude-code` (it installs {CLAUDE_VERSION} and prints the \
@@ -64,7 +62,7 @@ pub fn claude_bin() -> Option<PathBuf> {
 }
 
 /// One scenario: its repository, its `HOME`, its model server.
-pub struct Sandbox {
+pub(super) struct Sandbox {
     pub ctx: TestContext,
     pub home: tempfile::TempDir,
     pub server: ModelServer,
@@ -74,7 +72,7 @@ pub struct Sandbox {
 impl Sandbox {
     /// `None` when the tier skips (see [`claude_bin`]). The script is made from the
     /// repository's canonical root, since the model names files by absolute path.
-    pub fn new(script: impl FnOnce(&Path) -> Script) -> Option<Sandbox> {
+    pub(super) fn new(script: impl FnOnce(&Path) -> Script) -> Option<Sandbox> {
         let claude = claude_bin()?;
         let home = tempfile::Builder::new()
             .prefix("specbridge-home-")
@@ -94,7 +92,7 @@ impl Sandbox {
     /// Writes `specbridge.yaml` with the real CLI as runner (by absolute path), the given
     /// runner keys (YAML lines indented two spaces) and stages, adds a README and commits
     /// everything, so that the tree is clean.
-    pub fn write_pipeline(&self, runner_keys: &str, rest: &str) {
+    pub(super) fn write_pipeline(&self, runner_keys: &str, rest: &str) {
         let pipeline = format!(
             "version: 1\nname: real-cli\nrunner:\n  command: {}\n{runner_keys}{rest}",
             self.claude.display()
@@ -106,7 +104,7 @@ impl Sandbox {
 
     /// The binary with a cleared environment: nothing from the developer's may point the
     /// CLI elsewhere. specbridge passes its environment on to the agent.
-    pub fn command(&self) -> Command {
+    pub(super) fn command(&self) -> Command {
         let mut cmd = Command::cargo_bin("specbridge").expect("specbridge binary");
         cmd.current_dir(self.ctx.root())
             .env_clear()
@@ -135,14 +133,14 @@ impl Sandbox {
     }
 
     /// Runs specbridge to completion (within a generous bound).
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(super) fn run(&self, args: &[&str]) -> Output {
         let mut cmd = self.command();
         cmd.args(args);
         self.run_command(cmd)
     }
 
     /// Runs a command made by [`Self::command`] to completion (within a generous bound).
-    pub fn run_command(&self, mut cmd: Command) -> Output {
+    pub(super) fn run_command(&self, mut cmd: Command) -> Output {
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -182,32 +180,32 @@ impl Sandbox {
     }
 
     /// The model requests the server answered (side requests left out).
-    pub fn model_requests(&self) -> Vec<RecordedRequest> {
+    pub(super) fn model_requests(&self) -> Vec<RecordedRequest> {
         self.server.model_requests()
     }
 
     /// The single run folder.
-    pub fn run_dir(&self) -> PathBuf {
+    pub(super) fn run_dir(&self) -> PathBuf {
         self.ctx.only_run_dir()
     }
 
-    pub fn stage_json(&self, stage: &str) -> Value {
+    pub(super) fn stage_json(&self, stage: &str) -> Value {
         read_json(&self.run_dir().join("stages").join(stage).join("stage.json"))
     }
 
-    pub fn attempt_dir(&self, stage: &str, attempt: u32) -> PathBuf {
+    pub(super) fn attempt_dir(&self, stage: &str, attempt: u32) -> PathBuf {
         self.run_dir()
             .join("stages")
             .join(stage)
             .join(format!("attempt-{attempt:03}"))
     }
 
-    pub fn attempt_json(&self, stage: &str, attempt: u32, record: &str) -> Value {
+    pub(super) fn attempt_json(&self, stage: &str, attempt: u32, record: &str) -> Value {
         read_json(&self.attempt_dir(stage, attempt).join(record))
     }
 
     /// `git status --porcelain` lines, `.specbridge/` left out.
-    pub fn changed_paths(&self) -> Vec<String> {
+    pub(super) fn changed_paths(&self) -> Vec<String> {
         self.ctx
             .git(&["status", "--porcelain", "--untracked-files=all"])
             .lines()
@@ -218,7 +216,7 @@ impl Sandbox {
 
     /// Processes still alive whose environment carries this sandbox's `HOME`: any agent
     /// (or child of one) that escaped its process group would show up here.
-    pub fn leftover_processes(&self) -> Vec<u32> {
+    pub(super) fn leftover_processes(&self) -> Vec<u32> {
         let marker = format!("HOME={}", self.home.path().display());
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return Vec::new();
@@ -238,4 +236,4 @@ impl Sandbox {
     }
 }
 
-pub use crate::common::read_json;
+pub(super) use crate::common::read_json;

@@ -135,7 +135,7 @@ stages:
     let sed = sandbox
         .model_requests()
         .iter()
-        .flat_map(|r| r.tool_results())
+        .flat_map(specbridge_testkit::model_server::RecordedRequest::tool_results)
         .find(|r| r.tool_use_id == "t_sed")
         .expect("the sed call was answered");
     assert!(!sed.is_error, "the CLI refused the edit: {sed:?}");

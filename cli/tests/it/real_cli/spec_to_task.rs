@@ -215,7 +215,7 @@ fn the_spec_to_task_example_runs_through_and_audits_clean() {
     for id in ["word-count-write", "top-words-write"] {
         let result = requests
             .iter()
-            .flat_map(|r| r.tool_results())
+            .flat_map(specbridge_testkit::model_server::RecordedRequest::tool_results)
             .find(|r| r.tool_use_id == id)
             .unwrap_or_else(|| panic!("no result for {id}"));
         assert!(!result.is_error, "{result:?}");

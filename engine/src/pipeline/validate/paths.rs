@@ -102,16 +102,22 @@ impl Checker<'_> {
             .help = Some("keep schema files inside the repository".into());
             return;
         }
-        let text = match std::fs::read_to_string(&file) {
-            Ok(t) => t,
-            Err(_) => {
-                self.error("missing-schema", path, at, format!("schema file `{schema}` not found"))
-                    .help = Some(format!(
-                    "schema files are relative to the pipeline file's folder; built-in schemas are {}",
-                    BUILTIN_SCHEMAS.iter().map(|b| format!("builtin:{b}")).collect::<Vec<_>>().join(", ")
-                ));
-                return;
-            }
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            self.error(
+                "missing-schema",
+                path,
+                at,
+                format!("schema file `{schema}` not found"),
+            )
+            .help = Some(format!(
+                "schema files are relative to the pipeline file's folder; built-in schemas are {}",
+                BUILTIN_SCHEMAS
+                    .iter()
+                    .map(|b| format!("builtin:{b}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            return;
         };
         match serde_json::from_str::<serde_json::Value>(&text) {
             Err(e) => {
@@ -153,7 +159,7 @@ impl Checker<'_> {
         let norm = normalize(doc);
         let protected = ALWAYS_PROTECTED
             .iter()
-            .map(|p| p.to_string())
+            .map(std::string::ToString::to_string)
             .chain(self.p.file.protected_paths.iter().map(|p| normalize(p)))
             .find(|p| !p.is_empty() && (norm == *p || norm.starts_with(&format!("{p}/"))));
         if let Some(p) = protected {

@@ -348,7 +348,8 @@ struct Builder {
 
 impl Builder {
     fn push(&mut self, args: &[&str]) {
-        self.argv.extend(args.iter().map(|a| a.to_string()));
+        self.argv
+            .extend(args.iter().map(std::string::ToString::to_string));
     }
 
     fn skip(&mut self, flag: &str, reason: &str) {
@@ -423,7 +424,7 @@ fn isolate(
 }
 
 fn strings(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
+    list.iter().map(std::string::ToString::to_string).collect()
 }
 
 fn tool_policy(
@@ -454,7 +455,7 @@ fn tool_policy(
                 policy.disallowed_tools = MUTATING_TOOLS
                     .iter()
                     .filter(|m| !checked.names_tool(m))
-                    .map(|m| m.to_string())
+                    .map(std::string::ToString::to_string)
                     .collect();
             }
             if let Some(protected) = input.protected {

@@ -444,7 +444,7 @@ fn command_args_cannot_reset_the_tool_policy() {
         vec!["-r", "x"],
     ] {
         let mut r = runner();
-        r.command_args = args.iter().map(|s| s.to_string()).collect();
+        r.command_args = args.iter().map(std::string::ToString::to_string).collect();
         assert!(
             matches!(
                 build(&r, "2.1.332", Operation::Execute),

@@ -115,8 +115,7 @@ pub fn optional_meaning(flag: &str) -> &'static str {
     OPTIONAL_MEANINGS
         .iter()
         .find(|(f, _)| *f == flag)
-        .map(|(_, m)| *m)
-        .unwrap_or("not used")
+        .map_or("not used", |(_, m)| *m)
 }
 
 impl Capabilities {

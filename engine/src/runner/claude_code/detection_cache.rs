@@ -123,9 +123,7 @@ fn key_of(path: &Path) -> Option<Key> {
 }
 
 fn epoch_secs(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 fn read(file: &Path) -> Option<CacheFile> {

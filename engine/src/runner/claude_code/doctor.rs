@@ -180,8 +180,7 @@ impl DoctorOptions {
         let probe_timeout = std::env::var(PROBE_TIMEOUT_ENV)
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_millis)
-            .unwrap_or(PROBE_TIMEOUT);
+            .map_or(PROBE_TIMEOUT, Duration::from_millis);
         DoctorOptions { probe_timeout }
     }
 }
@@ -227,9 +226,8 @@ pub async fn diagnose_with(
     // One after the other, on purpose: with Claude Code 2.1.332 asking both at
     // once made detection slower, not faster (docs/performance.md).
     let version = probe(&program, &["--version"], options.probe_timeout).await;
-    let version_out = match required(&["--version"], version, &mut report) {
-        Some(out) => out,
-        None => return report,
+    let Some(version_out) = required(&["--version"], version, &mut report) else {
+        return report;
     };
     report.version = parse_version(&version_out.stdout);
     if report.version.is_none() {
@@ -239,9 +237,8 @@ pub async fn diagnose_with(
     }
 
     let help = probe(&program, &["--help"], options.probe_timeout).await;
-    let help_out = match required(&["--help"], help, &mut report) {
-        Some(out) => out,
-        None => return report,
+    let Some(help_out) = required(&["--help"], help, &mut report) else {
+        return report;
     };
     let help = HelpText::parse(&help_out.stdout);
     let caps = Capabilities::detect(report.version.clone(), &help);
@@ -331,7 +328,7 @@ fn required(
 /// otherwise the exit code (0 logged in, 1 not) where the text agrees.
 pub fn summarise_auth(out: &ProbeOutput) -> AuthStatus {
     if let Ok(json) = serde_json::from_str::<serde_json::Value>(out.stdout.trim()) {
-        if let Some(logged_in) = json.get("loggedIn").and_then(|v| v.as_bool()) {
+        if let Some(logged_in) = json.get("loggedIn").and_then(serde_json::Value::as_bool) {
             return if logged_in {
                 AuthStatus::Authenticated
             } else {

@@ -449,8 +449,7 @@ fn finish(
         tokens: classification.tokens.unwrap_or_default(),
         turns: classification
             .num_turns
-            .map(|t| u32::try_from(t).unwrap_or(u32::MAX))
-            .unwrap_or(0),
+            .map_or(0, |t| u32::try_from(t).unwrap_or(u32::MAX)),
         classification: Some(classification),
         attempt_rel,
         started_at: crate::time::format_rfc3339(record.started_at),
@@ -469,7 +468,7 @@ fn stderr_tail(path: &std::path::Path) -> String {
     let Ok(mut file) = std::fs::File::open(path) else {
         return String::new();
     };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let len = file.metadata().map_or(0, |m| m.len());
     let _ = file.seek(SeekFrom::Start(len.saturating_sub(TAIL)));
     let mut bytes = Vec::new();
     let _ = file.take(TAIL).read_to_end(&mut bytes);

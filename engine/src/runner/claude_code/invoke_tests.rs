@@ -111,7 +111,7 @@ async fn a_forbidden_argument_is_refused_just_before_spawn() {
         let request = InvocationRequest {
             operation: Operation::Generate,
             program: program.clone(),
-            argv: argv.iter().map(|a| a.to_string()).collect(),
+            argv: argv.iter().map(std::string::ToString::to_string).collect(),
             skipped_flags: Vec::new(),
             warnings: Vec::new(),
             output_format: OutputFormat::StreamJson,
@@ -194,7 +194,7 @@ async fn records_are_written_redacted_and_nothing_raw_is_left() {
     let prompt = format!("Write the requirements. Token: {SECRET_SHAPED}\n");
     let mut invocation = spec(&fx, &request, &runner, Some(&schema), &prompt);
     invocation.on_progress = Some(Arc::new(move |p: &Progress| {
-        sink.lock().unwrap().push(p.clone())
+        sink.lock().unwrap().push(p.clone());
     }));
 
     let outcome = invoke(invocation).await;

@@ -252,7 +252,7 @@ struct Protected {
 fn protected_paths(ctx: &CallContext<'_>) -> Vec<Protected> {
     let mut out: Vec<Protected> = ALWAYS_PROTECTED
         .iter()
-        .map(|p| p.to_string())
+        .map(std::string::ToString::to_string)
         .chain(ctx.protected.iter().cloned())
         .map(|rel| Protected {
             rel: normalize(&rel),

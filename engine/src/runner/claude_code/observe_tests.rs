@@ -4,7 +4,7 @@ use super::*;
 use crate::runner::claude_code::stream::{CallResult, StreamState};
 
 fn policy(tools: &[&str], allowed: &[&str], disallowed: &[&str]) -> ToolPolicy {
-    let strings = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+    let strings = |l: &[&str]| l.iter().map(std::string::ToString::to_string).collect();
     ToolPolicy {
         tools: strings(tools),
         allowed_tools: strings(allowed),
@@ -16,7 +16,7 @@ fn policy(tools: &[&str], allowed: &[&str], disallowed: &[&str]) -> ToolPolicy {
 
 fn init(tools: &[&str], mode: &str) -> InitInfo {
     InitInfo {
-        tools: tools.iter().map(|s| s.to_string()).collect(),
+        tools: tools.iter().map(std::string::ToString::to_string).collect(),
         permission_mode: Some(mode.into()),
         ..Default::default()
     }
