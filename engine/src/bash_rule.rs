@@ -77,7 +77,7 @@ impl BashRule {
 
 /// Whether `command` matches any of `rules` (rule strings as passed to the CLI;
 /// rules of other tools are ignored), every part of a compound command included.
-pub fn command_matches<S: AsRef<str>>(command: &str, rules: &[S]) -> bool {
+pub(crate) fn command_matches<S: AsRef<str>>(command: &str, rules: &[S]) -> bool {
     let parsed: Vec<BashRule> = rules
         .iter()
         .filter_map(|r| BashRule::parse(r.as_ref()))
@@ -96,7 +96,7 @@ pub fn command_matches<S: AsRef<str>>(command: &str, rules: &[S]) -> bool {
 
 /// Whether any part of `command` matches any of `rules` (for deny rules: one part
 /// denied is enough). A command that cannot be split is taken as matching.
-pub fn any_part_matches<S: AsRef<str>>(command: &str, rules: &[S]) -> bool {
+pub(crate) fn any_part_matches<S: AsRef<str>>(command: &str, rules: &[S]) -> bool {
     let parsed: Vec<BashRule> = rules
         .iter()
         .filter_map(|r| BashRule::parse(r.as_ref()))

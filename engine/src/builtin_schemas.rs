@@ -4,11 +4,11 @@
 //! never depends on the source tree at run time.
 
 /// `builtin:document`: `{summary, markdown}`.
-pub const DOCUMENT: &str = include_str!("../../schemas/document.schema.json");
+pub(crate) const DOCUMENT: &str = include_str!("../../schemas/document.schema.json");
 /// `builtin:tasks`: `{summary, markdown, tasks: [{id, title, details, dependsOn, requirements}]}`.
-pub const TASKS: &str = include_str!("../../schemas/tasks.schema.json");
+pub(crate) const TASKS: &str = include_str!("../../schemas/tasks.schema.json");
 /// `builtin:task-result`: `{status, summary, changedFiles, commandsRun, blockingQuestions}`.
-pub const TASK_RESULT: &str = include_str!("../../schemas/task-result.schema.json");
+pub(crate) const TASK_RESULT: &str = include_str!("../../schemas/task-result.schema.json");
 
 /// The prefix that names a built-in schema in `output.schema`.
 pub const PREFIX: &str = "builtin:";

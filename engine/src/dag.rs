@@ -219,6 +219,7 @@ impl StageGraph {
         self.closure(ids, Direction::Incoming)
     }
 
+    #[cfg(test)]
     /// The given stages and everything that needs them, directly or transitively.
     pub fn descendants<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
         self.closure(ids, Direction::Outgoing)

@@ -79,12 +79,12 @@ impl Diagnostic {
         self
     }
 
-    pub fn with_path(mut self, path: impl Into<String>) -> Self {
+    pub(crate) fn with_path(mut self, path: impl Into<String>) -> Self {
         self.path = Some(path.into());
         self
     }
 
-    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+    pub(crate) fn with_help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
         self
     }

@@ -52,7 +52,9 @@ impl RecordsFailed {
 
 /// Why a scheduled run or resume stopped early, as a [`RecordsFailed`] when its
 /// records failed (`Err(other)` for anything else).
-pub fn records_failed(error: SchedulerError) -> Result<(StoreFailure, Totals), SchedulerError> {
+pub(crate) fn records_failed(
+    error: SchedulerError,
+) -> Result<(StoreFailure, Totals), SchedulerError> {
     match error {
         SchedulerError::RecordsFailed { failure, spent } => Ok((failure, spent)),
         SchedulerError::Store(e) => Ok((failure_of(&e), Totals::default())),
@@ -61,7 +63,7 @@ pub fn records_failed(error: SchedulerError) -> Result<(StoreFailure, Totals), S
 
 /// The failure a store error stands for (the first failure of the run when its
 /// writes have stopped).
-pub fn failure_of(error: &StoreError) -> StoreFailure {
+pub(crate) fn failure_of(error: &StoreError) -> StoreFailure {
     StoreFailure {
         message: error.to_string(),
         vanished: matches!(error, StoreError::FolderVanished { .. }),

@@ -18,13 +18,13 @@ pub const FORBIDDEN_FLAGS: &[&str] = &[
 pub const FORBIDDEN_MODES: &[&str] = &["bypassPermissions", "auto"];
 
 /// The permission modes a pipeline may configure.
-pub const ALLOWED_MODES: &[&str] = &["default", "acceptEdits", "plan", "dontAsk"];
+pub(crate) const ALLOWED_MODES: &[&str] = &["default", "acceptEdits", "plan", "dontAsk"];
 
 /// The forbidden flag or mode inside one token (an argument, a rule, an environment
 /// value), if any. Matches inside longer text too (`--dangerously-skip-permissions=true`,
 /// `"--permission-mode bypassPermissions"`), because the token may be split later by
 /// whatever reads it.
-pub fn forbidden_in(token: &str) -> Option<&'static str> {
+pub(crate) fn forbidden_in(token: &str) -> Option<&'static str> {
     // The longer flag contains the shorter one as a suffix; test it first so the
     // report names what was written.
     for flag in FORBIDDEN_FLAGS.iter().rev() {
@@ -44,7 +44,7 @@ pub fn forbidden_in(token: &str) -> Option<&'static str> {
 /// The first forbidden flag or mode in an argument list, with the index of the
 /// argument that holds it. Also catches a mode given as the next argument
 /// (`--permission-mode`, `auto`).
-pub fn forbidden_in_args<S: AsRef<str>>(args: &[S]) -> Option<(usize, &'static str)> {
+pub(crate) fn forbidden_in_args<S: AsRef<str>>(args: &[S]) -> Option<(usize, &'static str)> {
     for (i, arg) in args.iter().enumerate() {
         let arg = arg.as_ref();
         if let Some(hit) = forbidden_in(arg) {
@@ -62,7 +62,7 @@ pub fn forbidden_in_args<S: AsRef<str>>(args: &[S]) -> Option<(usize, &'static s
 }
 
 /// The forbidden mode named by a permission-mode value, if it is one.
-pub fn forbidden_mode(mode: &str) -> Option<&'static str> {
+pub(crate) fn forbidden_mode(mode: &str) -> Option<&'static str> {
     FORBIDDEN_MODES.iter().copied().find(|m| *m == mode.trim())
 }
 
@@ -106,7 +106,7 @@ pub enum SafetyError {
 /// The last check before spawn: no forbidden flag anywhere in `argv`, no forbidden
 /// mode after `--permission-mode` (separate or as `--permission-mode=…`), and no
 /// forbidden `defaultMode` inside an inline settings JSON.
-pub fn assert_argv_safe(argv: &[String]) -> Result<(), SafetyError> {
+pub(crate) fn assert_argv_safe(argv: &[String]) -> Result<(), SafetyError> {
     static DEFAULT_MODE: OnceLock<Regex> = OnceLock::new();
     let default_mode = DEFAULT_MODE
         .get_or_init(|| Regex::new(r#""defaultMode"\s*:\s*"([^"]*)""#).expect("valid regex"));

@@ -21,7 +21,7 @@ pub mod exit {
     pub const SAFETY: i32 = 6;
 
     /// How severe an exit code is when stages fail differently: 6, then 3, 5, 4, 1.
-    pub fn severity_rank(code: i32) -> u8 {
+    pub(crate) fn severity_rank(code: i32) -> u8 {
         match code {
             SAFETY => 6,
             RUNNER_UNAVAILABLE => 5,
@@ -113,7 +113,7 @@ impl StageStatus {
 
     /// Whether the stage ended at its gate: it ran to the end, but what it
     /// produced did not pass (exit 1).
-    pub fn is_gate_failure(self) -> bool {
+    pub(crate) fn is_gate_failure(self) -> bool {
         matches!(
             self,
             StageStatus::Unverified | StageStatus::NoChange | StageStatus::CheckFailed

@@ -12,7 +12,7 @@ pub fn now_rfc3339() -> String {
 
 /// The current time cut to milliseconds, so that a record read back from its file
 /// equals the one that was written.
-pub fn now_millis() -> DateTime<Utc> {
+pub(crate) fn now_millis() -> DateTime<Utc> {
     Utc::now().trunc_subsecs(3)
 }
 

@@ -22,10 +22,6 @@ pub struct TokenUsage {
 }
 
 impl TokenUsage {
-    pub fn is_zero(&self) -> bool {
-        *self == TokenUsage::default()
-    }
-
     /// Every token, cached or not.
     pub fn total(&self) -> u64 {
         self.input + self.output + self.cache_read + self.cache_creation
@@ -35,7 +31,7 @@ impl TokenUsage {
     /// later) is summed when present: `usage` covers only the main model, so it misses
     /// what a helper model such as haiku used. `usage` is the fallback; neither
     /// (1.0.0) gives `None`.
-    pub fn from_envelope(envelope: &Value) -> Option<TokenUsage> {
+    pub(crate) fn from_envelope(envelope: &Value) -> Option<TokenUsage> {
         let by_model = envelope
             .get("modelUsage")
             .and_then(Value::as_object)

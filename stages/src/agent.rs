@@ -44,7 +44,7 @@ pub struct ReplaySetup {
 
 impl ReplaySetup {
     /// The recording that answers a stage with these runner settings, if any.
-    pub fn recording_for(&self, runner: &ResolvedRunner) -> Option<&Arc<Recording>> {
+    pub(crate) fn recording_for(&self, runner: &ResolvedRunner) -> Option<&Arc<Recording>> {
         if let Some(r) = &self.forced {
             return Some(r);
         }
@@ -52,11 +52,6 @@ impl ReplaySetup {
             return None;
         }
         runner.from.as_ref().and_then(|f| self.by_from.get(f))
-    }
-
-    /// Whether any stage may be replayed.
-    pub fn is_active(&self) -> bool {
-        self.forced.is_some() || !self.by_from.is_empty()
     }
 }
 
@@ -78,7 +73,7 @@ impl AgentSetup {
 /// Capabilities of a current Claude Code with every flag specbridge uses, for
 /// `--dry-run` when the CLI cannot be asked. The permission modes are left unlisted,
 /// so modes are passed as configured.
-pub fn assumed_capabilities() -> Capabilities {
+pub(crate) fn assumed_capabilities() -> Capabilities {
     Capabilities {
         version: None,
         print: true,

@@ -56,7 +56,7 @@ pub struct AttemptInputs {
 /// `runner`, from the upstream records in `run_dir`. Resume calls this to decide
 /// whether a recorded result can be reused, before anything would be spawned;
 /// `recorded` is the hash it is compared with, if any ([`matching_layout`]).
-pub fn attempt_inputs(
+pub(crate) fn attempt_inputs(
     ctx: &RunContext,
     stage: &StageDef,
     runner: &ResolvedRunner,
@@ -148,7 +148,7 @@ pub fn stopped(started_at: &str, status: StageStatus, reason: String) -> StageRe
 
 /// Everything up to the argv; a report of why not when the stage cannot start
 /// (boxed: it is large, and the path is rare).
-pub fn prepare(
+pub(crate) fn prepare(
     ctx: &RunContext,
     agent: &AgentSetup,
     stage: &StageDef,
@@ -247,7 +247,7 @@ pub fn prepare(
 }
 
 /// Spawn the agent and wait for it.
-pub async fn run_agent(ctx: &RunContext, p: &Prepared, sr: &StageRun) -> InvocationOutcome {
+pub(crate) async fn run_agent(ctx: &RunContext, p: &Prepared, sr: &StageRun) -> InvocationOutcome {
     let protected: Vec<String> = crate::working_tree::protected_paths(ctx, &sr.run)
         .rules()
         .iter()
@@ -272,7 +272,7 @@ pub async fn run_agent(ctx: &RunContext, p: &Prepared, sr: &StageRun) -> Invocat
 }
 
 /// The report of an invocation, before evidence and output have their say.
-pub fn report_of(outcome: &InvocationOutcome, p: &Prepared) -> StageReport {
+pub(crate) fn report_of(outcome: &InvocationOutcome, p: &Prepared) -> StageReport {
     StageReport {
         status: outcome.status,
         reason: outcome.failure_reason.clone(),

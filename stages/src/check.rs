@@ -68,7 +68,7 @@ pub fn describe(stage: &StageDef) -> Vec<String> {
 /// as the stage's `sandbox` says ([`crate::confine`]), output streamed into the
 /// attempt folder through the run store's redacting logs; with the sandbox to
 /// record. `Ok(None)` when the stage has no argv to run.
-pub fn spawn_spec(
+pub(crate) fn spawn_spec(
     ctx: &RunContext,
     stage: &StageDef,
     runner: &ResolvedRunner,
@@ -112,7 +112,7 @@ pub fn spawn_spec(
 
 /// Run a check stage's command once and report. `runner` is the pipeline's
 /// (a check stage has none of its own): its output caps and kill grace apply.
-pub async fn run_check(
+pub(crate) async fn run_check(
     ctx: &RunContext,
     stage: &StageDef,
     runner: &ResolvedRunner,

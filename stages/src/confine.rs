@@ -30,7 +30,7 @@ pub struct PlannedCommand {
 }
 
 impl PlannedCommand {
-    pub fn is_off(&self) -> bool {
+    pub(crate) fn is_off(&self) -> bool {
         matches!(self.sandbox, Some(CommandSandbox::Off(_)))
     }
 
@@ -44,7 +44,7 @@ impl PlannedCommand {
 }
 
 /// The check stages and verification commands of the planned nodes, in plan order.
-pub fn planned_commands(pipeline: &PipelineFile, nodes: &[Node]) -> Vec<PlannedCommand> {
+pub(crate) fn planned_commands(pipeline: &PipelineFile, nodes: &[Node]) -> Vec<PlannedCommand> {
     // By id, not a scan per node: a plan of 10,000 stages is planned in one pass.
     let by_id: std::collections::HashMap<&str, &specbridge_engine::pipeline::StageDef> =
         pipeline.stages.iter().map(|s| (s.id.as_str(), s)).collect();
@@ -99,7 +99,7 @@ pub struct SandboxPreflight {
 /// Checked before anything is created or spawned. `bubblewrap` is asked only when
 /// a command is confined; its error refuses the run, naming the first command
 /// that needs it.
-pub fn preflight(
+pub(crate) fn preflight(
     commands: &[PlannedCommand],
     bubblewrap: impl FnOnce() -> Result<PathBuf, String>,
 ) -> Result<SandboxPreflight, String> {
@@ -134,7 +134,7 @@ pub fn preflight(
 /// A warning per confined `cargo` command when `CARGO_TARGET_DIR` names a folder
 /// outside the repository that the command cannot write: cargo would fail on its
 /// lock file there, which reads as a failed test.
-pub fn cargo_target_warnings(
+pub(crate) fn cargo_target_warnings(
     commands: &[PlannedCommand],
     root: &Path,
     cargo_target_dir: Option<&Path>,
@@ -191,7 +191,7 @@ pub struct CommandLogs<'a> {
 /// The spawn of a command specbridge runs itself (a check, a verification): in
 /// the repository root, as `wrapped` confines it, its output streamed through the
 /// run store's logs (redacted as the command prints). `argv` is what is recorded.
-pub fn spawn_spec(
+pub(crate) fn spawn_spec(
     ctx: &RunContext,
     wrapped: Wrapped,
     argv: Vec<String>,

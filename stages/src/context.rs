@@ -28,7 +28,7 @@ pub struct RunContext {
 
 /// Stages by id, so that looking one up does not scan the pipeline (a scan per
 /// stage is quadratic in the pipeline's size).
-pub fn index_stages(pipeline: &PipelineFile) -> Arc<HashMap<String, usize>> {
+pub(crate) fn index_stages(pipeline: &PipelineFile) -> Arc<HashMap<String, usize>> {
     Arc::new(
         pipeline
             .stages
@@ -72,7 +72,7 @@ impl RunContext {
 
     /// Runner settings of a stage after defaults, pipeline, stage and overrides.
     /// Resolved once per node (by the executor) and passed down from there.
-    pub fn runner_for(&self, stage: &StageDef) -> ResolvedRunner {
+    pub(crate) fn runner_for(&self, stage: &StageDef) -> ResolvedRunner {
         ResolvedRunner::for_stage(&self.pipeline, Some(stage), &self.overrides)
     }
 }

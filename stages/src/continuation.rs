@@ -136,7 +136,7 @@ fn same_tree(a: &GitSnapshot, b: &GitSnapshot) -> bool {
 }
 
 /// The snapshot evidence is judged from: the baseline attempt's `git-before.json`.
-pub fn baseline(run: &RunHandle, node_id: &str, c: &Continuation) -> Option<GitSnapshot> {
+pub(crate) fn baseline(run: &RunHandle, node_id: &str, c: &Continuation) -> Option<GitSnapshot> {
     RunReader::at(run.dir())
         .attempt(node_id, c.baseline_attempt)
         .json_opt(file::GIT_BEFORE)

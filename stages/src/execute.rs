@@ -37,7 +37,7 @@ use crate::working_tree::{
 };
 
 /// Runs one attempt of an execute stage (or fan-out instance).
-pub async fn run_execute(
+pub(crate) async fn run_execute(
     ctx: &RunContext,
     agent: &AgentSetup,
     ledger: &crate::working_tree::TreeLedger,

@@ -27,7 +27,7 @@ impl PipelineExecutor {
         Self::with_agent(ctx, AgentSetup::default())
     }
 
-    pub fn with_agent(ctx: RunContext, agent: AgentSetup) -> Arc<Self> {
+    pub(crate) fn with_agent(ctx: RunContext, agent: AgentSetup) -> Arc<Self> {
         Arc::new(PipelineExecutor {
             ctx,
             agent,
@@ -37,7 +37,7 @@ impl PipelineExecutor {
 
     /// Continue a run recorded in `run_dir` (resume): what its earlier processes
     /// changed in the working tree is the run's own, not the user's.
-    pub fn resume_from(&self, run_dir: &Path) {
+    pub(crate) fn resume_from(&self, run_dir: &Path) {
         self.ledger.seed_from_run(run_dir);
     }
 

@@ -5,7 +5,7 @@
 //! ([`check_consumers`]), so an unsafe or duplicate item id fails that stage
 //! before any instance runs; [`expand`] then grows the placeholder.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 use specbridge_engine::dag::StageGraph;
@@ -205,7 +205,7 @@ pub fn items(
 }
 
 /// The `forEach` stages fed by `source`.
-pub fn consumers<'a>(file: &'a PipelineFile, source: &str) -> Vec<&'a StageDef> {
+pub(crate) fn consumers<'a>(file: &'a PipelineFile, source: &str) -> Vec<&'a StageDef> {
     file.stages
         .iter()
         .filter(|s| s.for_each.as_ref().is_some_and(|f| f.stage == source))
@@ -213,7 +213,7 @@ pub fn consumers<'a>(file: &'a PipelineFile, source: &str) -> Vec<&'a StageDef> 
 }
 
 /// Check the output of `source` for every stage that fans out over it.
-pub fn check_consumers(
+pub(crate) fn check_consumers(
     file: &PipelineFile,
     source: &str,
     output: &Value,
@@ -229,12 +229,12 @@ pub fn check_consumers(
 }
 
 /// The instance id of an item: `<stage>.<item-id>`.
-pub fn instance_id(stage: &str, item: &str) -> String {
+pub(crate) fn instance_id(stage: &str, item: &str) -> String {
     format!("{stage}.{item}")
 }
 
 /// The accepted output of a stage in this run.
-pub fn read_output(run: &RunHandle, stage: &str) -> Result<Value, FanOutError> {
+pub(crate) fn read_output(run: &RunHandle, stage: &str) -> Result<Value, FanOutError> {
     let rel = layout::output_rel(stage);
     let bytes = std::fs::read(run.path(&rel)?).map_err(|source| FanOutError::ReadOutput {
         rel: rel.clone(),
@@ -245,7 +245,7 @@ pub fn read_output(run: &RunHandle, stage: &str) -> Result<Value, FanOutError> {
 
 /// Grow a placeholder into its instances: each needs what the stage needs, plus
 /// the instances of the items it depends on.
-pub fn expand(
+pub(crate) fn expand(
     stage: &StageDef,
     placeholder: &Node,
     run: &RunHandle,
@@ -272,39 +272,6 @@ pub fn expand(
             }
         })
         .collect())
-}
-
-/// The item an instance was made for.
-pub fn item_of(
-    file: &PipelineFile,
-    run: &RunHandle,
-    node: &Node,
-) -> Result<Option<Value>, FanOutError> {
-    let (Some(stage_id), Some(item_id)) = (&node.instance_of, &node.item_id) else {
-        return Ok(None);
-    };
-    let stage = file
-        .stages
-        .iter()
-        .find(|s| &s.id == stage_id)
-        .ok_or_else(|| FanOutError::UnknownStage(stage_id.clone()))?;
-    let fe = stage
-        .for_each
-        .as_ref()
-        .ok_or_else(|| FanOutError::NoForEach(stage_id.clone()))?;
-    let output = read_output(run, &fe.stage)?;
-    let by_id: BTreeMap<String, Value> = items(&output, &fe.items, &fe.stage, stage_id)?
-        .into_iter()
-        .map(|i| (i.id, i.value))
-        .collect();
-    by_id
-        .get(item_id)
-        .cloned()
-        .map(Some)
-        .ok_or_else(|| FanOutError::ItemGone {
-            item: item_id.clone(),
-            at: format!("{}{}", fe.stage, fe.items),
-        })
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use crate::flow::{run_attempt, Attempt, AttemptKind};
 use crate::working_tree::{run_store_violations, snapshot, write_snapshot, TreeLedger};
 
 /// Runs one attempt of a generate stage.
-pub async fn run_generate(
+pub(crate) async fn run_generate(
     ctx: &RunContext,
     agent: &AgentSetup,
     ledger: &TreeLedger,

@@ -66,7 +66,7 @@ pub struct HashInputs<'a> {
 }
 
 /// The runner settings of an agent stage that change what the agent does.
-pub fn agent_settings(r: &ResolvedRunner) -> Value {
+pub(crate) fn agent_settings(r: &ResolvedRunner) -> Value {
     json!({
         "model": r.model,
         "effort": r.effort,
@@ -91,7 +91,7 @@ fn stage_value(inputs: &HashInputs<'_>) -> Value {
 }
 
 /// The canonical document that is hashed.
-pub fn hash_document(inputs: &HashInputs<'_>) -> Value {
+pub(crate) fn hash_document(inputs: &HashInputs<'_>) -> Value {
     json!({
         "v": inputs.layout,
         "stage": stage_value(inputs),
@@ -119,7 +119,7 @@ pub fn input_hash(inputs: &HashInputs<'_>) -> String {
 /// `recorded` (a hash from a record) matches that and not the current one: a
 /// record made before the layout changed is still recognised as unchanged.
 /// `compute` gives the hash and parts in the layout it is asked for.
-pub fn matching_layout<E>(
+pub(crate) fn matching_layout<E>(
     recorded: Option<&str>,
     compute: impl Fn(u32) -> Result<(String, InputParts), E>,
 ) -> Result<(String, InputParts), E> {
@@ -152,7 +152,7 @@ pub fn input_parts(inputs: &HashInputs<'_>) -> InputParts {
 
 /// Compact JSON with every object's keys sorted, so that the bytes depend only on
 /// the content.
-pub fn canonical_json(value: &Value) -> String {
+pub(crate) fn canonical_json(value: &Value) -> String {
     serde_json::to_string(&sorted(value)).expect("JSON values serialise")
 }
 

@@ -47,7 +47,7 @@ impl PartialWork {
 /// Every execute stage of the run in `run_dir` whose last attempt spawned its
 /// agent and never recorded its change (`changed-files.json`), with the paths of
 /// `now` that differ from that attempt's `git-before.json`.
-pub fn cut_off_attempts(run_dir: &Path, now: &GitSnapshot) -> Vec<PartialWork> {
+pub(crate) fn cut_off_attempts(run_dir: &Path, now: &GitSnapshot) -> Vec<PartialWork> {
     let run = RunReader::at(run_dir);
     let spawned = spawned_attempts(&run);
     let mut out = Vec::new();

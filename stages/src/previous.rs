@@ -99,7 +99,7 @@ pub fn read(
 /// The prompt to send: rendered with `attempt.previous` set; when the template
 /// does not use it (the text comes out the same as without it), the default
 /// section is appended instead. `plain` is the prompt rendered without it.
-pub fn prompt_with(
+pub(crate) fn prompt_with(
     source: &PromptSource,
     name: &str,
     context: &PromptContext,

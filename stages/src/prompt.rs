@@ -103,7 +103,11 @@ fn read(source: &PromptSource, name: &str) -> Result<(String, String), PromptErr
 }
 
 /// Render template text.
-pub fn render_text(template: &str, name: &str, ctx: &PromptContext) -> Result<String, PromptError> {
+pub(crate) fn render_text(
+    template: &str,
+    name: &str,
+    ctx: &PromptContext,
+) -> Result<String, PromptError> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     // Prompts are markdown, not HTML.

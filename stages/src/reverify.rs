@@ -21,7 +21,7 @@ use crate::verify::run_verification;
 use crate::working_tree::{snapshot, write_snapshot, TreeLedger};
 
 /// One verification-only attempt of an execute stage.
-pub async fn run_reverify(
+pub(crate) async fn run_reverify(
     ctx: &RunContext,
     ledger: &TreeLedger,
     stage: &StageDef,

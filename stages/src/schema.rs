@@ -8,7 +8,7 @@ use specbridge_engine::builtin_schemas;
 use specbridge_engine::pipeline::{StageDef, StageKind};
 
 /// What execute stages without `output` report with.
-pub const EXECUTE_DEFAULT: &str = "builtin:task-result";
+pub(crate) const EXECUTE_DEFAULT: &str = "builtin:task-result";
 
 /// A schema as used by one stage: what the pipeline named, its exact bytes (hashed
 /// into the stage's input hash) and its parsed form.
@@ -68,7 +68,7 @@ pub fn load(name: &str, pipeline_dir: &Path) -> Result<StageSchema, SchemaError>
 
 /// The schema name a stage uses: its `output.schema`; for execute stages without
 /// one, `builtin:task-result`; none for check stages.
-pub fn name_for(stage: &StageDef) -> Option<&str> {
+pub(crate) fn name_for(stage: &StageDef) -> Option<&str> {
     match (&stage.output, stage.kind) {
         (_, StageKind::Check) => None,
         (Some(out), _) => Some(out.schema.as_str()),
@@ -78,7 +78,7 @@ pub fn name_for(stage: &StageDef) -> Option<&str> {
 }
 
 /// Loads the schema a stage uses, if it has one.
-pub fn for_stage(
+pub(crate) fn for_stage(
     stage: &StageDef,
     pipeline_dir: &Path,
 ) -> Result<Option<StageSchema>, SchemaError> {

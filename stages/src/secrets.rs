@@ -12,7 +12,7 @@ use crate::error::StageError;
 
 /// Writes `diff.patch` through the store (redacted) and returns its note, now
 /// describing the file as written, with the `secret-in-change` findings.
-pub fn keep_diff(
+pub(crate) fn keep_diff(
     ctx: &RunContext,
     run: &RunHandle,
     attempt_rel: &str,
@@ -37,7 +37,7 @@ pub fn keep_diff(
 
 /// A change that puts a secret into the repository fails the gate (exit 1) and
 /// says so in the stage's outcome, unless the pipeline allows it.
-pub fn gate_on_secrets(report: &mut StageReport, findings: &[EvidenceFinding]) {
+pub(crate) fn gate_on_secrets(report: &mut StageReport, findings: &[EvidenceFinding]) {
     let Some(first) = findings.iter().find(|f| !f.allowed) else {
         return;
     };

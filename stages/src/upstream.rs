@@ -18,7 +18,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 use specbridge_engine::pipeline::{StageDef, StageKind};
 use specbridge_engine::scheduler::Node;
-use specbridge_engine::store::{is_safe_component, sha256_hex, RunHandle, RunReader, StageRecord};
+use specbridge_engine::store::{is_safe_component, sha256_hex, RunReader, StageRecord};
 use specbridge_engine::StageStatus;
 
 use crate::context::RunContext;
@@ -35,7 +35,7 @@ pub struct StageInputs {
 
 /// The stages `stage` needs directly: its `needs`, then its `forEach` source, each
 /// once.
-pub fn direct_needs(stage: &StageDef) -> Vec<&str> {
+pub(crate) fn direct_needs(stage: &StageDef) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::with_capacity(stage.needs.len() + 1);
     let source = stage.for_each.as_ref().map(|fe| fe.stage.as_str());
     for id in stage.needs.iter().map(String::as_str).chain(source) {
@@ -62,33 +62,8 @@ pub fn visible_stages(ctx: &RunContext, stage: &StageDef) -> BTreeSet<String> {
     seen
 }
 
-/// Builds the prompt context and the upstream hashes from the run folder and the
-/// repository (agent stages).
-pub fn stage_inputs(
-    ctx: &RunContext,
-    stage: &StageDef,
-    node: &Node,
-    run: &RunHandle,
-) -> Result<StageInputs, String> {
-    stage_inputs_in(ctx, stage, node, run.dir())
-}
-
-/// [`stage_inputs`] from a run folder that may not be open for writing (resume
-/// planning reads it before the event log is repaired).
-pub fn stage_inputs_in(
-    ctx: &RunContext,
-    stage: &StageDef,
-    node: &Node,
-    run: &Path,
-) -> Result<StageInputs, String> {
-    Ok(StageInputs {
-        context: prompt_context(ctx, stage, node, run)?,
-        upstream_hashes: upstream_hashes(ctx, stage, run)?,
-    })
-}
-
 /// The template context of an agent stage.
-pub fn prompt_context(
+pub(crate) fn prompt_context(
     ctx: &RunContext,
     stage: &StageDef,
     node: &Node,
@@ -135,7 +110,7 @@ pub fn prompt_context(
 /// The upstream part of the input hash (layout 2): for each direct need, the
 /// sha256 of its `output.json`; for a check need, the digest of the upstream it
 /// saw ([`seen_digest`]); for a fan-out need, each succeeded instance's output.
-pub fn upstream_hashes(
+pub(crate) fn upstream_hashes(
     ctx: &RunContext,
     stage: &StageDef,
     run: &Path,
@@ -194,7 +169,7 @@ fn seen_digest(run: &Path, id: &str) -> Result<Option<String>, String> {
 }
 
 /// The sha256 of an upstream map's canonical JSON.
-pub fn digest_of(upstream: &BTreeMap<String, Option<String>>) -> String {
+pub(crate) fn digest_of(upstream: &BTreeMap<String, Option<String>>) -> String {
     let value = serde_json::to_value(upstream).expect("maps of strings serialise");
     sha256_hex(canonical_json(&value).as_bytes())
 }
@@ -202,7 +177,7 @@ pub fn digest_of(upstream: &BTreeMap<String, Option<String>>) -> String {
 /// The upstream part of input-hash layout 1: every stage `stage` sees, directly or
 /// transitively, with the sha256 of its `output.json` (null when it wrote none).
 /// Quadratic in a chain's depth; used only to match records made with layout 1.
-pub fn legacy_upstream_hashes(
+pub(crate) fn legacy_upstream_hashes(
     ctx: &RunContext,
     stage: &StageDef,
     run: &Path,

@@ -37,7 +37,7 @@ fn file_part(name: &str) -> String {
 
 /// Run every command in order (all of them, even after a failure, so the record
 /// is complete), logs into the attempt folder, `verification.json` announced.
-pub async fn run_verification(
+pub(crate) async fn run_verification(
     ctx: &RunContext,
     commands: &[VerificationCommand],
     run: &RunHandle,

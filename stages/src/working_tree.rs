@@ -46,7 +46,7 @@ impl TreeLedger {
     }
 
     /// specbridge's own writes, for attribution.
-    pub fn own_writes(&self) -> Vec<OwnWrite> {
+    pub(crate) fn own_writes(&self) -> Vec<OwnWrite> {
         let state = self.inner.lock().expect("ledger lock");
         state
             .documents
@@ -56,7 +56,7 @@ impl TreeLedger {
     }
 
     /// Whether `path` is in the state this run last left it in.
-    pub fn made_by_run(&self, path: &str, now: &PathState) -> bool {
+    pub(crate) fn made_by_run(&self, path: &str, now: &PathState) -> bool {
         let state = self.inner.lock().expect("ledger lock");
         if let Some(sha) = state.documents.get(path) {
             return now.kind == EntryKind::File && now.sha256.as_ref() == Some(sha);
@@ -66,7 +66,7 @@ impl TreeLedger {
 
     /// Learn what an earlier process of this run changed (resume): the documents
     /// its stages wrote, and what each execute attempt changed, oldest first.
-    pub fn seed_from_run(&self, run_dir: &Path) {
+    pub(crate) fn seed_from_run(&self, run_dir: &Path) {
         let mut changes: Vec<(String, ChangedFiles, GitSnapshot)> = Vec::new();
         let run = RunReader::at(run_dir);
         let Ok(stages) = run.stage_ids() else {
@@ -116,7 +116,7 @@ impl TreeLedger {
 
 /// The paths dirty in `before` that this run did not make: the user's own
 /// uncommitted changes (or someone else's, made while the run went on).
-pub fn foreign_changes(before: &GitSnapshot, ledger: &TreeLedger) -> Vec<String> {
+pub(crate) fn foreign_changes(before: &GitSnapshot, ledger: &TreeLedger) -> Vec<String> {
     before
         .entries
         .iter()
@@ -128,7 +128,11 @@ pub fn foreign_changes(before: &GitSnapshot, ledger: &TreeLedger) -> Vec<String>
 /// A path dirty before the attempt and changed again is ambiguous only when the
 /// earlier change was not this run's: a change from a state the run recorded is
 /// the attempt's, and is attributed like any other.
-pub fn attribute_run_made(changed: &mut ChangedFiles, before: &GitSnapshot, ledger: &TreeLedger) {
+pub(crate) fn attribute_run_made(
+    changed: &mut ChangedFiles,
+    before: &GitSnapshot,
+    ledger: &TreeLedger,
+) {
     let ambiguous = std::mem::take(&mut changed.ambiguous);
     for path in ambiguous {
         let made = before
@@ -150,7 +154,7 @@ pub fn snapshot(root: &Path) -> Result<GitSnapshot, StageError> {
 }
 
 /// Write a snapshot as `git-before.json` / `git-after.json`.
-pub fn write_snapshot(
+pub(crate) fn write_snapshot(
     run: &RunHandle,
     attempt_rel: &str,
     name: &str,
@@ -164,7 +168,7 @@ pub fn write_snapshot(
 /// Every protected path of the run: `.git/`, `.specbridge/`, the pipeline file, the
 /// prompt and schema files it names, every document its generate stages write, and
 /// `protectedPaths`.
-pub fn protected_paths(ctx: &RunContext, run: &RunHandle) -> ProtectedPaths {
+pub(crate) fn protected_paths(ctx: &RunContext, run: &RunHandle) -> ProtectedPaths {
     let pipeline_file = RunReader::at(run.dir())
         .run()
         .map(|r| r.pipeline.path)
@@ -173,7 +177,7 @@ pub fn protected_paths(ctx: &RunContext, run: &RunHandle) -> ProtectedPaths {
 }
 
 /// [`protected_paths`] with the pipeline file's path (relative to the root) given.
-pub fn protected_paths_for(ctx: &RunContext, pipeline_file: &str) -> ProtectedPaths {
+pub(crate) fn protected_paths_for(ctx: &RunContext, pipeline_file: &str) -> ProtectedPaths {
     let mut referenced = Vec::new();
     let mut documents = Vec::new();
     for stage in &ctx.pipeline.stages {
@@ -224,7 +228,7 @@ fn repo_relative(root: &Path, path: &Path) -> Option<String> {
 /// of an attempt's `diff.patch` when the attempt starts from changes an earlier
 /// stage made, so the patch shows this attempt's change alone. Only objects are
 /// written; refs, the user's index and the working tree are untouched.
-pub fn working_tree_object(root: &Path, before: &GitSnapshot) -> Option<String> {
+pub(crate) fn working_tree_object(root: &Path, before: &GitSnapshot) -> Option<String> {
     let tmp = tempfile::tempdir().ok()?;
     let index = tmp.path().join("index");
     let git = |args: &[&str]| {
@@ -263,7 +267,7 @@ pub fn working_tree_object(root: &Path, before: &GitSnapshot) -> Option<String> 
 /// Agent stages need the repository root to be the top level of a git repository:
 /// git reports paths from the top level, and evidence must see every path the agent
 /// could change. Checked before a run with agent stages starts anything.
-pub fn require_repository_root(root: &Path) -> Result<(), String> {
+pub(crate) fn require_repository_root(root: &Path) -> Result<(), String> {
     let out = std::process::Command::new("git")
         .args(["rev-parse", "--show-toplevel"])
         .current_dir(root)
@@ -296,7 +300,7 @@ pub fn require_repository_root(root: &Path) -> Result<(), String> {
 /// Under resume, what an execute attempt cut off by a crash left changed is that
 /// attempt's partial work, not a foreign change ([`crate::partial_work`]): returned,
 /// so that the resume can say what it kept.
-pub fn require_clean_start(
+pub(crate) fn require_clean_start(
     root: &Path,
     allow_dirty: bool,
     run_dir: Option<&Path>,
@@ -350,7 +354,7 @@ impl RunStoreState {
 
     /// The paths (relative to the repository root) added, changed or removed since
     /// `before`. A new run folder is another specbridge process's, not the agent's.
-    pub fn changed_since(&self, before: &RunStoreState) -> Vec<String> {
+    pub(crate) fn changed_since(&self, before: &RunStoreState) -> Vec<String> {
         let new_run = |path: &str| {
             let mut parts = path.splitn(3, '/');
             match (parts.next(), parts.next()) {
@@ -418,7 +422,9 @@ fn walk_store(base: &Path, dir: &Path, own: &Path, out: &mut BTreeMap<String, (u
 }
 
 /// A violation for each run-store path the attempt changed.
-pub fn run_store_violations(changed: &[String]) -> Vec<specbridge_engine::evidence::Violation> {
+pub(crate) fn run_store_violations(
+    changed: &[String],
+) -> Vec<specbridge_engine::evidence::Violation> {
     use specbridge_engine::evidence::{ProtectionReason, Violation, ViolationKind};
     changed
         .iter()

@@ -8,7 +8,7 @@ pub use crate::safety::FORBIDDEN_MODES as FORBIDDEN_PERMISSION_MODES;
 const PERMISSION_MODE: &str = "--permission-mode";
 
 /// Each forbidden flag or mode in `argv`, described for a finding.
-pub fn forbidden_in(argv: &[String]) -> Vec<String> {
+pub(crate) fn forbidden_in(argv: &[String]) -> Vec<String> {
     let mut found = Vec::new();
     let mut i = 0;
     while i < argv.len() {

@@ -54,7 +54,7 @@ pub struct FileScan {
 
 /// Hash a file and look for secrets in one pass, holding at most a window of
 /// `CHUNK + KEEP` bytes whatever the file's size or line lengths.
-pub fn scan_reader(mut reader: impl Read) -> std::io::Result<FileScan> {
+pub(crate) fn scan_reader(mut reader: impl Read) -> std::io::Result<FileScan> {
     let mut hasher = Sha256::new();
     let mut hits: Vec<SecretHit> = Vec::new();
     let mut chunk = vec![0u8; CHUNK];

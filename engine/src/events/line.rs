@@ -9,7 +9,7 @@ use super::RunEvent;
 use crate::store::events::{verify_chain_with, ChainCheck, EventError};
 
 /// The fields the log adds around every event; a payload never carries them.
-pub const ENVELOPE: [&str; 3] = ["seq", "at", "prev"];
+pub(crate) const ENVELOPE: [&str; 3] = ["seq", "at", "prev"];
 
 /// One whole line of the log.
 #[derive(Debug, Clone, PartialEq)]

@@ -122,7 +122,7 @@ impl RunEvent {
     }
 
     /// `record-intent` of `path` with `sha256`.
-    pub fn record_intent(path: &str, sha256: &str) -> Self {
+    pub(crate) fn record_intent(path: &str, sha256: &str) -> Self {
         RunEvent::RecordIntent(RecordAnnounced {
             path: path.to_string(),
             sha256: sha256.to_string(),

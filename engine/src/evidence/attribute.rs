@@ -77,7 +77,7 @@ impl ChangedFiles {
 
     /// Every path the attempt changed, attributable or not: what protection and the
     /// read-only rule of generate stages look at.
-    pub fn changed_during_attempt(&self) -> impl Iterator<Item = &String> {
+    pub(crate) fn changed_during_attempt(&self) -> impl Iterator<Item = &String> {
         self.attributed().chain(&self.ambiguous)
     }
 }

@@ -44,7 +44,7 @@ pub enum OrchestrateError {
 
 /// The working-tree lock of a run or resume whose nodes include execute stages
 /// (docs/stage-kinds.md). One function for both, so that they never disagree.
-pub fn lock_working_tree(
+pub(crate) fn lock_working_tree(
     root: &Path,
     command: &str,
     run_id: Option<&str>,
@@ -108,7 +108,7 @@ pub fn plan_nodes(file: &PipelineFile, only: &[String]) -> Result<Vec<Node>, Orc
 
 /// The plan as it finally stood: instances in place of placeholders, each node
 /// with the input hash its stage reported.
-pub fn final_nodes(outcome: &RunOutcome) -> Vec<crate::store::PlanNode> {
+pub(crate) fn final_nodes(outcome: &RunOutcome) -> Vec<crate::store::PlanNode> {
     plan_order(&outcome.nodes)
         .into_iter()
         .map(|n| {
@@ -164,7 +164,7 @@ pub fn expansions(outcome: &RunOutcome, file: &PipelineFile) -> Vec<Expansion> {
 }
 
 /// A scheduled plan's run status and exit code (the most severe of its stages).
-pub fn status_of(outcome: &RunOutcome) -> (RunStatus, i32) {
+pub(crate) fn status_of(outcome: &RunOutcome) -> (RunStatus, i32) {
     let exit_code = exit::most_severe(
         outcome
             .reports
@@ -181,7 +181,7 @@ pub fn status_of(outcome: &RunOutcome) -> (RunStatus, i32) {
     (status, exit_code)
 }
 
-pub fn count_statuses(statuses: impl Iterator<Item = StageStatus>) -> BTreeMap<String, u32> {
+pub(crate) fn count_statuses(statuses: impl Iterator<Item = StageStatus>) -> BTreeMap<String, u32> {
     let mut m = BTreeMap::new();
     for s in statuses {
         *m.entry(s.as_str().to_string()).or_insert(0) += 1;
@@ -190,7 +190,7 @@ pub fn count_statuses(statuses: impl Iterator<Item = StageStatus>) -> BTreeMap<S
 }
 
 /// `path` relative to `root` when it is inside it, else as given.
-pub fn display_rel(root: &Path, path: &Path) -> String {
+pub(crate) fn display_rel(root: &Path, path: &Path) -> String {
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let (r, p) = (canon(root), canon(path));
     p.strip_prefix(&r)

@@ -14,7 +14,7 @@ use crate::pipeline::model::PipelineFile;
 use crate::pipeline::schema_errors;
 
 /// The only format version this build reads.
-pub const SUPPORTED_VERSION: u64 = 1;
+pub(crate) const SUPPORTED_VERSION: u64 = 1;
 
 /// A pipeline file that parsed and matched the schema.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ impl LoadedPipeline {
     }
 
     /// Where to point for a document path such as `stages[1].needs[0]`.
-    pub fn locate(&self, path: &str) -> Option<Location> {
+    pub(crate) fn locate(&self, path: &str) -> Option<Location> {
         self.index.nearest(path)
     }
 }
@@ -62,7 +62,7 @@ pub fn load(path: &Path) -> Result<LoadedPipeline, Vec<Diagnostic>> {
 }
 
 /// Parse pipeline bytes that were read from `path`.
-pub fn load_bytes(path: &Path, raw: Vec<u8>) -> Result<LoadedPipeline, Vec<Diagnostic>> {
+pub(crate) fn load_bytes(path: &Path, raw: Vec<u8>) -> Result<LoadedPipeline, Vec<Diagnostic>> {
     let one = |d: Diagnostic| Err(vec![d]);
     let Ok(text) = std::str::from_utf8(&raw) else {
         return one(Diagnostic::error(

@@ -12,7 +12,7 @@ use yaml_rust2::scanner::Marker;
 use crate::diagnostic::Location;
 
 /// A path into a document: `stages[2].needs[0]`, `runner.env.TOKEN`; `""` is the root.
-pub fn child_key(parent: &str, key: &str) -> String {
+pub(crate) fn child_key(parent: &str, key: &str) -> String {
     let plain = !key.is_empty()
         && key
             .chars()
@@ -24,13 +24,13 @@ pub fn child_key(parent: &str, key: &str) -> String {
     }
 }
 
-pub fn child_index(parent: &str, index: usize) -> String {
+pub(crate) fn child_index(parent: &str, index: usize) -> String {
     format!("{parent}[{index}]")
 }
 
 /// The path of a JSON pointer (`/stages/0/needs`) into `doc`, in the same notation
 /// as [`child_key`]; the document decides whether a segment is an index or a key.
-pub fn pointer_to_path(doc: &serde_json::Value, pointer: &str) -> String {
+pub(crate) fn pointer_to_path(doc: &serde_json::Value, pointer: &str) -> String {
     let mut path = String::new();
     let mut node = Some(doc);
     for raw in pointer.split('/').skip(1) {
@@ -60,7 +60,7 @@ pub fn pointer_to_path(doc: &serde_json::Value, pointer: &str) -> String {
 }
 
 /// The parent of a path (`stages[2].needs` for `stages[2].needs[0]`); None at the root.
-pub fn parent_path(path: &str) -> Option<&str> {
+pub(crate) fn parent_path(path: &str) -> Option<&str> {
     if path.is_empty() {
         return None;
     }

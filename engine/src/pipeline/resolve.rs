@@ -58,22 +58,22 @@ pub struct ResolvedRunner {
     pub from: Option<String>,
 }
 
-pub const DEFAULT_COMMAND: &str = "claude";
-pub const DEFAULT_MAX_TURNS: u32 = 30;
-pub const DEFAULT_RETRIES: u32 = 2;
+pub(crate) const DEFAULT_COMMAND: &str = "claude";
+pub(crate) const DEFAULT_MAX_TURNS: u32 = 30;
+pub(crate) const DEFAULT_RETRIES: u32 = 2;
 /// More would only hide an outage behind hours of backoff.
-pub const MAX_RETRIES: u32 = 10;
+pub(crate) const MAX_RETRIES: u32 = 10;
 
 fn default_retries() -> u32 {
     DEFAULT_RETRIES
 }
-pub const DEFAULT_MAX_BUDGET_USD: f64 = 5.0;
-pub const DEFAULT_TIMEOUT_MS: u64 = 30 * 60 * 1000;
-pub const DEFAULT_KILL_GRACE_MS: u64 = 2_000;
+pub(crate) const DEFAULT_MAX_BUDGET_USD: f64 = 5.0;
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+pub(crate) const DEFAULT_KILL_GRACE_MS: u64 = 2_000;
 pub const DEFAULT_CHECK_TIMEOUT_MS: u64 = 10 * 60 * 1000;
-pub const DEFAULT_CONCURRENCY: u32 = 2;
-pub const DEFAULT_MAX_STDOUT: u64 = 10 << 20;
-pub const DEFAULT_MAX_STDERR: u64 = 1 << 20;
+pub(crate) const DEFAULT_CONCURRENCY: u32 = 2;
+pub(crate) const DEFAULT_MAX_STDOUT: u64 = 10 << 20;
+pub(crate) const DEFAULT_MAX_STDERR: u64 = 1 << 20;
 
 impl Default for ResolvedRunner {
     fn default() -> Self {

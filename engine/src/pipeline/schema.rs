@@ -19,10 +19,3 @@ pub(crate) fn cached() -> &'static Value {
     static SCHEMA: OnceLock<Value> = OnceLock::new();
     SCHEMA.get_or_init(pipeline_schema)
 }
-
-/// The schema as the committed file holds it: pretty JSON with a final newline.
-pub fn pipeline_schema_text() -> String {
-    let mut text = serde_json::to_string_pretty(&pipeline_schema()).expect("serializable");
-    text.push('\n');
-    text
-}

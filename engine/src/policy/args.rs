@@ -15,7 +15,7 @@ pub enum Arity {
 }
 
 /// Flags a pipeline may pass in `commandArgs`.
-pub const PASS_THROUGH: &[(&str, Arity)] = &[
+pub(crate) const PASS_THROUGH: &[(&str, Arity)] = &[
     ("--append-system-prompt", Arity::One),
     ("--system-prompt", Arity::One),
     ("--fallback-model", Arity::One),
@@ -30,7 +30,7 @@ pub const PASS_THROUGH: &[(&str, Arity)] = &[
 
 /// Flags that widen what the agent may do, or switch permission checks off:
 /// refused as safety problems (exit 6).
-pub const WIDENING: &[(&str, &str)] = &[
+pub(crate) const WIDENING: &[(&str, &str)] = &[
     (
         "--dangerously-skip-permissions",
         "it switches every permission check off",
@@ -117,7 +117,7 @@ pub const WIDENING: &[(&str, &str)] = &[
 
 /// Flags specbridge sets itself (or which have a runner key): refused as
 /// configuration errors (exit 2), with the key to use instead.
-pub const MANAGED: &[(&str, &str)] = &[
+pub(crate) const MANAGED: &[(&str, &str)] = &[
     ("-p", "specbridge always runs in print mode"),
     ("--print", "specbridge always runs in print mode"),
     ("--output-format", "specbridge reads stream-json itself"),
@@ -170,7 +170,7 @@ pub enum ArgVerdict {
 }
 
 /// The flag name of a token: `--x=1` → `--x`; `None` for a token that is not a flag.
-pub fn flag_name(token: &str) -> Option<&str> {
+pub(crate) fn flag_name(token: &str) -> Option<&str> {
     let t = token.trim();
     if !t.starts_with('-') || t == "-" {
         return None;
@@ -218,6 +218,6 @@ pub fn classify(args: &[String]) -> Vec<ArgVerdict> {
     out
 }
 
-pub fn pass_through_names() -> impl Iterator<Item = &'static str> {
+pub(crate) fn pass_through_names() -> impl Iterator<Item = &'static str> {
     PASS_THROUGH.iter().map(|(f, _)| *f)
 }

@@ -9,7 +9,7 @@ use crate::evidence::ProtectedPaths;
 /// not exist yet), so each gets both forms: `Edit(./p)` and `Edit(./p/**)`. An
 /// `Edit` rule covers every file-editing tool (verified on 2.1.332 for Write, Edit
 /// and NotebookEdit).
-pub fn protected_deny_rules(paths: &ProtectedPaths) -> Vec<String> {
+pub(crate) fn protected_deny_rules(paths: &ProtectedPaths) -> Vec<String> {
     let mut out = Vec::new();
     for rule in paths.rules() {
         let p = pattern(&rule.path);

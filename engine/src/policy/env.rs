@@ -13,7 +13,7 @@
 //! that a name added by a later version is caught by its shape.
 
 /// The names, each with what it changes.
-pub const WIDENING_ENV: &[(&str, &str)] = &[
+pub(crate) const WIDENING_ENV: &[(&str, &str)] = &[
     ("CLAUDE_CONFIG_DIR", "moves the user settings folder"),
     (
         "CLAUDE_CODE_MANAGED_SETTINGS_PATH",
@@ -127,7 +127,7 @@ const WIDENING_WORDS: &[&str] = &[
 ];
 
 /// What a name changes, when it can widen the policy.
-pub fn widening(name: &str) -> Option<&'static str> {
+pub(crate) fn widening(name: &str) -> Option<&'static str> {
     let upper = name.trim().to_ascii_uppercase();
     if let Some((_, why)) = WIDENING_ENV.iter().find(|(n, _)| *n == upper) {
         return Some(why);

@@ -54,7 +54,7 @@ impl Field {
 
     /// The path below the runner section: `tools[2]`, `env.CLAUDE_CONFIG_DIR`,
     /// `sandbox.writablePaths[0]`.
-    pub fn path_in_runner(&self) -> String {
+    pub(crate) fn path_in_runner(&self) -> String {
         match self {
             Field::Tools(i)
             | Field::AllowedBashRules(i)
@@ -131,7 +131,7 @@ impl CheckedRunner {
 
     /// The allow rules of an execute stage: file tools scoped to the repository,
     /// Bash rule by rule, MCP tools the pipeline opted into.
-    pub fn execute_allow_rules(&self) -> Vec<String> {
+    pub(crate) fn execute_allow_rules(&self) -> Vec<String> {
         let mut out = Vec::new();
         for t in &self.tools {
             if let Some(rule) = tools::scoped_allow_rule(t) {
@@ -148,7 +148,7 @@ impl CheckedRunner {
     }
 
     /// The allow rules of a generate stage: the read-only tools, scoped.
-    pub fn generate_allow_rules() -> Vec<String> {
+    pub(crate) fn generate_allow_rules() -> Vec<String> {
         tools::READ_ONLY_TOOLS
             .iter()
             .map(|t| format!("{t}(./**)"))
@@ -156,18 +156,18 @@ impl CheckedRunner {
     }
 
     /// The pipeline's own extra deny rules.
-    pub fn deny_rules(&self) -> &[String] {
+    pub(crate) fn deny_rules(&self) -> &[String] {
         &self.deny_rules
     }
 
     /// An execute stage offers Bash.
-    pub fn allows_bash(&self) -> bool {
+    pub(crate) fn allows_bash(&self) -> bool {
         self.tools
             .iter()
             .any(|t| t.class == tools::ToolClass::Shell)
     }
 
-    pub fn names_tool(&self, name: &str) -> bool {
+    pub(crate) fn names_tool(&self, name: &str) -> bool {
         self.tools.iter().any(|t| t.name == name)
     }
 
@@ -185,7 +185,7 @@ impl CheckedRunner {
     }
 
     /// What the pipeline opted into, for warnings and `request.json`.
-    pub fn opt_ins(&self) -> &[OptIn] {
+    pub(crate) fn opt_ins(&self) -> &[OptIn] {
         &self.opt_ins
     }
 }
@@ -197,7 +197,7 @@ fn push_unique(list: &mut Vec<String>, item: String) {
 }
 
 /// The setting sources a pipeline may opt into.
-pub const SETTING_SOURCES: &[&str] = &["user", "project", "local"];
+pub(crate) const SETTING_SOURCES: &[&str] = &["user", "project", "local"];
 
 /// Every refusal of a resolved runner section, or the checked section. The same
 /// for every stage kind: a generate stage ignores `tools`, but a refused value is

@@ -18,7 +18,7 @@ pub enum BashRuleProblem {
 }
 
 /// Checks one `allowedBashRules` entry.
-pub fn check_bash_rule(rule: &str) -> Result<(), BashRuleProblem> {
+pub(crate) fn check_bash_rule(rule: &str) -> Result<(), BashRuleProblem> {
     let t = rule.trim();
     let compact: String = t.chars().filter(|c| !c.is_whitespace()).collect();
     if compact.eq_ignore_ascii_case("bash") {
@@ -53,7 +53,7 @@ pub fn check_bash_rule(rule: &str) -> Result<(), BashRuleProblem> {
 /// Checks one `disallowedTools` entry: a tool name, optionally with a specifier.
 /// Deny rules only narrow the policy; the check is about the shape, so that one
 /// entry cannot turn into several.
-pub fn check_deny_rule(rule: &str) -> Result<(), String> {
+pub(crate) fn check_deny_rule(rule: &str) -> Result<(), String> {
     let t = rule.trim();
     let (name, spec) = match t.find('(') {
         Some(open) => {

@@ -22,7 +22,7 @@ pub enum SandboxPlan {
 
 impl SandboxPlan {
     /// The `--settings` JSON that turns the sandbox on; `None` when it is off.
-    pub fn settings_json(&self) -> Option<Value> {
+    pub(crate) fn settings_json(&self) -> Option<Value> {
         let SandboxPlan::On(s) = self else {
             return None;
         };
@@ -68,7 +68,7 @@ const NEVER_WRITABLE: &[&str] = &[
 ];
 
 /// Checks one `sandbox.writablePaths` entry.
-pub fn check_writable_path(path: &str) -> Result<(), String> {
+pub(crate) fn check_writable_path(path: &str) -> Result<(), String> {
     let p = path.trim();
     if !(p.starts_with('/') || p.starts_with("~/")) {
         return Err("is not absolute; the repository is writable already, so name a folder outside it (`/…` or `~/…`)".into());
@@ -101,7 +101,7 @@ pub fn check_writable_path(path: &str) -> Result<(), String> {
 
 /// Checks one `sandbox.allowedDomains` entry: a host, an optional leading `*.`,
 /// an optional `:port`.
-pub fn check_domain(domain: &str) -> Result<(), String> {
+pub(crate) fn check_domain(domain: &str) -> Result<(), String> {
     let d = domain.trim();
     let (host, port) = match d.rsplit_once(':') {
         Some((h, p)) => (h, Some(p)),

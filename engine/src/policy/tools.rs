@@ -30,7 +30,7 @@ pub struct ToolSpec {
 }
 
 /// The tools a pipeline may name in `tools`.
-pub const ALLOWED_TOOLS: &[ToolSpec] = &[
+pub(crate) const ALLOWED_TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "Read",
         class: ToolClass::FileRead,
@@ -72,7 +72,7 @@ pub const ALLOWED_TOOLS: &[ToolSpec] = &[
 /// Tools that exist but are never offered, each with the reason. A pipeline naming
 /// one is refused as a safety problem (exit 6): each widens what the agent can
 /// reach beyond the repository and the rules specbridge records.
-pub const REFUSED_TOOLS: &[(&str, &str)] = &[
+pub(crate) const REFUSED_TOOLS: &[(&str, &str)] = &[
     (
         "WebFetch",
         "it reaches the network, so repository content can leave the machine",
@@ -136,7 +136,7 @@ pub const REFUSED_TOOLS: &[(&str, &str)] = &[
 
 /// Tools that only make sense with a person at the terminal: refused as
 /// configuration errors (exit 2), since nobody answers them in print mode.
-pub const INTERACTIVE_TOOLS: &[&str] = &["AskUserQuestion", "EnterPlanMode", "ExitPlanMode"];
+pub(crate) const INTERACTIVE_TOOLS: &[&str] = &["AskUserQuestion", "EnterPlanMode", "ExitPlanMode"];
 
 /// The read-only set of generate stages.
 pub const READ_ONLY_TOOLS: &[&str] = &["Read", "Glob", "Grep"];
@@ -146,7 +146,7 @@ pub const READ_ONLY_TOOLS: &[&str] = &["Read", "Glob", "Grep"];
 pub const MUTATING_TOOLS: &[&str] = &["Bash", "Edit", "MultiEdit", "Write", "NotebookEdit"];
 
 /// The prefix of tools that MCP servers provide (`mcp__server__tool`).
-pub const MCP_PREFIX: &str = "mcp__";
+pub(crate) const MCP_PREFIX: &str = "mcp__";
 
 pub fn allowed(name: &str) -> Option<&'static ToolSpec> {
     ALLOWED_TOOLS.iter().find(|t| t.name == name)
@@ -161,7 +161,7 @@ pub fn refused(name: &str) -> Option<&'static str> {
 
 /// The scoped allow rule of a file tool: the working directory (the repository
 /// root) and everything under it, nothing else.
-pub fn scoped_allow_rule(spec: &ToolSpec) -> Option<String> {
+pub(crate) fn scoped_allow_rule(spec: &ToolSpec) -> Option<String> {
     match spec.class {
         ToolClass::FileRead => Some(format!("{}(./**)", spec.name)),
         ToolClass::FileWrite => Some("Edit(./**)".to_string()),

@@ -20,10 +20,10 @@ use regex::bytes::Regex;
 pub use shapes::{Shape, SHAPES};
 pub use stream::RedactingWriter;
 
-pub const REDACTED: &str = "<redacted>";
+pub(crate) const REDACTED: &str = "<redacted>";
 
 /// Name fragments of environment variables whose values are secrets.
-pub const SECRET_NAME_PARTS: &[&str] = &[
+pub(crate) const SECRET_NAME_PARTS: &[&str] = &[
     "KEY",
     "TOKEN",
     "SECRET",
@@ -36,7 +36,7 @@ pub const SECRET_NAME_PARTS: &[&str] = &[
 /// Shorter values are never used as needles: `KEYBOARD=us` or `TOKEN_TTL=3600`
 /// would otherwise blank out ordinary words and numbers everywhere. A secret that
 /// short is not protected by redaction (docs/pipeline-format.md says so).
-pub const MIN_SECRET_LEN: usize = 8;
+pub(crate) const MIN_SECRET_LEN: usize = 8;
 
 static SHAPE_RES: LazyLock<Vec<(Regex, &'static Shape)>> = LazyLock::new(|| {
     SHAPES
@@ -94,7 +94,7 @@ impl Default for Redactor {
 
 /// Whether an environment variable's name says it holds a secret. `AUTH` counts
 /// except as part of `AUTHOR` (`GIT_AUTHOR_NAME`); `AUTHORIZATION` counts.
-pub fn is_secret_name(name: &str) -> bool {
+pub(crate) fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_NAME_PARTS.iter().any(|part| {
         upper.match_indices(part).any(|(at, _)| {
@@ -139,7 +139,7 @@ impl Redactor {
     }
 
     /// From explicit name/value pairs (the environment of a test, say).
-    pub fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Self
+    pub(crate) fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Self
     where
         K: AsRef<str>,
         V: AsRef<str>,
@@ -158,7 +158,7 @@ impl Redactor {
     }
 
     /// Adds a value known to be secret, read from the variable `name`.
-    pub fn add_secret(&mut self, name: &str, value: impl Into<String>) {
+    pub(crate) fn add_secret(&mut self, name: &str, value: impl Into<String>) {
         self.add_all(vec![(name.to_string(), value.into())]);
     }
 
@@ -198,7 +198,7 @@ impl Redactor {
     }
 
     /// The longest known value, in bytes (what a stream must keep back).
-    pub fn longest_literal(&self) -> usize {
+    pub(crate) fn longest_literal(&self) -> usize {
         self.literals.first().map_or(0, |l| l.value.len())
     }
 
@@ -231,7 +231,7 @@ impl Redactor {
     }
 
     /// Every string in the document, object keys included.
-    pub fn redact_json(&self, value: &mut serde_json::Value) {
+    pub(crate) fn redact_json(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
         match value {
             Value::String(s) => {

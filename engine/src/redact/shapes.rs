@@ -123,13 +123,13 @@ const LEFT_BOUNDARY_OR_ESCAPE: &str = r"(?:(?-u:\b)|(?P<esc>\\[nrtfb]))";
 
 impl Shape {
     /// The pattern the redactor compiles: the left boundary also after an escape.
-    pub fn compiled_pattern(&self) -> String {
+    pub(crate) fn compiled_pattern(&self) -> String {
         self.pattern
             .replacen(LEFT_BOUNDARY, LEFT_BOUNDARY_OR_ESCAPE, 1)
     }
 
     /// The same without group names, to be one alternative among others (audit).
-    pub fn anonymous_pattern(&self) -> String {
+    pub(crate) fn anonymous_pattern(&self) -> String {
         self.compiled_pattern()
             .replace("(?P<esc>", "(?:")
             .replace("(?P<keep>", "(?:")

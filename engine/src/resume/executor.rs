@@ -88,7 +88,7 @@ impl ResumeExecutor {
 
 /// The first recorded output file of a stage that is missing or no longer has its
 /// recorded sha256: `output.json` in the run folder, the document in the repository.
-pub fn altered_output(rec: &StageRecord, run_dir: &Path, root: &Path) -> Option<String> {
+pub(crate) fn altered_output(rec: &StageRecord, run_dir: &Path, root: &Path) -> Option<String> {
     let differs = |path: PathBuf, sha: &str| sha256_file(&path).map_or(true, |s| s != sha);
     if let Some(out) = &rec.output {
         if differs(run_dir.join(&out.path), &out.sha256) {
@@ -104,7 +104,7 @@ pub fn altered_output(rec: &StageRecord, run_dir: &Path, root: &Path) -> Option<
 }
 
 /// The recorded result of a stage, as a report the scheduler can settle it with.
-pub fn reused_report(rec: &StageRecord) -> StageReport {
+pub(crate) fn reused_report(rec: &StageRecord) -> StageReport {
     StageReport {
         status: rec.status,
         reason: rec.reason.clone(),
@@ -129,7 +129,7 @@ pub fn reused_report(rec: &StageRecord) -> StageReport {
 
 /// Mark a recorded stage `retired`: its record and attempts stay, its status says
 /// it is no longer part of the run.
-pub fn retire(
+pub(crate) fn retire(
     run: &RunHandle,
     rec: &StageRecord,
     reason: Reason,

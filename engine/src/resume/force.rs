@@ -47,7 +47,7 @@ impl Forced {
 }
 
 /// The patterns that match none of `ids` (stage ids, instance ids).
-pub fn unmatched<'a>(patterns: &'a [String], ids: &[&str]) -> Vec<&'a str> {
+pub(crate) fn unmatched<'a>(patterns: &'a [String], ids: &[&str]) -> Vec<&'a str> {
     patterns
         .iter()
         .filter(|p| !ids.iter().any(|id| glob_match(p, id)))
@@ -56,7 +56,7 @@ pub fn unmatched<'a>(patterns: &'a [String], ids: &[&str]) -> Vec<&'a str> {
 }
 
 /// `*` matches any run of characters, `?` one; everything else itself.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     // Iterative matching with a single backtrack point for the last `*`.

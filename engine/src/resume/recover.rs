@@ -16,7 +16,7 @@ pub use crate::events::Orphan;
 
 /// `process-spawned` events of attempts that have no `process.json`: the process
 /// was never seen to end, so its group may still be running.
-pub fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Option<String>)> {
+pub(crate) fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Option<String>)> {
     let mut spawns: BTreeMap<(String, u32), (Orphan, Option<String>)> = BTreeMap::new();
     let run = RunReader::at(run_dir);
     let _ = line::read_with(&run.events_path(), |_, parsed| {
@@ -47,7 +47,7 @@ pub fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Option<String>)> {
 /// End every group of an unfinished spawn that is still alive (SIGTERM, SIGKILL
 /// after the `grace` of its stage, by node id), recording each as an
 /// `orphan-ended` event.
-pub fn end_orphans(
+pub(crate) fn end_orphans(
     run: &RunHandle,
     grace: impl Fn(&str) -> Duration,
 ) -> Result<Vec<Orphan>, StoreError> {
@@ -100,7 +100,7 @@ fn process_start_unix(pid: i32) -> Option<f64> {
 
 /// Stages left `running` become `interrupted` (record and event); their streamed
 /// logs are announced as they were left. Returns their ids.
-pub fn mark_interrupted(
+pub(crate) fn mark_interrupted(
     run: &RunHandle,
     stages: &mut BTreeMap<String, StageRecord>,
 ) -> Result<Vec<String>, StoreError> {
@@ -142,7 +142,7 @@ pub fn mark_interrupted(
 /// `stage.json` whose finish was written but not logged gets its `stage-finished`
 /// event from the record. Every event it adds carries `"recovered": true`.
 /// Returns what it repaired, one line each.
-pub fn repair_unlogged(
+pub(crate) fn repair_unlogged(
     run: &RunHandle,
     stages: &BTreeMap<String, StageRecord>,
 ) -> Result<Vec<String>, StoreError> {

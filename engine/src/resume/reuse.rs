@@ -136,7 +136,7 @@ impl ReuseDecision {
         }
     }
 
-    pub fn retire(stage: &str, reason: Reason) -> Self {
+    pub(crate) fn retire(stage: &str, reason: Reason) -> Self {
         ReuseDecision {
             stage: stage.to_string(),
             action: Action::Retire,
@@ -273,7 +273,7 @@ fn explain(recorded: Option<&InputParts>, current: &InputParts) -> Why {
 }
 
 /// Upstream stages whose output hash differs, appeared or disappeared.
-pub fn changed_upstream(rec: &InputParts, current: &InputParts) -> Vec<String> {
+pub(crate) fn changed_upstream(rec: &InputParts, current: &InputParts) -> Vec<String> {
     let keys: BTreeSet<&String> = rec.upstream.keys().chain(current.upstream.keys()).collect();
     keys.into_iter()
         .filter(|k| rec.upstream.get(*k) != current.upstream.get(*k))

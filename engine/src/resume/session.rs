@@ -55,7 +55,7 @@ pub enum ResumeError {
 /// written but not logged (`run-json-mismatch`, `stage-json-mismatch` — their
 /// bytes are what specbridge announced, or `file-hash-mismatch` would refuse
 /// them). [`repair_unlogged`] and the resume's own records make those whole.
-pub fn is_integrity(code: FindingCode) -> bool {
+pub(crate) fn is_integrity(code: FindingCode) -> bool {
     matches!(
         code,
         FindingCode::ChainBroken
@@ -130,7 +130,7 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
 }
 
 /// Every `stages/*/stage.json`, by stage id.
-pub fn read_stage_records(dir: &Path) -> Result<BTreeMap<String, StageRecord>, StoreError> {
+pub(crate) fn read_stage_records(dir: &Path) -> Result<BTreeMap<String, StageRecord>, StoreError> {
     RunReader::at(dir).stage_records()
 }
 

@@ -18,7 +18,7 @@ pub use bwrap::{
 };
 
 /// The Debian package names, for install hints.
-pub const INSTALL_HINT: &str =
+pub(crate) const INSTALL_HINT: &str =
     "install bubblewrap and socat (Debian/Ubuntu: `apt-get install bubblewrap socat`)";
 
 /// What the sandbox needs on this machine, found on `PATH`.
@@ -46,8 +46,9 @@ impl SandboxSupport {
         }
     }
 
+    #[cfg(test)]
     /// bubblewrap is present and confines a command.
-    pub fn bubblewrap_works(&self) -> bool {
+    pub(crate) fn bubblewrap_works(&self) -> bool {
         self.bubblewrap.is_some() && self.failure.is_none()
     }
 
@@ -63,8 +64,9 @@ impl SandboxSupport {
         }
     }
 
+    #[cfg(test)]
     /// Everything the Claude Code CLI's sandbox needs on Linux.
-    pub fn cli_sandbox_works(&self) -> bool {
+    pub(crate) fn cli_sandbox_works(&self) -> bool {
         self.bubblewrap_works() && self.socat.is_some()
     }
 

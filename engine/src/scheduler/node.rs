@@ -36,7 +36,7 @@ impl Node {
         }
     }
 
-    pub fn to_plan_node(&self, input_hash: Option<String>) -> PlanNode {
+    pub(crate) fn to_plan_node(&self, input_hash: Option<String>) -> PlanNode {
         PlanNode {
             id: self.id.clone(),
             kind: self.kind,

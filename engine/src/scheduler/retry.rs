@@ -18,7 +18,7 @@ pub struct RetryHint {
 
 /// Base delay of the backoff; the environment variable is a test hook (documented
 /// in docs/claude-code-runner.md) so that tests do not sleep for seconds.
-pub const BASE_DELAY_ENV: &str = "SPECBRIDGE_RETRY_BASE_MS";
+pub(crate) const BASE_DELAY_ENV: &str = "SPECBRIDGE_RETRY_BASE_MS";
 const DEFAULT_BASE: Duration = Duration::from_secs(2);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -32,7 +32,7 @@ fn base_delay() -> Duration {
 /// The wait before retry number `retry` (1 for the first): exponential with equal
 /// jitter (half fixed, half random, so that stages that failed together do not
 /// retry together), never shorter than a `Retry-After`.
-pub fn delay(retry: u32, hint: &RetryHint) -> Duration {
+pub(crate) fn delay(retry: u32, hint: &RetryHint) -> Duration {
     delay_with(base_delay(), retry, hint, jitter_fraction())
 }
 

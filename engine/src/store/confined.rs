@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 /// Folders no document may be written into, whatever validation said: git's own
 /// (a written `config` can run commands on the next `git status`), the run store,
 /// and the CLI's project settings.
-pub const FORBIDDEN_FOLDERS: &[&str] = &[".git", ".specbridge", ".claude"];
+pub(crate) const FORBIDDEN_FOLDERS: &[&str] = &[".git", ".specbridge", ".claude"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfinedWriteError {

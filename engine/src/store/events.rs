@@ -18,7 +18,7 @@ use crate::store::atomic::sha256_hex;
 use crate::store::durable::GroupCommit;
 use crate::store::publish::Redacted;
 
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 #[derive(Debug, thiserror::Error)]
 pub enum EventError {
@@ -193,7 +193,7 @@ pub fn verify_chain(path: &Path) -> Result<ChainCheck, EventError> {
 }
 
 /// Like [`verify_chain`], handing each parsed event to `visit` (line number, event).
-pub fn verify_chain_with(
+pub(crate) fn verify_chain_with(
     path: &Path,
     mut visit: impl FnMut(u64, &Value),
 ) -> Result<ChainCheck, EventError> {

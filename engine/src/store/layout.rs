@@ -25,7 +25,7 @@ pub const PLAN: &str = "plan.json";
 /// The hash-chained event log.
 pub const EVENTS: &str = "events.jsonl";
 /// What a torn last event line set aside is called, before its number.
-pub const TORN_TAIL_PREFIX: &str = "events.jsonl.torn-";
+pub(crate) const TORN_TAIL_PREFIX: &str = "events.jsonl.torn-";
 /// The folder of the stages.
 pub const STAGES: &str = "stages";
 
@@ -69,12 +69,12 @@ pub fn runs_dir(repo_root: &Path) -> PathBuf {
 }
 
 /// `stages/<stage-id>`.
-pub fn stage_rel(stage_id: &str) -> String {
+pub(crate) fn stage_rel(stage_id: &str) -> String {
     format!("{STAGES}/{stage_id}")
 }
 
 /// `stages/<stage-id>/stage.json`.
-pub fn stage_record_rel(stage_id: &str) -> String {
+pub(crate) fn stage_record_rel(stage_id: &str) -> String {
     format!("{STAGES}/{stage_id}/{STAGE}")
 }
 
@@ -84,7 +84,7 @@ pub fn output_rel(stage_id: &str) -> String {
 }
 
 /// `attempt-NNN`, three digits at least so that folders sort by number.
-pub fn attempt_dir_name(attempt: u32) -> String {
+pub(crate) fn attempt_dir_name(attempt: u32) -> String {
     format!("{ATTEMPT_PREFIX}{attempt:03}")
 }
 
@@ -100,13 +100,13 @@ pub fn in_attempt(attempt_rel: &str, file: &str) -> String {
 }
 
 /// `attempt-007` → 7; `None` for any other name.
-pub fn attempt_number(dir_name: &str) -> Option<u32> {
+pub(crate) fn attempt_number(dir_name: &str) -> Option<u32> {
     dir_name.strip_prefix(ATTEMPT_PREFIX)?.parse().ok()
 }
 
 /// The stage and attempt a run-relative path belongs to:
 /// `stages/<stage>/attempt-NNN/…`.
-pub fn locate(rel: &str) -> (Option<String>, Option<u32>) {
+pub(crate) fn locate(rel: &str) -> (Option<String>, Option<u32>) {
     let mut parts = rel.split('/');
     if parts.next() != Some(STAGES) {
         return (None, None);
@@ -124,7 +124,7 @@ pub fn locate(rel: &str) -> (Option<String>, Option<u32>) {
 
 /// Whether `path` may lie in a run store: it passes through both a `.specbridge`
 /// and a `runs` folder (in any order: a refusal errs on the safe side).
-pub fn may_be_in_run_store(path: &Path) -> bool {
+pub(crate) fn may_be_in_run_store(path: &Path) -> bool {
     use std::path::Component;
     let has = |name: &str| {
         path.components()

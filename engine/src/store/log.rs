@@ -7,7 +7,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::fault::{injected_failure, Guard};
@@ -116,9 +115,10 @@ impl RunLog {
         written
     }
 
+    #[cfg(test)]
     /// One JSON value as a line. Its strings are redacted before it is encoded,
     /// so a secret that JSON escapes (a quote in a password) is still found.
-    pub fn write_json_line(&mut self, value: &Value) -> std::io::Result<()> {
+    pub(crate) fn write_json_line(&mut self, value: &serde_json::Value) -> std::io::Result<()> {
         let mut value = value.clone();
         self.redactor.redact_json(&mut value);
         let mut line = serde_json::to_vec(&value).map_err(std::io::Error::other)?;

@@ -145,7 +145,7 @@ impl RunReader {
 
     /// The numbers of the stage's `attempt-NNN` folders, ascending. A stage with
     /// no folder has none.
-    pub fn attempt_numbers(&self, stage: &str) -> Result<Vec<u32>, StoreError> {
+    pub(crate) fn attempt_numbers(&self, stage: &str) -> Result<Vec<u32>, StoreError> {
         let dir = self
             .dir
             .join(self.stage_rel_checked(stage, layout::stage_rel)?);
@@ -189,7 +189,10 @@ impl RunReader {
 
     /// A run-relative JSON record; `None` when the file does not exist (in a run
     /// folder that does).
-    pub fn json_if_any<T: DeserializeOwned>(&self, rel: &str) -> Result<Option<T>, StoreError> {
+    pub(crate) fn json_if_any<T: DeserializeOwned>(
+        &self,
+        rel: &str,
+    ) -> Result<Option<T>, StoreError> {
         let path = self.dir.join(rel);
         match self.bytes_if_any(rel)? {
             Some(bytes) => parse(&path, &bytes).map(Some),
@@ -199,7 +202,7 @@ impl RunReader {
 
     /// A run-relative file's bytes; `None` when it does not exist (in a run folder
     /// that does).
-    pub fn bytes_if_any(&self, rel: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    pub(crate) fn bytes_if_any(&self, rel: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let path = self.dir.join(rel);
         match std::fs::read(&path) {
             Ok(bytes) => Ok(Some(bytes)),

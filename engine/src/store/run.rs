@@ -119,7 +119,7 @@ impl RunStore {
 
     /// Continue a run whose lock is already held: resume takes the lock first,
     /// audits the run and repairs a torn log before it opens the log for writing.
-    pub fn open_locked(
+    pub(crate) fn open_locked(
         id: String,
         dir: PathBuf,
         lock: RunLock,
@@ -130,7 +130,7 @@ impl RunStore {
     }
 
     /// Every run id, oldest first.
-    pub fn run_ids(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) fn run_ids(&self) -> Result<Vec<String>, StoreError> {
         Ok(select::run_ids(&self.runs_dir)?)
     }
 
@@ -374,7 +374,7 @@ impl RunHandle {
     /// append (the log may end in a torn line, which only a resume sets aside);
     /// it fails like any write while the disk stays full. Then `run.json` keeps
     /// saying `running`, and resume treats the run as interrupted.
-    pub fn settle_after_failure<T: serde::Serialize>(
+    pub(crate) fn settle_after_failure<T: serde::Serialize>(
         &self,
         run_json: &T,
         finished: RunEvent,
@@ -416,7 +416,7 @@ impl RunHandle {
     }
 
     /// Check now that the run folder is still there (while nothing is written).
-    pub fn watch(&self) -> Option<StoreFailure> {
+    pub(crate) fn watch(&self) -> Option<StoreFailure> {
         self.guard.watch()
     }
 
@@ -448,23 +448,9 @@ impl RunHandle {
 
     /// Every record of the run that is no longer what was announced, and the event
     /// log if it is not exactly what this process appended.
-    pub fn changed_records(&self) -> Vec<RecordChange> {
+    pub(crate) fn changed_records(&self) -> Vec<RecordChange> {
         let log = self.events.lock();
         crate::store::tamper::changed_records(&self.dir, &log)
-    }
-
-    /// Create a folder inside the run (for streamed logs).
-    pub fn ensure_dir(&self, rel: &str) -> Result<PathBuf, StoreError> {
-        let p = self.path(rel)?;
-        // Checked first: a deleted run folder is not made again piecemeal.
-        self.guard.check(rel)?;
-        std::fs::create_dir_all(&p)
-            .map_err(|source| StoreError::Create {
-                path: p.clone(),
-                source,
-            })
-            .inspect_err(|e| self.guard.fail(e, false))?;
-        Ok(p)
     }
 }
 

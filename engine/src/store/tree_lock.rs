@@ -124,7 +124,7 @@ impl TreeLock {
     }
 
     /// Records the run id for the message others get.
-    pub fn set_run(&mut self, run_id: &str) -> Result<(), TreeLockError> {
+    pub(crate) fn set_run(&mut self, run_id: &str) -> Result<(), TreeLockError> {
         self.holder.run_id = Some(run_id.to_owned());
         self.write_holder().map_err(|source| TreeLockError::Io {
             path: self.path.clone(),

@@ -16,7 +16,7 @@ pub struct Template {
     pub files: &'static [(&'static str, &'static str)],
 }
 
-pub const TEMPLATES: &[Template] = &[Template {
+pub(crate) const TEMPLATES: &[Template] = &[Template {
     name: "spec-to-task",
     files: &[
         (
@@ -130,7 +130,7 @@ pub fn render(template: &Template, test: Option<&TestCommand>) -> Vec<(String, S
         .collect()
 }
 
-pub fn find_template(name: &str) -> Result<&'static Template, InitError> {
+pub(crate) fn find_template(name: &str) -> Result<&'static Template, InitError> {
     TEMPLATES
         .iter()
         .find(|t| t.name == name)

@@ -23,10 +23,10 @@ mod runner;
 use paths::escapes;
 
 /// The built-in output schemas, addressed as `builtin:NAME`.
-pub const BUILTIN_SCHEMAS: &[&str] = &["document", "tasks", "task-result"];
+pub(crate) const BUILTIN_SCHEMAS: &[&str] = &["document", "tasks", "task-result"];
 
 /// Paths no document may be written into, whatever `protectedPaths` says.
-pub const ALWAYS_PROTECTED: &[&str] = &[".git", ".specbridge", ".claude"];
+pub(crate) const ALWAYS_PROTECTED: &[&str] = &[".git", ".specbridge", ".claude"];
 
 /// A pipeline with no errors (warnings may remain).
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ pub fn load_and_validate(path: &Path, repo_root: &Path) -> Result<ValidPipeline,
 }
 
 /// The graph of a pipeline's stages (self-dependencies left out).
-pub fn stage_graph(stages: &[StageDef]) -> StageGraph {
+pub(crate) fn stage_graph(stages: &[StageDef]) -> StageGraph {
     StageGraph::from_needs(stages.iter().map(|s| {
         (
             s.id.as_str(),

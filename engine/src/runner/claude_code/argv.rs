@@ -141,7 +141,7 @@ pub use crate::policy::tools::{MUTATING_TOOLS, READ_ONLY_TOOLS};
 /// captures also show `Bash(rm:*)` stopping `git status && rm -rf x` and
 /// `find x -delete`). Redirections such as `echo > file` cannot be matched by a
 /// command-prefix rule, which is why `default` stays the default mode.
-pub const ACCEPT_EDITS_DENY_RULES: &[&str] = &[
+pub(crate) const ACCEPT_EDITS_DENY_RULES: &[&str] = &[
     "Bash(rm:*)",
     "Bash(rmdir:*)",
     "Bash(unlink:*)",

@@ -227,6 +227,7 @@ impl Capabilities {
             .collect()
     }
 
+    #[cfg(test)]
     pub fn is_compatible(&self) -> bool {
         self.required_missing().is_empty()
     }

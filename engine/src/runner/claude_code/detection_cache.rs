@@ -23,7 +23,7 @@ use super::doctor::{diagnose_with, AuthCheck, DoctorOptions, DoctorReport, Docto
 use super::probe::resolve_executable;
 
 /// How long a remembered detection is trusted.
-pub const CACHE_LIFETIME: Duration = Duration::from_secs(15 * 60);
+pub(crate) const CACHE_LIFETIME: Duration = Duration::from_secs(15 * 60);
 
 /// The cache file's name inside `<cache>/specbridge/`.
 pub const CACHE_FILE: &str = "runner-detection.json";
@@ -73,7 +73,7 @@ pub enum Source {
 }
 
 /// The cache folder: `$XDG_CACHE_HOME/specbridge` or `~/.cache/specbridge`.
-pub fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| Path::new(v).is_absolute())
         .map(PathBuf::from)

@@ -19,12 +19,12 @@ use crate::redact::Redactor;
 use crate::status::exit;
 
 /// Each probe's time limit.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Overrides [`PROBE_TIMEOUT`] (milliseconds), for tests of hanging executables.
-pub const PROBE_TIMEOUT_ENV: &str = "SPECBRIDGE_PROBE_TIMEOUT_MS";
+pub(crate) const PROBE_TIMEOUT_ENV: &str = "SPECBRIDGE_PROBE_TIMEOUT_MS";
 
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+pub(crate) const REPORT_SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -326,7 +326,7 @@ fn required(
 
 /// Reads `auth status` without keeping any of it: JSON with `loggedIn` from 2.1.100;
 /// otherwise the exit code (0 logged in, 1 not) where the text agrees.
-pub fn summarise_auth(out: &ProbeOutput) -> AuthStatus {
+pub(crate) fn summarise_auth(out: &ProbeOutput) -> AuthStatus {
     if let Ok(json) = serde_json::from_str::<serde_json::Value>(out.stdout.trim()) {
         if let Some(logged_in) = json.get("loggedIn").and_then(serde_json::Value::as_bool) {
             return if logged_in {
@@ -345,7 +345,7 @@ pub fn summarise_auth(out: &ProbeOutput) -> AuthStatus {
 }
 
 /// The JSON Schema of [`DoctorReport`], as committed in `schemas/doctor.schema.json`.
-pub fn report_schema() -> serde_json::Value {
+pub(crate) fn report_schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(DoctorReport)).expect("schema serializes")
 }
 

@@ -122,7 +122,7 @@ pub fn envelope_from_stdout(stdout: &[u8]) -> Option<ResultEnvelope> {
 
 /// The JSON document in a text answer, for CLIs without `--json-schema`: the whole
 /// text when it is a JSON object or array, else the last ```json fenced block.
-pub fn json_from_result_text(text: &str) -> Option<Value> {
+pub(crate) fn json_from_result_text(text: &str) -> Option<Value> {
     let whole = text.trim();
     if let Ok(value @ (Value::Object(_) | Value::Array(_))) = serde_json::from_str(whole) {
         return Some(value);

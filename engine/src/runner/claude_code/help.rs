@@ -68,7 +68,7 @@ impl HelpText {
             .find(|o| o.flags.iter().any(|f| f == flag))
     }
 
-    pub fn has_flag(&self, flag: &str) -> bool {
+    pub(crate) fn has_flag(&self, flag: &str) -> bool {
         self.option(flag).is_some()
     }
 

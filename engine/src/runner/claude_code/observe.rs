@@ -22,11 +22,11 @@ use super::argv::ToolPolicy;
 use super::stream::{InitInfo, ObservedCall};
 use crate::bash_rule;
 
-pub const TOOL_CALL_SCHEMA_VERSION: u32 = 1;
+pub(crate) const TOOL_CALL_SCHEMA_VERSION: u32 = 1;
 
 /// Tools the CLI offers beside the requested ones: `StructuredOutput` under
 /// `--json-schema` (FACTS.md, "Structured output").
-pub const CLI_ADDED_TOOLS: &[&str] = &["StructuredOutput"];
+pub(crate) const CLI_ADDED_TOOLS: &[&str] = &["StructuredOutput"];
 
 /// Tools that read files, and the input fields naming their paths.
 const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS", "NotebookRead"];
@@ -87,7 +87,7 @@ fn canonical_mode(mode: &str) -> &str {
 
 /// `None` when `init` reports what was asked. Tools asked for but not offered (an
 /// unknown name the CLI ignores) confine the agent further and are no mismatch.
-pub fn check_init(init: &InitInfo, expected: &InitExpectation<'_>) -> Option<InitMismatch> {
+pub(crate) fn check_init(init: &InitInfo, expected: &InitExpectation<'_>) -> Option<InitMismatch> {
     let policy = expected.policy;
     let extra_tools: Vec<String> = init
         .tools
@@ -167,7 +167,7 @@ pub struct CallContext<'a> {
 }
 
 /// Checks every call; the records, in stream order.
-pub fn check_calls(calls: &[ObservedCall], ctx: &CallContext<'_>) -> Vec<ToolCallRecord> {
+pub(crate) fn check_calls(calls: &[ObservedCall], ctx: &CallContext<'_>) -> Vec<ToolCallRecord> {
     let root = std::fs::canonicalize(ctx.root).unwrap_or_else(|_| ctx.root.to_path_buf());
     let protected = protected_paths(ctx);
     calls
@@ -222,7 +222,7 @@ fn rebased(call: &ObservedCall, recorded_root: Option<&str>) -> ObservedCall {
 }
 
 /// The message naming a violating call.
-pub fn describe_violation(record: &ToolCallRecord) -> String {
+pub(crate) fn describe_violation(record: &ToolCallRecord) -> String {
     let what = match (record.input.get("command"), first_path(&record.input)) {
         (Some(Value::String(command)), _) => format!("`{command}`"),
         (_, Some(path)) => format!("on `{path}`"),

@@ -87,7 +87,10 @@ pub async fn probe(
 /// Finds `command` the way the runner spawns it: a name with a slash is a path
 /// (relative to the current directory), any other name is looked up in `PATH`.
 /// Never through a shell.
-pub fn resolve_executable(command: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+pub(crate) fn resolve_executable(
+    command: &str,
+    path_var: Option<&std::ffi::OsStr>,
+) -> Option<PathBuf> {
     if command.is_empty() {
         return None;
     }

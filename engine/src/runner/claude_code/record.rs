@@ -10,7 +10,7 @@ use super::outcome::Classification;
 use crate::status::StageStatus;
 use crate::tokens::TokenUsage;
 
-pub const RESULT_RECORD_SCHEMA_VERSION: u32 = 1;
+pub(crate) const RESULT_RECORD_SCHEMA_VERSION: u32 = 1;
 
 /// One attempt's `result.json`. Tool inputs and texts come from the agent: the caller
 /// redacts them before writing.

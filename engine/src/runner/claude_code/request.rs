@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::argv::{InvocationRequest, Operation, OutputFormat, SkippedFlag, ToolPolicy};
 use crate::pipeline::ResolvedRunner;
 
-pub const REQUEST_SCHEMA_VERSION: u32 = 1;
+pub(crate) const REQUEST_SCHEMA_VERSION: u32 = 1;
 
 /// What an invocation is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -85,7 +85,7 @@ pub struct CallResult {
 }
 
 /// The longest error text kept per call.
-pub const MAX_ERROR_TEXT: usize = 500;
+pub(crate) const MAX_ERROR_TEXT: usize = 500;
 /// The longest text kept of an input field that names no path and no command.
 const MAX_INPUT_TEXT: usize = 200;
 /// Input fields kept whole: what the policy check reads.
@@ -248,7 +248,8 @@ impl StreamState {
         self.assistant_error.as_deref()
     }
 
-    pub fn unparsed_lines(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn unparsed_lines(&self) -> u64 {
         self.unparsed_lines
     }
 

@@ -102,7 +102,7 @@ fn retry_after(lower: &str) -> Option<Duration> {
 }
 
 /// The longest `Retry-After` honoured.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
 #[cfg(test)]
 mod tests {
