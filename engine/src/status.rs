@@ -156,7 +156,7 @@ impl std::fmt::Display for StageStatus {
     }
 }
 
-/// What the evidence of an execute stage shows (docs/claude-code-runner.md).
+/// What the evidence of an execute stage shows (docs/evidence.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EvidenceStatus {

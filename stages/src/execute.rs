@@ -156,7 +156,7 @@ fn continue_session(
             &layout::in_attempt(&a.attempt_rel, attempt::CONTINUATION),
             &c,
         )
-        .map_err(StageError::record("continuation.json"))?;
+        .map_err(StageError::record(attempt::CONTINUATION))?;
     let Some(session) = c.session_id.as_deref() else {
         // A fresh attempt after one that a crash cut off before it recorded its
         // change goes on from that attempt's partial work, which the resume kept
@@ -220,7 +220,7 @@ async fn gather(
         &layout::in_attempt(attempt_rel, attempt::CHANGED_FILES),
         &changed,
     )
-    .map_err(StageError::record("changed-files.json"))?;
+    .map_err(StageError::record(attempt::CHANGED_FILES))?;
     ledger.record(&changed, &after);
     let mut violations = run_store_violations(store_changed);
     violations.extend(protected_paths(ctx, run).violations(&changed, before, &after));
@@ -301,7 +301,7 @@ async fn gather(
         claims,
     };
     run.write_json(&layout::in_attempt(attempt_rel, attempt::EVIDENCE), &record)
-        .map_err(StageError::record("evidence.json"))?;
+        .map_err(StageError::record(attempt::EVIDENCE))?;
     Ok(Gathered {
         decision,
         violations,

@@ -95,7 +95,7 @@ fn read_only_evidence(
         &layout::in_attempt(attempt_rel, attempt::CHANGED_FILES),
         &changed,
     )
-    .map_err(StageError::record("changed-files.json"))?;
+    .map_err(StageError::record(attempt::CHANGED_FILES))?;
     let diff = attempt_diff(&a.ctx.root, &changed, &after, DEFAULT_DIFF_MAX_BYTES)?;
     let (diff_info, findings) = crate::secrets::keep_diff(a.ctx, run, attempt_rel, diff)?;
     let mut violations = run_store_violations(store_changed);
@@ -125,7 +125,7 @@ fn read_only_evidence(
         claims: None,
     };
     run.write_json(&layout::in_attempt(attempt_rel, attempt::EVIDENCE), &record)
-        .map_err(StageError::record("evidence.json"))?;
+        .map_err(StageError::record(attempt::EVIDENCE))?;
     Ok(violations)
 }
 

@@ -72,7 +72,7 @@ pub(crate) async fn run_reverify(
         &layout::in_attempt(&attempt_rel, attempt::CHANGED_FILES),
         &changed,
     ) {
-        return fail(StageError::record("changed-files.json")(e).reason());
+        return fail(StageError::record(attempt::CHANGED_FILES)(e).reason());
     }
     // Later stages must not take the hand fix for a foreign change.
     ledger.record(&changed, &after);
@@ -147,7 +147,7 @@ pub(crate) async fn run_reverify(
         &layout::in_attempt(&attempt_rel, attempt::EVIDENCE),
         &record,
     ) {
-        return fail(StageError::record("evidence.json")(e).reason());
+        return fail(StageError::record(attempt::EVIDENCE)(e).reason());
     }
     // The task result the agent reported stays the stage's output.
     let output_rel = layout::output_rel(&sr.node.id);

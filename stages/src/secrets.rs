@@ -26,7 +26,7 @@ pub(crate) fn keep_diff(
     let mut info = diff.info;
     let sha = run
         .write_bytes(&layout::in_attempt(attempt_rel, attempt::DIFF), &diff.patch)
-        .map_err(StageError::record("diff.patch"))?;
+        .map_err(StageError::record(attempt::DIFF))?;
     if sha != info.sha256 {
         // A secret was redacted (in an added, removed or context line).
         info.bytes = run.redactor().redact_bytes(&diff.patch).len() as u64;

@@ -99,7 +99,7 @@ pub(crate) fn read_events(
                     facts.unknown - MAX_CHAIN_FINDINGS as u64
                 ),
             )
-            .file("events.jsonl"),
+            .file(crate::store::layout::EVENTS),
         );
     }
     facts.events = check.events;
@@ -158,7 +158,7 @@ fn visit(
             if facts.unknown <= MAX_CHAIN_FINDINGS as u64 {
                 findings.push(
                     Finding::new(FindingCode::EventUnknown, format!("line {line}: {unknown}"))
-                        .file("events.jsonl"),
+                        .file(crate::store::layout::EVENTS),
                 );
             }
             return;
