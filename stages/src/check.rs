@@ -84,8 +84,7 @@ pub fn spawn_spec(
     if argv.is_empty() {
         return Ok(None);
     }
-    let wrapped =
-        crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv).map_err(StageError::Command)?;
+    let wrapped = crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv)?;
     let (stdout, stderr) = (
         format!("{attempt_rel}/raw-stdout.log"),
         format!("{attempt_rel}/raw-stderr.log"),
