@@ -86,8 +86,7 @@ pub(crate) fn spawn_spec(
     if argv.is_empty() {
         return Ok(None);
     }
-    let wrapped =
-        crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv).map_err(StageError::Command)?;
+    let wrapped = crate::confine::wrap(ctx, stage.sandbox.as_ref(), &argv)?;
     let (stdout, stderr) = (
         layout::in_attempt(attempt_rel, attempt::RAW_STDOUT),
         layout::in_attempt(attempt_rel, attempt::RAW_STDERR),

@@ -11,10 +11,12 @@
 use std::path::{Path, PathBuf};
 
 use specbridge_engine::pipeline::{CommandSandbox, PipelineFile, StageKind};
-use specbridge_engine::sandbox::{expand_writable, home_dir, AppliedSandbox, Confinement};
+use specbridge_engine::sandbox::{
+    expand_writable, home_dir, AppliedSandbox, Confinement, SandboxError,
+};
 use specbridge_engine::scheduler::Node;
 use specbridge_engine::store::RunHandle;
-use specbridge_engine::supervisor::{resolve_program, SpawnSpec};
+use specbridge_engine::supervisor::{resolve_program, SpawnSpec, SupervisorError};
 
 use crate::context::RunContext;
 use crate::error::StageError;
@@ -223,6 +225,22 @@ pub(crate) fn spawn_spec(
     Ok((spec, wrapped.applied))
 }
 
+/// Why a command specbridge runs itself cannot be prepared to run confined as
+/// asked. Recorded as the command's failure (verification) or the stage's reason
+/// (check).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    #[error("no argv array to run")]
+    NoArgv,
+    /// The program is not there: it fails as it would unconfined.
+    #[error(transparent)]
+    Program(#[from] SupervisorError),
+    #[error("failed to confine the command: bubblewrap was not found before the run")]
+    NoBubblewrap,
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+}
+
 /// `argv` under the sandbox that `sandbox` asks for. The program is looked up
 /// first, so that a missing one fails as it does unconfined, not as bubblewrap's
 /// exit code.
@@ -230,11 +248,9 @@ pub fn wrap(
     ctx: &RunContext,
     sandbox: Option<&CommandSandbox>,
     argv: &[String],
-) -> Result<Wrapped, String> {
-    let (program, args) = argv
-        .split_first()
-        .ok_or_else(|| "no argv array to run".to_string())?;
-    resolve_program(program, &ctx.root, &[]).map_err(|e| crate::error_chain(&e))?;
+) -> Result<Wrapped, ConfineError> {
+    let (program, args) = argv.split_first().ok_or(ConfineError::NoArgv)?;
+    resolve_program(program, &ctx.root, &[])?;
     let options = match sandbox {
         Some(CommandSandbox::Off(_)) => {
             return Ok(Wrapped {
@@ -246,16 +262,13 @@ pub fn wrap(
         Some(CommandSandbox::Confined(o)) => o.clone(),
         None => Default::default(),
     };
-    let bubblewrap = ctx.bubblewrap.clone().ok_or_else(|| {
-        "failed to confine the command: bubblewrap was not found before the run".to_string()
-    })?;
+    let bubblewrap = ctx.bubblewrap.clone().ok_or(ConfineError::NoBubblewrap)?;
     let home = home_dir();
     let writable = options
         .writable
         .iter()
         .map(|w| expand_writable(w, home.as_deref()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| crate::error_chain(&e))?;
+        .collect::<Result<Vec<_>, _>>()?;
     let confinement = Confinement {
         bubblewrap,
         root: ctx.root.clone(),
@@ -263,7 +276,7 @@ pub fn wrap(
         writable,
         network: options.network,
     };
-    let (wrapper, applied) = confinement.wrapper().map_err(|e| crate::error_chain(&e))?;
+    let (wrapper, applied) = confinement.wrapper()?;
     let (program, rest) = wrapper.split_first().expect("the wrapper names bubblewrap");
     let mut all = rest.to_vec();
     all.extend(argv.iter().cloned());

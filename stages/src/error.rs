@@ -76,10 +76,9 @@ pub enum StageError {
         #[source]
         source: StoreError,
     },
-    /// A command specbridge runs itself could not be prepared or started; worded
-    /// by [`crate::confine`] and [`crate::verify`].
-    #[error("{0}")]
-    Command(String),
+    /// A command specbridge runs itself cannot run confined as asked.
+    #[error(transparent)]
+    Confine(#[from] crate::confine::ConfineError),
     #[error("the invocation succeeded without structured output")]
     NoOutput,
     #[error("the invocation succeeded without a structured output that validates")]

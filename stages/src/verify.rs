@@ -82,7 +82,8 @@ pub(crate) async fn run_verification(
         };
         let wrapped = match crate::confine::wrap(ctx, cmd.sandbox.as_ref(), &argv) {
             Ok(w) => w,
-            Err(why) => {
+            Err(e) => {
+                let why = crate::error_chain(&e);
                 record
                     .commands
                     .push(not_run(argv, stdout_log, stderr_log, why));
