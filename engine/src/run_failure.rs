@@ -65,7 +65,7 @@ pub(crate) fn records_failed(
 /// writes have stopped).
 pub(crate) fn failure_of(error: &StoreError) -> StoreFailure {
     StoreFailure {
-        message: error.to_string(),
+        message: crate::error_chain(error),
         vanished: matches!(error, StoreError::FolderVanished { .. }),
         in_event_log: matches!(error, StoreError::Events(_)),
     }

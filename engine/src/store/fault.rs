@@ -86,8 +86,8 @@ impl Guard {
             return;
         }
         *failure = Some(StoreFailure {
-            // The store's errors name their cause in their own message.
-            message: err.to_string(),
+            // With every cause: the store's messages do not embed their source.
+            message: crate::error_chain(err),
             vanished: matches!(err, StoreError::FolderVanished { .. }),
             in_event_log,
         });
