@@ -118,6 +118,7 @@ impl RunEvent {
             attempt,
             pid,
             pgid,
+            start_ticks: crate::supervisor::process_start_ticks(pid),
         }))
     }
 
@@ -237,6 +238,12 @@ pub struct StageProcess {
     pub attempt: u32,
     pub pid: u32,
     pub pgid: i32,
+    /// When the process started, in clock ticks since boot (`/proc/PID/stat`),
+    /// read right after the spawn: how a resume tells this process from a later
+    /// one that was given the same id. Absent in older logs and where `/proc`
+    /// cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_ticks: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

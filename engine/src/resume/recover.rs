@@ -14,10 +14,17 @@ use crate::supervisor::{group_alive, kill_group_if_alive};
 
 pub use crate::events::Orphan;
 
+/// What a `process-spawned` event recorded of the process besides its ids.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Spawned {
+    at: Option<String>,
+    start_ticks: Option<u64>,
+}
+
 /// `process-spawned` events of attempts that have no `process.json`: the process
 /// was never seen to end, so its group may still be running.
-pub(crate) fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Option<String>)> {
-    let mut spawns: BTreeMap<(String, u32), (Orphan, Option<String>)> = BTreeMap::new();
+pub(crate) fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Spawned)> {
+    let mut spawns: BTreeMap<(String, u32), (Orphan, Spawned)> = BTreeMap::new();
     let run = RunReader::at(run_dir);
     let _ = line::read_with(&run.events_path(), |_, parsed| {
         let Ok(EventLine {
@@ -36,7 +43,11 @@ pub(crate) fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Option<String>)>
             ended: false,
             note: None,
         };
-        spawns.insert((p.stage, p.attempt), (orphan, Some(at)));
+        let spawned = Spawned {
+            at: Some(at),
+            start_ticks: p.start_ticks,
+        };
+        spawns.insert((p.stage, p.attempt), (orphan, spawned));
     });
     spawns
         .into_values()
@@ -52,11 +63,11 @@ pub(crate) fn end_orphans(
     grace: impl Fn(&str) -> Duration,
 ) -> Result<Vec<Orphan>, StoreError> {
     let mut out = Vec::new();
-    for (mut orphan, at) in unfinished_spawns(run.dir()) {
+    for (mut orphan, spawned) in unfinished_spawns(run.dir()) {
         if !group_alive(orphan.pgid) {
             continue;
         }
-        if let Some(note) = reused_group(orphan.pgid, at.as_deref()) {
+        if let Some(note) = reused_group(orphan.pgid, &spawned) {
             orphan.note = Some(note);
             run.event(RunEvent::OrphanLeft(orphan.clone()))?;
             out.push(orphan);
@@ -71,21 +82,28 @@ pub(crate) fn end_orphans(
 
 /// Why group `pgid` is not the one recorded at `spawned_at`: its leader started
 /// later, so the id was given to another process since. `None` when it may be ours.
-fn reused_group(pgid: i32, spawned_at: Option<&str>) -> Option<String> {
-    let spawned = chrono::DateTime::parse_from_rfc3339(spawned_at?).ok()?;
+fn reused_group(pgid: i32, spawned: &Spawned) -> Option<String> {
+    let reused = || {
+        format!("process group {pgid} now belongs to a process started after the recorded spawn; left alone")
+    };
+    let leader = u32::try_from(pgid).ok()?;
+    if let Some(recorded) = spawned.start_ticks {
+        // The same process has the same start ticks; a leader that is gone (its
+        // group still alive) gives none, and its group is the one recorded.
+        let now = crate::supervisor::process_start_ticks(leader)?;
+        return (now != recorded).then(reused);
+    }
+    // Older logs: by wall-clock time, which can drift from the boot-relative
+    // start time (a suspended or clock-stepped machine) — hence the slack.
+    let spawned_at = chrono::DateTime::parse_from_rfc3339(spawned.at.as_deref()?).ok()?;
     let started = process_start_unix(pgid)?;
     // The event is written after the spawn returns: the leader started before it.
-    (started > spawned.timestamp() as f64 + 2.0).then(|| {
-        format!("process group {pgid} now belongs to a process started after the recorded spawn; left alone")
-    })
+    (started > spawned_at.timestamp() as f64 + 2.0).then(reused)
 }
 
 /// When process `pid` started, in seconds since the epoch (Linux `/proc`).
 fn process_start_unix(pid: i32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.rsplit_once(')')?.1;
-    // Fields after the command: state is field 3; starttime is field 22.
-    let ticks: f64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let ticks = crate::supervisor::process_start_ticks(u32::try_from(pid).ok()?)? as f64;
     let btime: f64 = std::fs::read_to_string("/proc/stat")
         .ok()?
         .lines()
@@ -184,4 +202,63 @@ pub(crate) fn repair_unlogged(
         }
     }
     Ok(repaired)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    /// A process in its own group, as the supervisor spawns agents.
+    fn leader() -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep")
+    }
+
+    #[test]
+    fn the_recorded_start_tells_our_process_from_a_later_one_whatever_the_clock_says() {
+        let mut child = leader();
+        let pid = child.id();
+        let pgid = i32::try_from(pid).unwrap();
+        let ticks = crate::supervisor::process_start_ticks(pid).expect("/proc readable");
+        // A wall clock far off (a suspended machine, a stepped clock) does not
+        // make our own process look like a stranger when the ticks were recorded.
+        let ours = Spawned {
+            at: Some("2001-01-01T00:00:00.000Z".into()),
+            start_ticks: Some(ticks),
+        };
+        assert_eq!(reused_group(pgid, &ours), None);
+        // A process whose start differs from the recorded one is someone else's.
+        let other = Spawned {
+            at: None,
+            start_ticks: Some(ticks.saturating_sub(1)),
+        };
+        assert!(reused_group(pgid, &other).is_some());
+        // Without ticks (older logs) the wall clock decides, with its slack.
+        let old = Spawned {
+            at: Some("2001-01-01T00:00:00.000Z".into()),
+            start_ticks: None,
+        };
+        assert!(reused_group(pgid, &old).is_some());
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_spawn_event_records_the_start_of_the_process() {
+        let mut child = leader();
+        let pid = child.id();
+        let RunEvent::ProcessSpawned(ProcessSpawned::Stage(p)) =
+            RunEvent::stage_spawned("s", 1, pid, i32::try_from(pid).unwrap())
+        else {
+            panic!("a stage spawn");
+        };
+        assert_eq!(p.start_ticks, crate::supervisor::process_start_ticks(pid));
+        assert!(p.start_ticks.is_some());
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
 }

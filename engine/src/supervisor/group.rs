@@ -139,6 +139,18 @@ fn parse_stat(stat: &str) -> Option<(char, i32)> {
     Some((state, group))
 }
 
+/// When process `pid` started, in clock ticks since boot (field 22 of
+/// `/proc/PID/stat`). Unlike a wall-clock time it never drifts: the same
+/// process always gives the same number, and a later process given the same id a
+/// larger one.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command (which may hold spaces and parentheses): state
+    // is field 3, starttime field 22.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
