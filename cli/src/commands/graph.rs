@@ -41,7 +41,7 @@ fn print(printer: &Printer, view: &GraphView, format: GraphFormat) {
 
 /// The expanded graph of a recorded run, with each node's status.
 fn of_run(ws: &Workspace, selector: &str) -> CliResult<GraphView> {
-    let reader = crate::commands::runs::open(ws, selector)?;
+    let reader = ws.run(selector)?;
     let plan: PlanRecord = reader.json(layout::PLAN)?;
     let stages = reader.stages_in_plan_order()?;
     Ok(GraphView::of_run(&plan, |id| {

@@ -22,6 +22,11 @@ pub(crate) struct Workspace {
 }
 
 impl Workspace {
+    /// The recorded run a selector names (id, unique prefix, `latest`).
+    pub(crate) fn run(&self, selector: &str) -> CliResult<specbridge_engine::store::RunReader> {
+        Ok(specbridge_engine::store::RunStore::new(&self.root).reader(selector)?)
+    }
+
     pub(crate) fn new(dir: Option<PathBuf>) -> CliResult<Self> {
         let root = match dir {
             Some(d) => d,

@@ -87,7 +87,7 @@ pub(crate) fn show(
     json_out: bool,
     verbose: bool,
 ) -> CliResult {
-    let reader = open(ws, selector)?;
+    let reader = ws.run(selector)?;
     let (id, dir) = (reader.id(), reader.dir());
     let run = reader.run()?;
     let stages = reader.stages_in_plan_order()?;
@@ -301,10 +301,5 @@ pub(crate) fn show_stage(
     selector: &str,
     args: stage::StageArgs<'_>,
 ) -> CliResult {
-    stage::show(printer, &open(ws, selector)?, args)
-}
-
-/// The run a selector names (id, unique prefix, `latest`).
-pub(crate) fn open(ws: &Workspace, selector: &str) -> CliResult<RunReader> {
-    Ok(RunStore::new(&ws.root).reader(selector)?)
+    stage::show(printer, &ws.run(selector)?, args)
 }

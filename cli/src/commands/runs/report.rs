@@ -18,7 +18,7 @@ pub(crate) fn run(
     json_out: bool,
 ) -> CliResult {
     let store = RunStore::new(&ws.root);
-    let reader = super::open(ws, selector)?;
+    let reader = ws.run(selector)?;
     let id = reader.id();
     let record = reader.run()?;
     let data = ReportData::read(&reader, record)?;
