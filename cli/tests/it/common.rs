@@ -1,6 +1,9 @@
 //! `TestContext`: a temporary git repository, the built binary, and output filters.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "helpers for every test module; a test filter compiles them all"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

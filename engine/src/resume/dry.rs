@@ -81,7 +81,6 @@ pub fn plan_dry_run(
     out
 }
 
-#[allow(clippy::too_many_arguments)]
 fn decide_one(
     node: &Node,
     recorded: &BTreeMap<String, StageRecord>,

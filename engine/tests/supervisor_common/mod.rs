@@ -1,5 +1,4 @@
 //! Helpers shared by the supervisor test binaries.
-#![allow(dead_code)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
