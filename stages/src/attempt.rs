@@ -85,7 +85,7 @@ pub(crate) fn attempt_inputs(
         stage: stage.id.clone(),
         missing: "output schema",
     })?;
-    let context = prompt_context(ctx, stage, node, run_dir).map_err(StageError::Upstream)?;
+    let context = prompt_context(ctx, stage, node, run_dir)?;
     let Some(prompt_value) = stage.prompt.as_deref() else {
         return Err(StageError::Incomplete {
             kind,
@@ -107,7 +107,7 @@ pub(crate) fn attempt_inputs(
     }
     let prompt = render(&source, &prompt_name(stage), &context)?;
     let (input_hash, input_parts) = matching_layout(recorded, |layout| {
-        let upstream = upstream_for(layout, ctx, stage, run_dir).map_err(StageError::Upstream)?;
+        let upstream = upstream_for(layout, ctx, stage, run_dir)?;
         let hash_inputs = HashInputs {
             layout,
             stage,

@@ -39,7 +39,7 @@ pub fn inputs(
     recorded: Option<&str>,
 ) -> Result<(String, InputParts), StageError> {
     matching_layout(recorded, |layout| {
-        let upstream = upstream_for(layout, ctx, stage, run_dir).map_err(StageError::Upstream)?;
+        let upstream = upstream_for(layout, ctx, stage, run_dir)?;
         let hash_inputs = HashInputs {
             layout,
             stage,

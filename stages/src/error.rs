@@ -38,10 +38,9 @@ pub enum StageError {
     Schema(#[from] SchemaError),
     #[error(transparent)]
     Prompt(#[from] PromptError),
-    /// What the stage may see of its upstream stages could not be read; worded by
-    /// [`crate::upstream`].
-    #[error("{0}")]
-    Upstream(String),
+    /// What the stage may see of its upstream stages could not be read.
+    #[error(transparent)]
+    Upstream(#[from] crate::upstream::UpstreamError),
     #[error("the runner `{0}` was not detected before the run")]
     RunnerNotDetected(String),
     /// The recording that should answer this stage cannot (its text is the reason).
@@ -174,7 +173,7 @@ mod tests {
             assert_eq!(e.status(), StageStatus::MalformedOutput, "{e}");
         }
         assert_eq!(
-            StageError::Upstream("unreadable".into()).status(),
+            StageError::Upstream(crate::upstream::UpstreamError::UnsafeId("..".into())).status(),
             StageStatus::Failed
         );
     }

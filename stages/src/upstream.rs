@@ -18,12 +18,46 @@ use std::path::Path;
 use serde_json::{json, Value};
 use specbridge_engine::pipeline::{StageDef, StageKind};
 use specbridge_engine::scheduler::Node;
-use specbridge_engine::store::{is_safe_component, sha256_hex, RunReader, StageRecord};
+use specbridge_engine::store::{is_safe_component, sha256_hex, RunReader, StageRecord, StoreError};
 use specbridge_engine::StageStatus;
 
 use crate::context::RunContext;
 use crate::input_hash::canonical_json;
 use crate::prompt::{PromptContext, UpstreamView};
+
+/// What a stage may see of its upstream stages could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("refusing unsafe stage id `{0}`")]
+    UnsafeId(String),
+    /// A record of the run; the store's message names its path.
+    #[error(transparent)]
+    Record(#[from] StoreError),
+    #[error("failed to read the output of stage `{stage}`")]
+    Output {
+        stage: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("failed to read document {path}")]
+    Document {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to find item `{item}` at {pointer} in the output of stage `{stage}`")]
+    MissingItem {
+        item: String,
+        pointer: String,
+        stage: String,
+    },
+    #[error("failed to give stage `{stage}` to its template")]
+    StageValue {
+        stage: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
 
 /// A stage's view of its upstream: the template context, and the upstream part of
 /// its input hash.
@@ -68,7 +102,7 @@ pub(crate) fn prompt_context(
     stage: &StageDef,
     node: &Node,
     run: &Path,
-) -> Result<PromptContext, String> {
+) -> Result<PromptContext, UpstreamError> {
     let mut stages = BTreeMap::new();
     for id in visible_stages(ctx, stage) {
         let def = ctx.stage(&id);
@@ -90,7 +124,11 @@ pub(crate) fn prompt_context(
         (Some(fe), Some(item_id)) => Some(find_item(run, &fe.stage, &fe.items, item_id)?),
         _ => None,
     };
-    let mut stage_value = serde_json::to_value(stage).map_err(|e| e.to_string())?;
+    let mut stage_value =
+        serde_json::to_value(stage).map_err(|source| UpstreamError::StageValue {
+            stage: stage.id.clone(),
+            source,
+        })?;
     if let Value::Object(map) = &mut stage_value {
         // Runner settings may hold environment values; templates never need them.
         map.remove("runner");
@@ -114,7 +152,7 @@ pub(crate) fn upstream_hashes(
     ctx: &RunContext,
     stage: &StageDef,
     run: &Path,
-) -> Result<BTreeMap<String, Option<String>>, String> {
+) -> Result<BTreeMap<String, Option<String>>, UpstreamError> {
     let mut out = BTreeMap::new();
     for id in direct_needs(stage) {
         match ctx.stage(id) {
@@ -140,7 +178,7 @@ pub fn upstream_for(
     ctx: &RunContext,
     stage: &StageDef,
     run: &Path,
-) -> Result<BTreeMap<String, Option<String>>, String> {
+) -> Result<BTreeMap<String, Option<String>>, UpstreamError> {
     if layout == crate::input_hash::LEGACY_INPUT_HASH_FORMAT {
         legacy_upstream_hashes(ctx, stage, run)
     } else {
@@ -152,15 +190,15 @@ pub fn upstream_for(
 /// the upstream part recorded in its `stage.json`, or null when that is empty or
 /// unrecorded. A check writes no output, so this is what carries a change above it
 /// down the chain (its own argv or timeout changing does not, as in layout 1).
-fn seen_digest(run: &Path, id: &str) -> Result<Option<String>, String> {
+fn seen_digest(run: &Path, id: &str) -> Result<Option<String>, UpstreamError> {
     if !is_safe_component(id) {
-        return Err(format!("refusing unsafe stage id `{id}`"));
+        return Err(UpstreamError::UnsafeId(id.to_string()));
     }
     let record: StageRecord = match RunReader::at(run).stage(id) {
         Ok(Some(record)) => record,
         Ok(None) => return Ok(None),
         // The error names the record's path, which names the stage.
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(e.into()),
     };
     Ok(record
         .input_parts
@@ -181,7 +219,7 @@ pub(crate) fn legacy_upstream_hashes(
     ctx: &RunContext,
     stage: &StageDef,
     run: &Path,
-) -> Result<BTreeMap<String, Option<String>>, String> {
+) -> Result<BTreeMap<String, Option<String>>, UpstreamError> {
     let mut out = BTreeMap::new();
     for id in visible_stages(ctx, stage) {
         if ctx.stage(&id).is_some_and(|s| s.for_each.is_some()) {
@@ -197,7 +235,10 @@ pub(crate) fn legacy_upstream_hashes(
 
 /// The output hash of every succeeded instance of fan-out stage `stage` in this run
 /// (retired and failed ones are not what downstream stages saw).
-fn instance_hashes(run: &Path, stage: &str) -> Result<BTreeMap<String, Option<String>>, String> {
+fn instance_hashes(
+    run: &Path,
+    stage: &str,
+) -> Result<BTreeMap<String, Option<String>>, UpstreamError> {
     let mut out = BTreeMap::new();
     let prefix = format!("{stage}.");
     let reader = RunReader::at(run);
@@ -221,32 +262,42 @@ fn instance_hashes(run: &Path, stage: &str) -> Result<BTreeMap<String, Option<St
 
 /// `stages/<id>/output.json` of this run and its sha256; `Null` when the stage
 /// wrote none (a check stage, a fan-out placeholder).
-fn read_output(run: &Path, id: &str) -> Result<(Value, Option<String>), String> {
+fn read_output(run: &Path, id: &str) -> Result<(Value, Option<String>), UpstreamError> {
     if !is_safe_component(id) {
-        return Err(format!("refusing unsafe stage id `{id}`"));
+        return Err(UpstreamError::UnsafeId(id.to_string()));
     }
     match RunReader::at(run).output_bytes(id) {
         Ok(Some(bytes)) => {
-            let value = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("failed to read the output of stage `{id}`: {e}"))?;
+            let value = serde_json::from_slice(&bytes).map_err(|source| UpstreamError::Output {
+                stage: id.to_string(),
+                source,
+            })?;
             Ok((value, Some(sha256_hex(&bytes))))
         }
         Ok(None) => Ok((Value::Null, None)),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
 }
 
-fn read_document(root: &Path, doc: &str) -> Result<Option<String>, String> {
+fn read_document(root: &Path, doc: &str) -> Result<Option<String>, UpstreamError> {
     match std::fs::read_to_string(root.join(doc)) {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("failed to read document {doc}: {e}")),
+        Err(source) => Err(UpstreamError::Document {
+            path: doc.to_string(),
+            source,
+        }),
     }
 }
 
 /// The item of a fan-out instance: the element of the source's output array whose
 /// `id` is the instance's item id.
-fn find_item(run: &Path, source: &str, pointer: &str, item_id: &str) -> Result<Value, String> {
+fn find_item(
+    run: &Path,
+    source: &str,
+    pointer: &str,
+    item_id: &str,
+) -> Result<Value, UpstreamError> {
     let (output, _) = read_output(run, source)?;
     output
         .pointer(pointer)
@@ -257,10 +308,10 @@ fn find_item(run: &Path, source: &str, pointer: &str, item_id: &str) -> Result<V
                 .find(|i| i.get("id").and_then(Value::as_str) == Some(item_id))
         })
         .cloned()
-        .ok_or_else(|| {
-            format!(
-                "failed to find item `{item_id}` at {pointer} in the output of stage `{source}`"
-            )
+        .ok_or_else(|| UpstreamError::MissingItem {
+            item: item_id.to_string(),
+            pointer: pointer.to_string(),
+            stage: source.to_string(),
         })
 }
 

@@ -1,5 +1,8 @@
 //! Helpers shared by the supervisor test binaries.
-#![allow(dead_code, reason = "shared by several test binaries, each using a part")]
+#![allow(
+    dead_code,
+    reason = "shared by several test binaries, each using a part"
+)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
