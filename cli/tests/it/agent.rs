@@ -425,15 +425,10 @@ fn an_undefined_template_variable_fails_the_stage_with_its_line() {
 
 #[test]
 fn upstream_outputs_and_documents_reach_downstream_prompts() {
-    let mut ctx = TestContext::with_fake_claude("success");
-    let script = ctx.aux_path("script.json");
-    std::fs::write(
-        &script,
+    let ctx = TestContext::with_claude_script(
         r##"[{"scenario": "success", "match": "REQ", "output": {"summary": "req summary", "markdown": "# Requirements\nqueue"}},
             {"scenario": "success", "match": "DESIGN", "output": {"summary": "design summary", "markdown": "# Design"}}]"##,
-    )
-    .unwrap();
-    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
+    );
     ctx.write("prompts/requirements.md", "REQ\n");
     ctx.write(
         "prompts/design.md",

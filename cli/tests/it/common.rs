@@ -264,6 +264,16 @@ impl TestContext {
         ctx
     }
 
+    /// The fake CLI answering each invocation by the first entry of `script` (a
+    /// JSON array of `{"match", "scenario", …}`) whose `match` the prompt contains.
+    pub(crate) fn with_claude_script(script: &str) -> Self {
+        let mut ctx = TestContext::with_fake_claude("success");
+        let path = ctx.aux_path("script.json");
+        std::fs::write(&path, script).expect("write the fake CLI's script");
+        ctx.set_env("FAKE_CLAUDE_SCRIPT", &path.display().to_string());
+        ctx
+    }
+
     pub(crate) fn set_env(&mut self, name: &str, value: &str) -> &mut Self {
         self.env.retain(|(k, _)| k != name);
         self.env.push((name.to_string(), value.to_string()));

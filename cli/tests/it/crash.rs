@@ -193,18 +193,13 @@ fn every_crash_point_of_a_run_resumes_to_success() {
 #[test]
 fn a_crash_while_an_execute_agent_works_resumes_on_top_of_its_partial_change() {
     use std::time::{Duration, Instant};
-    let mut ctx = TestContext::with_fake_claude("success");
-    let script = ctx.aux_path("script.json");
-    std::fs::write(
-        &script,
+    let mut ctx = TestContext::with_claude_script(
         r#"[
             {"match": "Write the spec", "scenario": "success"},
             {"match": "Implement the feature", "scenario": "run-command"},
             {"match": "Implement the feature", "scenario": "write-file", "write": "feature.txt=done"}
         ]"#,
-    )
-    .unwrap();
-    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
+    );
     // Half the change, then the agent keeps working.
     ctx.set_env(
         "FAKE_CLAUDE_COMMAND",

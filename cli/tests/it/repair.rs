@@ -34,18 +34,13 @@ fn stage(ctx: &TestContext, id: &str) -> Value {
 /// A repository whose implement stage writes `feature.txt=wip` first (its
 /// verification fails) and then, if asked again, `feature.txt=done`.
 fn red_run() -> TestContext {
-    let mut ctx = TestContext::with_fake_claude("success");
-    let script = ctx.aux_path("script.json");
-    std::fs::write(
-        &script,
+    let ctx = TestContext::with_claude_script(
         r#"[
             {"match": "Write the spec", "scenario": "success"},
             {"match": "Implement the feature", "scenario": "write-file", "write": "feature.txt=wip"},
             {"match": "Implement the feature", "scenario": "write-file", "write": "feature.txt=done"}
         ]"#,
-    )
-    .unwrap();
-    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
+    );
     ctx.write("prompts/spec.md", "Write the spec.\n");
     ctx.write("prompts/implement.md", "Implement the feature.\n");
     ctx.write_agent_pipeline(RUNNER, SPEC_IMPLEMENT_AFTER);
@@ -190,17 +185,12 @@ fn plain_resume_reruns_only_the_unverified_stage_and_tells_it_why() {
 
 #[test]
 fn a_template_that_uses_attempt_previous_gets_no_default_section() {
-    let mut ctx = TestContext::with_fake_claude("success");
-    let script = ctx.aux_path("script.json");
-    std::fs::write(
-        &script,
+    let ctx = TestContext::with_claude_script(
         r#"[
             {"match": "Implement", "scenario": "write-file", "write": "feature.txt=wip"},
             {"match": "Implement", "scenario": "write-file", "write": "feature.txt=done"}
         ]"#,
-    )
-    .unwrap();
-    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
+    );
     ctx.write(
         "prompts/implement.md",
         "Implement.\n{% if attempt.previous %}Last time: {{ attempt.previous.status }}, {{ attempt.previous.verification[0].command }} exited {{ attempt.previous.verification[0].exitCode }}.\n{% endif %}",

@@ -27,19 +27,14 @@ fn wait_for(mut child: std::process::Child, limit: Duration) -> std::process::Ou
 
 #[test]
 fn a_run_folder_deleted_while_an_agent_works_fails_with_exit_2() {
-    let mut ctx = TestContext::with_fake_claude("success");
-    let script = ctx.aux_path("script.json");
-    std::fs::write(
-        &script,
+    let ctx = TestContext::with_claude_script(
         r#"[
             {"match": "Write the spec", "scenario": "success"},
             {"match": "Implement the feature", "scenario": "hang-before-result"},
             {"match": "Write the spec", "scenario": "success"},
             {"match": "Implement the feature", "scenario": "write-file", "write": "feature.txt=done"}
         ]"#,
-    )
-    .unwrap();
-    ctx.set_env("FAKE_CLAUDE_SCRIPT", &script.display().to_string());
+    );
     ctx.write("prompts/spec.md", "Write the spec.\n");
     ctx.write("prompts/implement.md", "Implement the feature.\n");
     ctx.write_agent_pipeline(
