@@ -13,6 +13,7 @@ mod execute;
 mod generate;
 mod harness;
 mod observed;
+mod red_to_green;
 mod secrets;
 mod spec_to_task;
 mod verify_sandbox;
