@@ -67,15 +67,7 @@ impl SessionObserver for Watcher {
 
     fn resume_opened(&self, findings: &[Finding], torn_tail: Option<usize>, dry_run: bool) {
         for f in findings {
-            self.warn(format!(
-                "{}{}: {}",
-                f.code,
-                f.file
-                    .as_deref()
-                    .map(|p| format!(" {p}"))
-                    .unwrap_or_default(),
-                f.message
-            ));
+            self.warn(f.headline());
         }
         if let Some(bytes) = torn_tail {
             let what = if dry_run {

@@ -131,6 +131,14 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// `code[ file]: message`, one line for a terminal.
+    pub fn headline(&self) -> String {
+        match &self.file {
+            Some(file) => format!("{} {file}: {}", self.code, self.message),
+            None => format!("{}: {}", self.code, self.message),
+        }
+    }
+
     pub fn new(code: FindingCode, message: impl Into<String>) -> Self {
         let message: String = message.into();
         Finding {
