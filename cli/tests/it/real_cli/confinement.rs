@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use specbridge_testkit::model_server::{Reply, Script, ToolCall, ToolResult};
 
-use super::harness::Sandbox;
+use super::harness::{write_file, Sandbox};
 
 const EXECUTE: &str = "verification:
   - { name: notes-written, argv: [sh, -c, 'test \"$(cat notes.txt)\" = hello'], required: true }
@@ -90,11 +90,7 @@ fn task_result(changed: &[&str]) -> Reply {
 }
 
 fn write_notes(root: &Path) -> Reply {
-    call(
-        "t_notes",
-        "Write",
-        json!({"file_path": root.join("notes.txt"), "content": "hello\n"}),
-    )
+    write_file(root, "t_notes", "notes.txt", "hello\n")
 }
 
 fn tool_result(sandbox: &Sandbox, id: &str) -> ToolResult {

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use specbridge_testkit::model_server::{Reply, Script, ToolCall};
+use specbridge_testkit::model_server::{Reply, Script};
 
-use super::harness::Sandbox;
+use super::harness::{write_file, Sandbox};
 
 const STAGE: &str = "verification:
   - { name: notes-written, argv: [sh, -c, 'test \"$(cat notes.txt)\" = hello'], required: true }
@@ -20,26 +20,15 @@ stages:
     output: { schema: builtin:task-result }
 ";
 
-fn write(root: &Path, id: &str, path: &str, content: &str) -> Reply {
-    Reply::tool_uses(
-        None,
-        vec![ToolCall::new(
-            "Write",
-            json!({"file_path": root.join(path), "content": content}),
-        )
-        .with_id(id)],
-    )
-}
-
 #[test]
 fn sigkill_while_the_real_cli_works_resumes_on_top_of_its_partial_change() {
     let Some(sandbox) = Sandbox::new(|root: &Path| {
         Script::new([
             // Attempt 1: half the change, then the model takes its time.
-            write(root, "t_partial", "draft.txt", "half done\n"),
+            write_file(root, "t_partial", "draft.txt", "half done\n"),
             Reply::text("Still thinking.").with_delay_ms(120_000),
             // Attempt 2 (after the resume): the rest.
-            write(root, "t_notes", "notes.txt", "hello\n"),
+            write_file(root, "t_notes", "notes.txt", "hello\n"),
             Reply::structured_output(json!({
                 "status": "completed",
                 "summary": "Wrote the notes.",

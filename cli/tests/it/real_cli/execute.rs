@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 use specbridge_testkit::model_server::{Reply, Script, ToolCall};
 
-use super::harness::{read_json, Sandbox};
+use super::harness::{read_json, write_file, Sandbox};
 
 const STAGE: &str = "verification:
   - { name: notes-written, argv: [sh, -c, 'test \"$(cat notes.txt)\" = hello'], required: true }
@@ -162,14 +162,7 @@ fn accept_edits_gets_deny_rules_that_stop_rm_under_the_real_cli() {
         Script::new([
             bash("t_rm", "rm -rf src"),
             bash("t_mv", "mv keep.txt moved.txt"),
-            Reply::tool_uses(
-                None,
-                vec![ToolCall::new(
-                    "Write",
-                    json!({"file_path": root.join("notes.txt"), "content": "hello\n"}),
-                )
-                .with_id("t_write")],
-            ),
+            write_file(root, "t_write", "notes.txt", "hello\n"),
             task_result(&["notes.txt"], &[]),
         ])
     }) else {
@@ -219,14 +212,7 @@ fn accept_edits_gets_deny_rules_that_stop_rm_under_the_real_cli() {
 fn unverified_blocks_and_a_hand_fix_is_accepted_by_reverify() {
     let Some(sandbox) = Sandbox::new(|root: &Path| {
         Script::new([
-            Reply::tool_uses(
-                None,
-                vec![ToolCall::new(
-                    "Write",
-                    json!({"file_path": root.join("notes.txt"), "content": "helo\n"}),
-                )
-                .with_id("t_write")],
-            ),
+            write_file(root, "t_write", "notes.txt", "helo\n"),
             task_result(&["notes.txt"], &[]),
         ])
     }) else {

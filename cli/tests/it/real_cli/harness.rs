@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
-use specbridge_testkit::model_server::{ModelServer, RecordedRequest, Script};
+use specbridge_testkit::model_server::{ModelServer, RecordedRequest, Reply, Script, ToolCall};
 
 use crate::common::{Output, TestContext};
 
@@ -237,3 +237,15 @@ impl Sandbox {
 }
 
 pub(super) use crate::common::read_json;
+
+/// A model turn that asks for one `Write` of `content` to `rel` in the repository.
+pub(super) fn write_file(root: &Path, id: &str, rel: &str, content: &str) -> Reply {
+    Reply::tool_uses(
+        None,
+        vec![ToolCall::new(
+            "Write",
+            serde_json::json!({"file_path": root.join(rel), "content": content}),
+        )
+        .with_id(id)],
+    )
+}
