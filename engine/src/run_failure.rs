@@ -6,12 +6,10 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
-
 use crate::events::{RunEvent, RunFinished};
 use crate::scheduler::SchedulerError;
 use crate::status::{exit, RunStatus};
-use crate::store::{now_rfc3339, RunHandle, RunRecord, StoreError, StoreFailure, Totals};
+use crate::store::{RunHandle, RunRecord, StoreError, StoreFailure, Totals};
 
 /// A run that ended because its records could not be written.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -81,22 +79,7 @@ pub fn settle(
     failure: StoreFailure,
 ) -> RecordsFailed {
     let failure = run.failure().unwrap_or(failure);
-    record.status = RunStatus::Failed;
-    record.ended_at = Some(now_rfc3339());
-    record.duration_ms = Some(record.duration_ms.unwrap_or(0) + elapsed.as_millis() as u64);
-    record.exit_code = Some(exit::CONFIG);
-    record.totals.cost_usd += spent.cost_usd;
-    record.totals.tokens += spent.tokens;
-    record.totals.invocations += spent.invocations;
-    record.totals.turns += spent.turns;
-    if let Some(Value::Object(entry)) = record.resumes.last_mut() {
-        if !entry.contains_key("endedAt") {
-            entry.insert("endedAt".into(), json!(record.ended_at));
-            entry.insert("status".into(), json!(RunStatus::Failed));
-            entry.insert("exitCode".into(), json!(exit::CONFIG));
-            entry.insert("spent".into(), json!(spent));
-        }
-    }
+    record.settle(RunStatus::Failed, exit::CONFIG, elapsed, &spent);
     let finished = RunEvent::RunFinished(RunFinished {
         status: RunStatus::Failed,
         exit_code: exit::CONFIG,

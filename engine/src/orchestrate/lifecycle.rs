@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::{
     count_statuses, display_rel, expansions, final_nodes, lock_working_tree, status_of,
@@ -241,21 +241,9 @@ impl ActiveRun {
             *counts.entry("retired".into()).or_insert(0) += retired;
         }
         let record = &mut self.record;
-        record.status = status;
-        record.ended_at = Some(now_rfc3339());
-        record.duration_ms =
-            Some(record.duration_ms.unwrap_or(0) + self.started.elapsed().as_millis() as u64);
-        record.exit_code = Some(exit_code);
-        record.totals.cost_usd += outcome.totals.cost_usd;
-        record.totals.tokens += outcome.totals.tokens;
-        record.totals.invocations += outcome.totals.invocations;
-        record.totals.turns += outcome.totals.turns;
         record.stage_counts = counts;
-        if let (Some(report), Some(Value::Object(entry))) = (&report, record.resumes.last_mut()) {
-            entry.insert("endedAt".into(), json!(record.ended_at));
-            entry.insert("status".into(), json!(status));
-            entry.insert("exitCode".into(), json!(exit_code));
-            entry.insert("spent".into(), json!(outcome.totals));
+        let entry = record.settle(status, exit_code, self.started.elapsed(), &outcome.totals);
+        if let (Some(report), Some(entry)) = (&report, entry) {
             entry.insert("decisions".into(), json!(report.decisions));
         }
         let finished = RunEvent::RunFinished(RunFinished {

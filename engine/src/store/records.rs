@@ -72,6 +72,50 @@ pub struct Totals {
     pub tokens: TokenUsage,
 }
 
+impl Totals {
+    /// Adds what another part of the run (a resume, say) spent.
+    pub fn add(&mut self, other: &Totals) {
+        self.cost_usd += other.cost_usd;
+        self.tokens += other.tokens;
+        self.invocations += other.invocations;
+        self.turns += other.turns;
+    }
+}
+
+impl RunRecord {
+    /// The end of the run (or of this resume of it): its status and exit code,
+    /// the time and spend added to what earlier sessions recorded, and the open
+    /// resume entry, if any, closed with the same. Returns that entry, for what
+    /// else the caller records in it. One owner for a finished run and one whose
+    /// records failed (`run_failure`), so that the two never settle differently.
+    pub fn settle(
+        &mut self,
+        status: RunStatus,
+        exit_code: i32,
+        elapsed: std::time::Duration,
+        spent: &Totals,
+    ) -> Option<&mut serde_json::Map<String, Value>> {
+        self.status = status;
+        self.ended_at = Some(crate::store::now_rfc3339());
+        self.duration_ms = Some(
+            self.duration_ms.unwrap_or(0) + u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        );
+        self.exit_code = Some(exit_code);
+        self.totals.add(spent);
+        let Some(Value::Object(entry)) = self.resumes.last_mut() else {
+            return None;
+        };
+        if entry.contains_key("endedAt") {
+            return None;
+        }
+        entry.insert("endedAt".into(), serde_json::json!(self.ended_at));
+        entry.insert("status".into(), serde_json::json!(status));
+        entry.insert("exitCode".into(), serde_json::json!(exit_code));
+        entry.insert("spent".into(), serde_json::json!(spent));
+        Some(entry)
+    }
+}
+
 /// The options a run was started with, including command-line overrides.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
