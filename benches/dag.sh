@@ -64,7 +64,11 @@ rss() { # command…
 
 ms() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
 
-clean() { echo "rm -rf $1/.specbridge $1/out && mkdir -p $1/out"; }
+# Before each timed run: a fresh out/ (every stage creates its file, as in the
+# floor below). Earlier runs are kept, as a user keeps them: deleting thousands of
+# records right before a run makes the file system's inode allocation, not the
+# engine, the cost being measured.
+clean() { echo "rm -rf $1/out && mkdir -p $1/out"; }
 
 one=$(repo chain 1)
 t_one=$(mean "$(clean "$one")" "$bin -C $one run --json")
@@ -72,26 +76,50 @@ c_one=$(cpu)
 four=$(repo wide 4)
 t_four=$(mean "$(clean "$four")" "$bin -C $four run --json")
 c_four=$(cpu)
-# The fork floor: the same command spawned from a plain loop.
+# The fork floor: the same command spawned from a plain loop, creating the same
+# files. A confined stage's floor wraps it in the bubblewrap argv the engine
+# recorded for the one-stage run (process.json, `sandbox.wrapperArgv`), so that
+# "above the floor" is the engine's own cost whatever the confinement.
 floor_n=200
 floor_dir=$scratch/floor
-mkdir -p "$floor_dir/out"
-t_floor=$(mean "true" "sh -c 'cd $floor_dir && seq $floor_n | xargs -I{} sh -c \"true && touch out/s{}\"'")
+# The folders the engine's argv binds read-only must exist in the floor's too.
+mkdir -p "$floor_dir/out" "$floor_dir/.git" "$floor_dir/.specbridge"
+floor_loop() { # wrapper…
+    local w=""
+    [ $# -gt 0 ] && w="$* "
+    echo "sh -c 'cd $floor_dir && seq $floor_n | xargs -I{} $w sh -c \"true && touch out/s{}\"'"
+}
+t_floor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(floor_loop)")
 c_floor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
 floor=$(awk -v t="$t_floor" -v n="$floor_n" 'BEGIN { print t / n }')
+wrapper=$(jq -r '.sandbox.wrapperArgv // [] | join(" ")' \
+    "$(ls -d "$one"/.specbridge/runs/*/stages/s0/attempt-001 | head -1)/process.json")
+floor_kind="unconfined"
+if [ -n "$wrapper" ]; then
+    # The recorded argv binds the one-stage repository; bind the floor's instead.
+    wrapper=${wrapper//$one/$floor_dir}
+    t_cfloor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(floor_loop "$wrapper")")
+    c_cfloor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
+    cfloor=$(awk -v t="$t_cfloor" -v n="$floor_n" 'BEGIN { print t / n }')
+    floor_kind="confined"
+fi
 
 echo "## Fixed costs"
 echo
 echo "| what | mean (CPU user + sys) |"
 echo "|---|---|"
 echo "| fork floor per stage (\`sh -c 'true && touch'\` from a loop) | $(ms "$floor") ms$c_floor |"
+if [ "$floor_kind" = confined ]; then
+    echo "| confined fork floor (the same in the engine's \`bwrap\` argv) | $(ms "$cfloor") ms$c_cfloor |"
+    floor=$cfloor
+fi
 echo "| run of 1 check stage | $(ms "$t_one") ms$c_one |"
 echo "| run of 4 check stages (wide) | $(ms "$t_four") ms$c_four |"
-echo "| start-up of the 4-stage run (less 4 × floor) | $(ms "$(awk -v t="$t_four" -v f="$floor" 'BEGIN { print t - 4 * f }')") ms |"
+echo "| start-up of the 4-stage run (less 4 × $floor_kind floor) | $(ms "$(awk -v t="$t_four" -v f="$floor" 'BEGIN { print t - 4 * f }')") ms |"
 echo
 echo "## Per-stage cost (run of N check stages, concurrency 1)"
 echo
-echo "| shape | N | run (CPU) | per stage | above floor | peak RSS |"
+echo "| shape | N | run (CPU) | per stage | above the $floor_kind floor | peak RSS |"
 echo "|---|---|---|---|---|---|"
 for shape in $SHAPES; do
     for n in $SIZES; do
