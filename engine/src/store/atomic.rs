@@ -26,13 +26,16 @@ pub struct WriteError {
 /// never a torn one. The file is private to the user (0600), and so are the folders
 /// created for it (0700). Returns the sha256 (hex) of what was written.
 pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<String, WriteError> {
-    stage_atomic(path, bytes)?.commit()
+    let staged = stage_atomic(path, bytes)?;
+    staged.sync()?;
+    staged.commit()
 }
 
-/// The first half of [`write_atomic`]: the bytes in a synced temporary file beside
-/// `path`, not yet visible. The run handle makes its `record-intent` durable
-/// between the two halves, so the sync of the bytes and that of the intent do
-/// not wait for each other under the event log's lock.
+/// The first half of [`write_atomic`]: the bytes in a temporary file beside
+/// `path`, not yet visible nor synced. The run handle syncs them
+/// ([`Staged::sync`]) while it makes the record's `record-intent` durable: the
+/// two syncs do not depend on each other, and two flushes in flight at once
+/// cost the disk about one.
 pub(super) fn stage_atomic(path: &Path, bytes: &[u8]) -> Result<Staged, WriteError> {
     let err = |source| WriteError {
         path: path.display().to_string(),
@@ -50,7 +53,7 @@ pub(super) fn stage_atomic(path: &Path, bytes: &[u8]) -> Result<Staged, WriteErr
     })
 }
 
-/// Bytes synced in a temporary file, waiting to be renamed into place.
+/// Bytes in a temporary file, waiting to be synced and renamed into place.
 pub(super) struct Staged {
     tmp: tempfile::NamedTempFile,
     path: std::path::PathBuf,
@@ -58,6 +61,14 @@ pub(super) struct Staged {
 }
 
 impl Staged {
+    /// Makes the bytes durable; must return before [`Staged::commit`].
+    pub(crate) fn sync(&self) -> Result<(), WriteError> {
+        self.tmp.as_file().sync_all().map_err(|source| WriteError {
+            path: self.path.display().to_string(),
+            source,
+        })
+    }
+
     /// Rename into place, then sync the folder so the rename itself survives a
     /// crash (what is announced after this is on disk before its announcement).
     pub(crate) fn commit(self) -> Result<String, WriteError> {
@@ -75,16 +86,16 @@ impl Staged {
     }
 }
 
-/// Temporary files are created 0600 by `tempfile`.
+/// Temporary files are created 0600 by `tempfile`. Not synced yet.
 fn stage_in(dir: &Path, bytes: &[u8]) -> std::io::Result<tempfile::NamedTempFile> {
     let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
     tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
     Ok(tmp)
 }
 
 fn persist(path: &Path, dir: &Path, bytes: &[u8]) -> std::io::Result<String> {
     let tmp = stage_in(dir, bytes)?;
+    tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();

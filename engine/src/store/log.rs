@@ -33,12 +33,14 @@ pub struct RunLog {
 struct Hashing {
     file: BufWriter<File>,
     hasher: Sha256,
+    bytes: u64,
 }
 
 impl Write for Hashing {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.file.write(buf)?;
         self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
         Ok(n)
     }
 
@@ -79,6 +81,7 @@ impl RunLog {
         let hashing = Hashing {
             file: BufWriter::with_capacity(64 * 1024, file),
             hasher: Sha256::new(),
+            bytes: 0,
         };
         Ok(RunLog {
             rel,
@@ -127,7 +130,10 @@ impl RunLog {
     }
 
     /// Writes what is held, syncs the file and announces it with its sha256.
-    /// A second call returns the same sha256.
+    /// An empty file has no data to sync (most commands print nothing on one of
+    /// their two streams): its entry in the folder is made durable by the folder's
+    /// sync when the attempt's next record (its `process.json`) is renamed beside
+    /// it, as a non-empty log's entry is. A second call returns the same sha256.
     pub fn complete(&mut self) -> Result<String, StoreError> {
         if let Some(sha) = &self.sha256 {
             return Ok(sha.clone());
@@ -141,10 +147,17 @@ impl RunLog {
             .take()
             .ok_or_else(|| io(std::io::Error::other("no writer")))?;
         let synced = writer.finish().and_then(|hashing| {
-            let Hashing { file, hasher } = hashing;
+            let Hashing {
+                file,
+                hasher,
+                bytes,
+            } = hashing;
             let file = file
                 .into_inner()
                 .map_err(std::io::IntoInnerError::into_error)?;
+            if bytes == 0 {
+                return Ok(hasher);
+            }
             match super::durable::off_the_worker(|| file.sync_data()) {
                 Err(e) if e.raw_os_error() != Some(libc::EINVAL) => Err(e),
                 _ => Ok(hasher),

@@ -332,7 +332,17 @@ impl RunHandle {
             })
             .and_then(|()| stage_atomic(path, redacted))
             .map_err(fail)?;
-        self.sync_through(seq)?;
+        // The bytes and the intent are synced at the same time, each on its own
+        // thread: neither needs the other, only the rename needs both.
+        let (bytes_synced, intent_synced) = std::thread::scope(|s| {
+            let bytes = s.spawn(|| staged.sync());
+            let intent = self.sync_through(seq);
+            (bytes.join(), intent)
+        });
+        intent_synced?;
+        bytes_synced
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            .map_err(fail)?;
         let mut log = self.events.lock();
         let written = staged.commit().map_err(fail)?;
         crash_point();
