@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 SIZES=${SIZES:-"50 200 1000 10000"}
 SHAPES=${SHAPES:-"chain wide random"}
 RUNS=${RUNS:-5}
+# Untimed runs before the timed ones (0 for the largest sizes, where one run
+# takes minutes and the caches are warm anyway).
+WARMUP=${WARMUP:-1}
 # validate and dry-run sizes; `runs show` and no-op resume need a full run first.
 PLAN_SIZES=${PLAN_SIZES:-"1000 10000"}
 SHOW_SIZES=${SHOW_SIZES:-"200 1000"}
@@ -48,7 +51,7 @@ repo() { # shape n
 # loaded machine wall time mostly measures the others (docs/performance.md).
 mean() { # prepare command
     local csv=$scratch/h.csv
-    hyperfine --style none --warmup 1 --runs "$RUNS" --prepare "$1" \
+    hyperfine --style none --warmup "$WARMUP" --runs "$RUNS" --prepare "$1" \
         --command-name timed --export-csv "$csv" "$2" >/dev/null 2>&1
     awk -F, 'NR == 2 { print $5 + $6 }' "$csv" >"$scratch/cpu"
     awk -F, 'NR == 2 { print $2 }' "$csv"
@@ -124,10 +127,12 @@ echo "|---|---|---|---|---|---|"
 for shape in $SHAPES; do
     for n in $SIZES; do
         d=$(repo "$shape" "$n")
-        t=$(mean "$(clean "$d")" "$bin -C $d run --concurrency 1 --json")
+        # Peak RSS from the timed runs themselves (GNU time appends one line a
+        # run), so that a large DAG is not run once more only to measure it.
+        : >"$scratch/rss"
+        t=$(mean "$(clean "$d")" "/usr/bin/time -f %M -a -o $scratch/rss $bin -C $d run --concurrency 1 --json")
         c=$(cpu)
-        eval "$(clean "$d")"
-        r=$(rss "$bin" -C "$d" run --concurrency 1 --json)
+        r=$(sort -n "$scratch/rss" | tail -1 | awk '{ printf "%.1f", $1 / 1024 }')
         per=$(awk -v t="$t" -v o="$t_one" -v n="$n" 'BEGIN { print (t - o) / (n - 1) }')
         above=$(awk -v p="$per" -v f="$floor" 'BEGIN { print p - f }')
         echo "| $shape | $n | $(ms "$t") ms$c | $(ms "$per") ms | $(ms "$above") ms | $r MiB |"
