@@ -115,9 +115,11 @@ pub(crate) fn check_stage_json(
             _ => {}
         }
     }
+    // A set, not a scan of the stages per event: that is quadratic in the stages.
+    let recorded: std::collections::BTreeSet<&str> = states.iter().map(|s| s.id.as_str()).collect();
     for (id, ev) in &facts.stages {
         if let StageEvent::Finished { line, .. } = ev {
-            if !states.iter().any(|s| &s.id == id) {
+            if !recorded.contains(id.as_str()) {
                 findings.push(
                     Finding::new(
                         FindingCode::StageJsonMismatch,

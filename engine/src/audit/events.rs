@@ -66,12 +66,20 @@ pub(crate) struct EventFacts {
     pub run: Option<RunLifecycle>,
     /// Lines that are not an event this version writes (each is a finding).
     pub unknown: u64,
+    /// Where the whole lines end, for a resume to continue the log without
+    /// reading it again; `None` when the chain is broken or the log is missing.
+    pub head: Option<crate::store::events::ChainHead>,
+    /// Bytes of an incomplete last line.
+    pub torn_tail: Option<usize>,
 }
 
-/// Read the log once; chain problems and a torn tail become findings.
+/// Read the log once; chain problems and a torn tail become findings. Every
+/// event that parses is also handed to `also` (in order), so that a resume learns
+/// what it needs from the same single read of the log.
 pub(crate) fn read_events(
     run_dir: &Path,
     findings: &mut Vec<Finding>,
+    mut also: impl FnMut(&EventLine),
 ) -> Result<EventFacts, crate::store::events::EventError> {
     let path = run_dir.join(layout::EVENTS);
     let mut facts = EventFacts::default();
@@ -88,8 +96,13 @@ pub(crate) fn read_events(
     facts.present = true;
     let mut unknown = Vec::new();
     let check = read_with(&path, |line, parsed| {
+        if let Ok(event) = &parsed {
+            also(event);
+        }
         visit(&mut facts, &mut unknown, line, parsed);
     })?;
+    facts.head = check.head();
+    facts.torn_tail = check.torn_tail.as_ref().map(Vec::len);
     if facts.unknown > MAX_CHAIN_FINDINGS as u64 {
         unknown.push(
             Finding::new(

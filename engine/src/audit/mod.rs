@@ -38,6 +38,16 @@ pub enum AuditError {
 
 /// Audit one run folder.
 pub fn audit_run(run_dir: &Path) -> Result<AuditReport, AuditError> {
+    audit_run_with(run_dir, |_| {}).map(|(report, _)| report)
+}
+
+/// [`audit_run`], also handing every event of the log to `also` and returning
+/// what the log says: a resume's one read of the log (its gate, crash
+/// recovery and the chain's head all come from it).
+pub(crate) fn audit_run_with(
+    run_dir: &Path,
+    also: impl FnMut(&crate::events::line::EventLine),
+) -> Result<(AuditReport, events::EventFacts), AuditError> {
     if !run_dir.is_dir() {
         return Err(AuditError::NotARun(run_dir.to_path_buf()));
     }
@@ -47,18 +57,19 @@ pub fn audit_run(run_dir: &Path) -> Result<AuditReport, AuditError> {
         .unwrap_or_default()
         .to_string();
     let mut findings = Vec::new();
-    let facts = events::read_events(run_dir, &mut findings)?;
+    let facts = events::read_events(run_dir, &mut findings, also)?;
     set_aside_tails(run_dir, &mut findings)?;
     let checked_files = files::check_files(run_dir, &facts, &mut findings)?;
     let stage_states = stages::check_stages(run_dir, &mut findings)?;
     consistency::check_run_json(run_dir, &facts, &mut findings);
     consistency::check_stage_json(&stage_states, &facts, &mut findings);
-    Ok(AuditReport {
+    let report = AuditReport {
         run_id,
         findings,
         checked_files,
         events: facts.events,
-    })
+    };
+    Ok((report, facts))
 }
 
 /// Audit every run in `runs_dir` (`.specbridge/runs`), oldest first.

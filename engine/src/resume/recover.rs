@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::events::line::{self, EventLine};
+use crate::audit::events::EventFacts;
+use crate::events::line::EventLine;
 use crate::events::{ProcessSpawned, RecordAnnounced, RunEvent, StageFinished};
 use crate::status::StageStatus;
 use crate::store::layout::{self, attempt};
@@ -21,18 +22,15 @@ pub(crate) struct Spawned {
     start_ticks: Option<u64>,
 }
 
-/// `process-spawned` events of attempts that have no `process.json`: the process
-/// was never seen to end, so its group may still be running.
-pub(crate) fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Spawned)> {
-    let mut spawns: BTreeMap<(String, u32), (Orphan, Spawned)> = BTreeMap::new();
-    let run = RunReader::at(run_dir);
-    let _ = line::read_with(&run.events_path(), |_, parsed| {
-        let Ok(EventLine {
-            at,
-            event: RunEvent::ProcessSpawned(ProcessSpawned::Stage(p)),
-            ..
-        }) = parsed
-        else {
+/// The `process-spawned` events of stage attempts, gathered while the resume's
+/// audit reads the log (the log is read once per resume).
+#[derive(Debug, Default)]
+pub(crate) struct Spawns(BTreeMap<(String, u32), (Orphan, Spawned)>);
+
+impl Spawns {
+    /// Take note of one event of the log, in order.
+    pub(crate) fn visit(&mut self, line: &EventLine) {
+        let RunEvent::ProcessSpawned(ProcessSpawned::Stage(p)) = &line.event else {
             return;
         };
         let orphan = Orphan {
@@ -44,15 +42,22 @@ pub(crate) fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Spawned)> {
             note: None,
         };
         let spawned = Spawned {
-            at: Some(at),
+            at: Some(line.at.clone()),
             start_ticks: p.start_ticks,
         };
-        spawns.insert((p.stage, p.attempt), (orphan, spawned));
-    });
-    spawns
-        .into_values()
-        .filter(|(o, _)| !run.attempt(&o.stage, o.attempt).has(attempt::PROCESS))
-        .collect()
+        self.0
+            .insert((p.stage.clone(), p.attempt), (orphan, spawned));
+    }
+
+    /// The spawns whose attempt has no `process.json`: the process was never
+    /// seen to end, so its group may still be running.
+    fn unfinished(self, run_dir: &Path) -> Vec<(Orphan, Spawned)> {
+        let run = RunReader::at(run_dir);
+        self.0
+            .into_values()
+            .filter(|(o, _)| !run.attempt(&o.stage, o.attempt).has(attempt::PROCESS))
+            .collect()
+    }
 }
 
 /// End every group of an unfinished spawn that is still alive (SIGTERM, SIGKILL
@@ -60,10 +65,11 @@ pub(crate) fn unfinished_spawns(run_dir: &Path) -> Vec<(Orphan, Spawned)> {
 /// `orphan-ended` event.
 pub(crate) fn end_orphans(
     run: &RunHandle,
+    spawns: Spawns,
     grace: impl Fn(&str) -> Duration,
 ) -> Result<Vec<Orphan>, StoreError> {
     let mut out = Vec::new();
-    for (mut orphan, spawned) in unfinished_spawns(run.dir()) {
+    for (mut orphan, spawned) in spawns.unfinished(run.dir()) {
         if !group_alive(orphan.pgid) {
             continue;
         }
@@ -160,12 +166,13 @@ pub(crate) fn mark_interrupted(
 /// `stage.json` whose finish was written but not logged gets its `stage-finished`
 /// event from the record. Every event it adds carries `"recovered": true`.
 /// Returns what it repaired, one line each.
+/// `facts` are the log as the resume's audit read it: the events appended since
+/// (the resume's own) neither confirm a write nor finish a stage.
 pub(crate) fn repair_unlogged(
     run: &RunHandle,
+    facts: &EventFacts,
     stages: &BTreeMap<String, StageRecord>,
 ) -> Result<Vec<String>, StoreError> {
-    let mut ignored = Vec::new();
-    let facts = crate::audit::events::read_events(run.dir(), &mut ignored)?;
     let mut repaired = Vec::new();
     for (rel, intent) in &facts.intents {
         let Ok(path) = run.path(rel) else { continue };

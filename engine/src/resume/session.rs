@@ -8,17 +8,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::audit::{audit_run, AuditError, Finding, FindingCode};
+use crate::audit::events::EventFacts;
+use crate::audit::{audit_run_with, AuditError, Finding, FindingCode};
 use crate::events::{CrashRepaired, RunEvent, RunResumed, TornTailSetAside};
 use crate::orchestrate::lifecycle::{ResumeReport, Resumed};
 use crate::orchestrate::{display_rel, plan_nodes, ActiveRun, OrchestrateError, PipelineSource};
 use crate::resume::executor::retire;
 use crate::resume::force::Forced;
-use crate::resume::recover::{end_orphans, mark_interrupted, repair_unlogged};
+use crate::resume::recover::{end_orphans, mark_interrupted, repair_unlogged, Spawns};
 use crate::resume::reuse::Reason;
 use crate::scheduler::{self, Node};
 use crate::status::{RunStatus, StageStatus};
-use crate::store::events::{set_aside_torn_tail, verify_chain, EventError};
+use crate::store::events::{set_aside_torn_tail, EventError};
 use crate::store::{
     layout, now_rfc3339, sha256_hex, PlanRecord, RunLock, RunOptions, RunReader, RunRecord,
     RunStore, RunnerInfo, StageRecord, StoreError,
@@ -85,6 +86,10 @@ pub struct OpenedRun {
     pub torn_tail: Option<usize>,
     /// Audit findings that do not stop the resume (torn tails, …).
     pub findings: Vec<Finding>,
+    /// What the audit's one read of the log found: announcements and stage
+    /// events (crash recovery), the chain's head, and the agents spawned.
+    log: EventFacts,
+    spawns: Spawns,
 }
 
 /// Take the run's lock (a second process gets "run … is in use"), audit it, and
@@ -92,10 +97,12 @@ pub struct OpenedRun {
 pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeError> {
     let store = RunStore::new(root);
     let (id, dir, lock) = store.lock(selector)?;
-    let report = audit_run(&dir).map_err(|source| ResumeError::Audit {
-        run: id.clone(),
-        source,
-    })?;
+    let mut spawns = Spawns::default();
+    let (report, log) =
+        audit_run_with(&dir, |event| spawns.visit(event)).map_err(|source| ResumeError::Audit {
+            run: id.clone(),
+            source,
+        })?;
     let (blocking, findings): (Vec<Finding>, Vec<Finding>) = report
         .findings
         .into_iter()
@@ -114,9 +121,6 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
     let record: RunRecord = reader.run().map_err(unreadable)?;
     let plan: PlanRecord = reader.plan().map_err(unreadable)?.unwrap_or_default();
     let stages = read_stage_records(&dir).map_err(unreadable)?;
-    let torn_tail = verify_chain(&reader.events_path())?
-        .torn_tail
-        .map(|t| t.len());
     Ok(OpenedRun {
         id,
         dir,
@@ -124,8 +128,10 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
         record,
         stages,
         plan,
-        torn_tail,
+        torn_tail: log.torn_tail,
         findings,
+        log,
+        spawns,
     })
 }
 
@@ -187,8 +193,15 @@ impl OpenedRun {
             mut record,
             mut stages,
             plan,
+            log,
+            spawns,
             ..
         } = self;
+        // The audit passed, so the chain is intact and has a head.
+        let head = log.head.clone().ok_or_else(|| ResumeError::Unreadable {
+            run: id.clone(),
+            message: "its event log is missing or broken".into(),
+        })?;
 
         // The log first: a torn line is kept aside and the chain goes on from the
         // last whole event.
@@ -198,6 +211,7 @@ impl OpenedRun {
             dir.clone(),
             lock,
             crate::redact::Redactor::for_pipeline(&spec.source.file),
+            &head,
         )?);
         let number = record.resumes.len() + 1;
         let pipeline_sha = sha256_hex(&spec.source.bytes);
@@ -217,7 +231,7 @@ impl OpenedRun {
             }))?;
         }
 
-        let repaired = repair_unlogged(&run, &stages)?;
+        let repaired = repair_unlogged(&run, &log, &stages)?;
         if !repaired.is_empty() {
             run.event(RunEvent::CrashRepaired(CrashRepaired {
                 repaired: repaired.clone(),
@@ -226,7 +240,9 @@ impl OpenedRun {
 
         // Nothing new starts while an agent of the dead process may still be
         // changing the working tree.
-        let orphans = end_orphans(&run, |node| orphan_grace(&spec.source.file, &stages, node))?;
+        let orphans = end_orphans(&run, spawns, |node| {
+            orphan_grace(&spec.source.file, &stages, node)
+        })?;
         let interrupted = mark_interrupted(&run, &mut stages)?;
 
         if pipeline_sha != record.pipeline.sha256 {

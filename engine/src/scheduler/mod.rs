@@ -3,7 +3,8 @@
 //!
 //! It knows stages only as nodes with needs and a kind; what a stage does is the
 //! [`StageExecutor`]'s business. The scheduler owns `stage.json` (every status
-//! change goes through it), the stage events, the run totals and the run budget.
+//! change goes through it; a reused stage's status does not change, and its record
+//! is left as it is), the stage events, the run totals and the run budget.
 
 mod node;
 pub mod retry;
@@ -256,14 +257,12 @@ async fn schedule(
             }
             if let Some(report) = executor.reuse(&node, run) {
                 // Its cost was spent by an earlier process: not counted again.
+                // Its `stage.json` already says what is true (succeeded, same
+                // attempt, same input hash and output): rewriting it would cost
+                // a durable write per stage and add nothing. The reuse itself is
+                // recorded once, by the executor's `resume-decision` event and
+                // the resume entry of `run.json` (docs/resume.md).
                 st.set(&id, report.status);
-                write_stage(
-                    run,
-                    &node,
-                    report.status,
-                    Some(&report),
-                    node.prior_attempts,
-                )?;
                 st.record(&id, report);
                 continue;
             }

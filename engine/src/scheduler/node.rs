@@ -129,7 +129,9 @@ pub(crate) fn stage_record(
         cost_usd: r.cost_usd,
         turns: r.turns,
         tokens: r.tokens,
-        reused: r.reused.then_some(true),
+        // A reused stage's record is never rewritten (scheduler): the flag is
+        // only read back from records of older versions.
+        reused: None,
         transient_attempts: (r.transient_attempts > 0).then_some(r.transient_attempts),
     }
 }

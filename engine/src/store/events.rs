@@ -113,6 +113,30 @@ impl EventLog {
         Self::append_to(path, false, check.events + 1, check.last_hash)
     }
 
+    /// Continue a log that was read whole moments ago under the run's lock (a
+    /// resume's audit): its head is known, so it is not read again. A log whose
+    /// length is no longer that of the lines read (changed since, or a torn tail
+    /// not set aside) is refused, as [`EventLog::open`] would refuse it.
+    pub(crate) fn continue_from(path: &Path, head: &ChainHead) -> Result<Self, EventError> {
+        let len = std::fs::metadata(path)
+            .map_err(|source| EventError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len();
+        if len != head.len {
+            return Err(EventError::Broken {
+                path: path.to_path_buf(),
+                line: head.events + 1,
+                message: format!(
+                    "the log is {len} bytes where the {} lines checked hold {}: it changed since it was checked",
+                    head.events, head.len
+                ),
+            });
+        }
+        Self::append_to(path, false, head.events + 1, head.last_hash.clone())
+    }
+
     /// Append one event: the envelope, its `type`, then its fields in their order.
     /// The line is written, not synced: the run's group commit makes it durable.
     pub(in crate::store) fn append(&mut self, event: &Redacted) -> Result<Appended, EventError> {
@@ -176,6 +200,8 @@ pub struct ChainCheck {
     pub events: u64,
     /// Hash of the last whole line (GENESIS when empty).
     pub last_hash: String,
+    /// Bytes of the whole lines, newlines included: where a torn tail starts.
+    pub len: u64,
     /// Bytes after the last newline: a line cut short by a crash.
     pub torn_tail: Option<Vec<u8>>,
     pub problems: Vec<ChainProblem>,
@@ -185,6 +211,25 @@ impl ChainCheck {
     pub fn is_intact(&self) -> bool {
         self.problems.is_empty()
     }
+
+    /// Where the next event goes once a torn tail is set aside; `None` for a
+    /// chain that is not intact, which nothing may continue.
+    pub(crate) fn head(&self) -> Option<ChainHead> {
+        self.is_intact().then(|| ChainHead {
+            events: self.events,
+            last_hash: self.last_hash.clone(),
+            len: self.len,
+        })
+    }
+}
+
+/// The end of an intact log's whole lines: enough to continue it without reading
+/// it again ([`EventLog::continue_from`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ChainHead {
+    pub events: u64,
+    pub last_hash: String,
+    pub len: u64,
 }
 
 /// Read a log line by line (never whole) and check every link of the chain.
@@ -256,6 +301,7 @@ pub(crate) fn verify_chain_with(
         }
         check.last_hash = sha256_hex(&buf);
         check.events = line_no;
+        check.len += n as u64;
     }
     Ok(check)
 }

@@ -192,7 +192,9 @@ pub struct StageRecord {
     /// sums every attempt's `result.json`.
     #[serde(default)]
     pub tokens: TokenUsage,
-    /// Set when the stage reused a previous run's result (resume).
+    /// Written by versions that rewrote a reused stage's record on resume; a
+    /// reuse is now recorded by the resume's `resume-decision` event and
+    /// `run.json` `resumes[].decisions`, and the record is left as it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused: Option<bool>,
     /// Attempts that failed transiently (overloaded, rate-limited, unreachable

@@ -8,7 +8,7 @@ use crate::redact::Redactor;
 use crate::runner::claude_code::stream::Progress;
 use crate::store::atomic::{json_bytes, sha256_file, sha256_hex, stage_atomic, WriteError};
 use crate::store::durable::{off_the_worker, GroupCommit};
-use crate::store::events::{EventError, EventLog};
+use crate::store::events::{ChainHead, EventError, EventLog};
 use crate::store::fault::{crash_point, injected_failure, Guard, StoreFailure};
 use crate::store::layout;
 use crate::store::lock::{LockError, RunLock};
@@ -114,18 +114,21 @@ impl RunStore {
     /// Open an existing run for writing: lock it and continue its event chain.
     pub fn open(&self, selector: &str, redactor: Redactor) -> Result<RunHandle, StoreError> {
         let (id, dir, lock) = self.lock(selector)?;
-        Self::open_locked(id, dir, lock, redactor)
+        let events = EventLog::open(&dir.join(layout::EVENTS))?;
+        Ok(RunHandle::new(id, dir, lock, events, redactor))
     }
 
     /// Continue a run whose lock is already held: resume takes the lock first,
-    /// audits the run and repairs a torn log before it opens the log for writing.
+    /// audits the run (reading the log whole, which gives its `head`) and sets a
+    /// torn tail aside before it opens the log for writing.
     pub(crate) fn open_locked(
         id: String,
         dir: PathBuf,
         lock: RunLock,
         redactor: Redactor,
+        head: &ChainHead,
     ) -> Result<RunHandle, StoreError> {
-        let events = EventLog::open(&dir.join(layout::EVENTS))?;
+        let events = EventLog::continue_from(&dir.join(layout::EVENTS), head)?;
         Ok(RunHandle::new(id, dir, lock, events, redactor))
     }
 
