@@ -46,6 +46,20 @@ impl Printer {
         let _ = writeln!(o, "{}", text.as_ref());
     }
 
+    /// Result lines on stdout through one buffer: a long listing (a dry run of
+    /// thousands of stages) costs a few writes instead of one per line.
+    pub(crate) fn out_lines<I>(&self, lines: I)
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let mut o = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+        for line in lines {
+            let _ = writeln!(o, "{}", line.as_ref());
+        }
+        let _ = o.flush();
+    }
+
     /// A JSON document on stdout, pretty-printed.
     pub(crate) fn json(&self, value: &impl serde::Serialize) {
         let text = serde_json::to_string_pretty(value).expect("serializable output");

@@ -6,7 +6,8 @@
 //! fan-out instances (`implement.task-1`) can be added once an upstream stage has
 //! produced its items.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::fmt;
 
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -41,20 +42,33 @@ impl StageGraph {
         I: IntoIterator<Item = (&'a str, N)>,
         N: IntoIterator<Item = &'a str>,
     {
-        let stages: Vec<(&str, Vec<&str>)> = stages
-            .into_iter()
-            .map(|(id, needs)| (id, needs.into_iter().collect()))
-            .collect();
-        let mut g = StageGraph::new();
+        // Ids are looked up through a hash map while building and the sorted
+        // index is built once at the end: one ordered insert per node and two
+        // ordered lookups per edge cost a third of a 10,000-stage validation.
+        let stages: Vec<(&str, N)> = stages.into_iter().collect();
+        let mut graph = DiGraph::with_capacity(stages.len(), stages.len() * 2);
+        let mut by_id: HashMap<&str, NodeIndex> = HashMap::with_capacity(stages.len());
         for (id, _) in &stages {
-            g.add_node(id);
+            // The first stage with an id is its node, as with `add_node`.
+            by_id
+                .entry(*id)
+                .or_insert_with(|| graph.add_node((*id).to_string()));
         }
-        for (id, needs) in &stages {
+        for (id, needs) in stages {
+            let b = by_id[id];
             for need in needs {
-                g.add_edge(need, id);
+                if let Some(&a) = by_id.get(need) {
+                    if !graph.contains_edge(a, b) {
+                        graph.add_edge(a, b, ());
+                    }
+                }
             }
         }
-        g
+        let index = by_id
+            .into_iter()
+            .map(|(id, ix)| (id.to_string(), ix))
+            .collect();
+        StageGraph { graph, index }
     }
 
     /// Adds a node; false when the id is already there.
@@ -122,31 +136,32 @@ impl StageGraph {
     /// Every stage after all it needs; among stages that are ready together, the
     /// smallest id first. Fails with one cycle when there is any.
     pub fn topo_order(&self) -> Result<Vec<String>, Cycle> {
-        let mut waiting: BTreeMap<&str, usize> = self
-            .index
-            .iter()
-            .map(|(id, &ix)| {
-                let n = self
-                    .graph
+        // Counted and walked by node index: no id is compared except to order
+        // the ready nodes. `add_edge` keeps at most one edge per pair, so the
+        // edges into a node are its distinct needs.
+        let mut waiting: Vec<usize> = self
+            .graph
+            .node_indices()
+            .map(|ix| {
+                self.graph
                     .neighbors_directed(ix, Direction::Incoming)
-                    .collect::<BTreeSet<_>>()
-                    .len();
-                (id.as_str(), n)
+                    .count()
             })
             .collect();
-        let mut ready: BTreeSet<&str> = waiting
-            .iter()
-            .filter(|(_, &n)| n == 0)
-            .map(|(id, _)| *id)
+        let mut ready: BinaryHeap<Reverse<(&str, NodeIndex)>> = self
+            .graph
+            .node_indices()
+            .filter(|ix| waiting[ix.index()] == 0)
+            .map(|ix| Reverse((self.graph[ix].as_str(), ix)))
             .collect();
         let mut order = Vec::with_capacity(self.len());
-        while let Some(id) = ready.pop_first() {
+        while let Some(Reverse((id, ix))) = ready.pop() {
             order.push(id.to_string());
-            for next in self.dependents(id) {
-                let n = waiting.get_mut(next).expect("every node is counted");
+            for next in self.graph.neighbors_directed(ix, Direction::Outgoing) {
+                let n = &mut waiting[next.index()];
                 *n -= 1;
                 if *n == 0 {
-                    ready.insert(next);
+                    ready.push(Reverse((self.graph[next].as_str(), next)));
                 }
             }
         }
@@ -166,11 +181,15 @@ impl StageGraph {
     pub fn find_cycles(&self) -> Vec<Cycle> {
         let mut cycles = Vec::new();
         for scc in petgraph::algo::tarjan_scc(&self.graph) {
+            // A lone stage is a cycle only when it needs itself: decided without
+            // building a set per stage, as almost every group is a lone stage.
+            if let [ix] = scc[..] {
+                if !self.graph.contains_edge(ix, ix) {
+                    continue;
+                }
+            }
             let members: BTreeSet<&str> = scc.iter().map(|&ix| self.graph[ix].as_str()).collect();
             let start = *members.iter().next().expect("components are not empty");
-            if members.len() == 1 && !self.needs(start).contains(&start) {
-                continue;
-            }
             cycles.push(self.cycle_through(start, &members));
         }
         cycles.sort_by(|a, b| a.0[0].cmp(&b.0[0]));

@@ -67,11 +67,14 @@ pub(crate) fn forbidden_mode(mode: &str) -> Option<&'static str> {
 }
 
 fn contains_word(text: &str, word: &str) -> bool {
-    text.match_indices(word).any(|(at, _)| {
-        let before = text[..at].chars().next_back();
-        let after = text[at + word.len()..].chars().next();
-        !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
-    })
+    // `contains` is a quick scan; `match_indices` sets up a searcher per call,
+    // which a validation of thousands of strings pays for every one of them.
+    text.contains(word)
+        && text.match_indices(word).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + word.len()..].chars().next();
+            !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
+        })
 }
 
 fn is_word_char(c: char) -> bool {
@@ -80,16 +83,17 @@ fn is_word_char(c: char) -> bool {
 
 /// `--permission-mode auto` or `--permission-mode=auto` inside one token.
 fn permission_mode_auto(token: &str) -> bool {
-    token.match_indices("--permission-mode").any(|(at, flag)| {
-        let rest = &token[at + flag.len()..];
-        let rest = rest.trim_start_matches(|c: char| c == '=' || c.is_whitespace());
-        let rest = rest.trim_start_matches(['"', '\'']);
-        rest.starts_with("auto")
-            && !rest["auto".len()..]
-                .chars()
-                .next()
-                .is_some_and(is_word_char)
-    })
+    token.contains("--permission-mode")
+        && token.match_indices("--permission-mode").any(|(at, flag)| {
+            let rest = &token[at + flag.len()..];
+            let rest = rest.trim_start_matches(|c: char| c == '=' || c.is_whitespace());
+            let rest = rest.trim_start_matches(['"', '\'']);
+            rest.starts_with("auto")
+                && !rest["auto".len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(is_word_char)
+        })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -42,9 +42,9 @@ fn planned(printer: Printer, stages: &[PlannedStage], assumption: Option<&str>, 
         printer.json(&json!({ "dryRun": true, "assumption": assumption, "stages": plan }));
         return;
     }
-    printer.out("dry run: nothing will be spawned");
+    let mut lines = vec!["dry run: nothing will be spawned".to_string()];
     if let Some(a) = assumption {
-        printer.out(format!("note: {a}"));
+        lines.push(format!("note: {a}"));
     }
     for s in stages {
         let n = &s.node;
@@ -54,11 +54,10 @@ fn planned(printer: Printer, stages: &[PlannedStage], assumption: Option<&str>, 
             format!(" (needs {})", n.needs.join(", "))
         };
         let fan = if n.placeholder { ", one per item" } else { "" };
-        printer.out(format!("{} [{}{fan}]{needs}", n.id, n.kind.as_str()));
-        for line in &s.argv {
-            printer.out(format!("    $ {line}"));
-        }
+        lines.push(format!("{} [{}{fan}]{needs}", n.id, n.kind.as_str()));
+        lines.extend(s.argv.iter().map(|line| format!("    $ {line}")));
     }
+    printer.out_lines(lines);
 }
 
 /// The `--json` summary of a run.

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::diagnostic::{Diagnostic, DiagnosticClass};
-use crate::pipeline::locate::{child_index, child_key, SourceIndex};
+use crate::pipeline::locate::{child_index, push_index, push_key, SourceIndex};
 use crate::safety;
 
 /// Every forbidden value of the document, each a safety-class error.
@@ -19,7 +19,7 @@ pub(crate) fn scan(document: &Value, index: &SourceIndex, file: &Path) -> Vec<Di
         file,
         out: Vec::new(),
     };
-    s.walk(document, "", false);
+    s.walk(document, &mut String::new(), false);
     s.out
 }
 
@@ -30,35 +30,41 @@ struct Scan<'a> {
 }
 
 impl Scan<'_> {
-    fn walk(&mut self, v: &Value, path: &str, in_env: bool) {
+    /// `path` is the node's path; children extend it and put it back, so a
+    /// clean document costs no path per node.
+    fn walk(&mut self, v: &Value, path: &mut String, in_env: bool) {
+        let len = path.len();
         match v {
             Value::Object(map) => {
                 for (k, child) in map {
-                    let p = child_key(path, k);
                     if !in_env {
                         // Free text is not passed to the agent as flags.
                         if matches!(k.as_str(), "prompt" | "description" | "name") {
                             continue;
                         }
-                        if k == "permissionMode" {
-                            if let Some(mode) = child.as_str().and_then(safety::forbidden_mode) {
-                                self.mode(mode, &p);
-                            }
-                            continue;
-                        }
                     }
-                    self.walk(child, &p, in_env || k == "env");
+                    push_key(path, k);
+                    if !in_env && k == "permissionMode" {
+                        if let Some(mode) = child.as_str().and_then(safety::forbidden_mode) {
+                            self.mode(mode, path);
+                        }
+                    } else {
+                        self.walk(child, path, in_env || k == "env");
+                    }
+                    path.truncate(len);
                 }
             }
             Value::Array(items) => {
-                let strings: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
-                if strings.len() == items.len() {
+                if items.iter().all(Value::is_string) {
+                    let strings: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
                     if let Some((i, hit)) = safety::forbidden_in_args(&strings) {
                         self.flag(hit, &child_index(path, i));
                     }
                 } else {
                     for (i, item) in items.iter().enumerate() {
-                        self.walk(item, &child_index(path, i), in_env);
+                        push_index(path, i);
+                        self.walk(item, path, in_env);
+                        path.truncate(len);
                     }
                 }
             }

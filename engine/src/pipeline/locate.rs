@@ -13,19 +13,40 @@ use crate::diagnostic::Location;
 
 /// A path into a document: `stages[2].needs[0]`, `runner.env.TOKEN`; `""` is the root.
 pub(crate) fn child_key(parent: &str, key: &str) -> String {
+    let mut path = parent.to_string();
+    push_key(&mut path, key);
+    path
+}
+
+pub(crate) fn child_index(parent: &str, index: usize) -> String {
+    let mut path = parent.to_string();
+    push_index(&mut path, index);
+    path
+}
+
+/// `path` made the path of its child `key`, in place: a walk over a whole
+/// document extends and truncates one buffer instead of allocating a path per node.
+pub(crate) fn push_key(path: &mut String, key: &str) {
     let plain = !key.is_empty()
         && key
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    match (parent.is_empty(), plain) {
-        (true, true) => key.to_string(),
-        (false, true) => format!("{parent}.{key}"),
-        (_, false) => format!("{parent}[{}]", serde_json::Value::from(key)),
+    if !plain {
+        path.push('[');
+        path.push_str(&serde_json::Value::from(key).to_string());
+        path.push(']');
+        return;
     }
+    if !path.is_empty() {
+        path.push('.');
+    }
+    path.push_str(key);
 }
 
-pub(crate) fn child_index(parent: &str, index: usize) -> String {
-    format!("{parent}[{index}]")
+/// `path` made the path of its item `index`, in place (see [`push_key`]).
+pub(crate) fn push_index(path: &mut String, index: usize) {
+    use std::fmt::Write;
+    let _ = write!(path, "[{index}]");
 }
 
 /// The path of a JSON pointer (`/stages/0/needs`) into `doc`, in the same notation

@@ -276,10 +276,11 @@ fn load(
     match load_and_validate(path, root) {
         Ok(v) => {
             observer.pipeline_warnings(&v.warnings);
+            // Moved, not cloned: the file of a large pipeline is megabytes.
             Ok(PipelineSource {
-                path: v.pipeline.path.clone(),
-                bytes: v.pipeline.raw.clone(),
-                file: v.pipeline.file.clone(),
+                path: v.pipeline.path,
+                bytes: v.pipeline.raw,
+                file: v.pipeline.file,
             })
         }
         Err(diagnostics) => Err(SessionError::Invalid {

@@ -1,7 +1,7 @@
 //! Semantic checks of a loaded pipeline (docs/pipeline-format.md, docs/claude-code-runner.md): everything the schema
 //! cannot say. Every problem is reported, each with its location.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 
 use crate::dag::StageGraph;
@@ -40,11 +40,11 @@ pub struct ValidPipeline {
 /// sorted by location, or the pipeline with its warnings.
 pub fn load_and_validate(path: &Path, repo_root: &Path) -> Result<ValidPipeline, Vec<Diagnostic>> {
     let pipeline = load::load(path)?;
-    let diagnostics = validate(&pipeline, repo_root);
+    // The graph the checks built is the one handed on: built once per load.
+    let (diagnostics, graph) = check(&pipeline, repo_root);
     if diagnostics.iter().any(Diagnostic::is_error) {
         return Err(diagnostics);
     }
-    let graph = stage_graph(&pipeline.file.stages);
     Ok(ValidPipeline {
         pipeline,
         warnings: diagnostics,
@@ -67,13 +67,19 @@ pub(crate) fn stage_graph(stages: &[StageDef]) -> StageGraph {
 
 /// Every semantic problem of a loaded pipeline, sorted by location.
 pub fn validate(pipeline: &LoadedPipeline, repo_root: &Path) -> Vec<Diagnostic> {
+    check(pipeline, repo_root).0
+}
+
+/// Every semantic problem, sorted by location, and the stage graph the checks
+/// built.
+fn check(pipeline: &LoadedPipeline, repo_root: &Path) -> (Vec<Diagnostic>, StageGraph) {
     let mut c = Checker {
         p: pipeline,
         root: repo_root,
         out: Vec::new(),
     };
     c.top_level();
-    c.stages();
+    let graph = c.stages();
     c.gate();
     c.out.extend(forbidden::scan(
         &pipeline.document,
@@ -83,7 +89,7 @@ pub fn validate(pipeline: &LoadedPipeline, repo_root: &Path) -> Vec<Diagnostic> 
     // After the scan: a value it already refused is not reported twice.
     c.policy();
     load::sort(&mut c.out);
-    c.out
+    (c.out, graph)
 }
 
 struct Checker<'a> {
@@ -204,9 +210,10 @@ impl Checker<'_> {
         }
     }
 
-    fn stages(&mut self) {
+    fn stages(&mut self) -> StageGraph {
         let stages = &self.p.file.stages;
-        let mut first: BTreeMap<&str, usize> = BTreeMap::new();
+        // Hashed, not ordered: ids are compared only when a diagnostic lists them.
+        let mut first: HashMap<&str, usize> = HashMap::with_capacity(stages.len());
         for (i, s) in stages.iter().enumerate() {
             let path = child_index("stages", i);
             let id_path = child_key(&path, "id");
@@ -254,7 +261,7 @@ impl Checker<'_> {
                 }
             }
         }
-        let ids: Vec<&str> = first.keys().copied().collect();
+        let ids = StageIds::new(first);
         let graph = stage_graph(stages);
         for (i, s) in stages.iter().enumerate() {
             let path = child_index("stages", i);
@@ -278,16 +285,14 @@ impl Checker<'_> {
         }
         self.cycles(&graph);
         self.shared_documents();
+        graph
     }
 
-    /// `ids` is sorted: a need is looked up by binary search, not a scan per need.
-    fn needs(&mut self, s: &StageDef, path: &str, ids: &[&str]) {
+    /// A need is looked up by hash, not by a scan per need.
+    fn needs(&mut self, s: &StageDef, path: &str, ids: &StageIds<'_>) {
         let mut seen = BTreeSet::new();
         for (j, need) in s.needs.iter().enumerate() {
-            if *need != s.id
-                && ids.binary_search(&need.as_str()).is_ok()
-                && seen.insert(need.as_str())
-            {
+            if *need != s.id && ids.contains(need) && seen.insert(need.as_str()) {
                 // The common case: no path, no position to build.
                 continue;
             }
@@ -301,7 +306,8 @@ impl Checker<'_> {
                     format!("stage `{}` needs itself", s.id),
                 )
                 .help = Some("remove it from its own `needs`".into());
-            } else if ids.binary_search(&need.as_str()).is_err() {
+            } else if !ids.contains(need) {
+                let ids = ids.sorted();
                 let help = match did_you_mean(need, ids.iter().copied().filter(|i| *i != s.id)) {
                     Some(m) => format!("did you mean `{m}`?"),
                     None => format!("the stages are: {}", ids.join(", ")),
@@ -498,6 +504,34 @@ impl Checker<'_> {
                 .help =
                 Some("each stage needs the next; remove one of these `needs` entries".into());
         }
+    }
+}
+
+/// The stage ids of a pipeline (the first stage of each), found by hash; sorted
+/// only when a diagnostic lists them.
+struct StageIds<'a> {
+    first: HashMap<&'a str, usize>,
+    sorted: std::cell::OnceCell<Vec<&'a str>>,
+}
+
+impl<'a> StageIds<'a> {
+    fn new(first: HashMap<&'a str, usize>) -> Self {
+        StageIds {
+            first,
+            sorted: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.first.contains_key(id)
+    }
+
+    fn sorted(&self) -> &[&'a str] {
+        self.sorted.get_or_init(|| {
+            let mut ids: Vec<&str> = self.first.keys().copied().collect();
+            ids.sort_unstable();
+            ids
+        })
     }
 }
 

@@ -1,5 +1,7 @@
 //! Checks of the paths a pipeline names: prompts, schemas, documents.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 impl Checker<'_> {
