@@ -25,10 +25,10 @@ pub struct AgentSetup {
     pub runners: BTreeMap<String, DetectedRunner>,
     /// Recorded runs that answer agent stages instead of a live model.
     pub replay: ReplaySetup,
-    /// Whether the CLI's sandbox can run on this machine, detected once before a
-    /// live run; `None` when not checked (a dry run), where a stage that allows Bash
-    /// is assembled as if it could.
-    pub sandbox: Option<specbridge_engine::sandbox::SandboxSupport>,
+    /// Whether the CLI's sandbox can run on this machine, detected once in a live
+    /// run, when a stage that allows Bash is first assembled; `None` when not
+    /// checked (a dry run), where such a stage is assembled as if it could.
+    pub sandbox: Option<Arc<specbridge_engine::sandbox::SandboxProbe>>,
 }
 
 /// Where replayed stages come from (docs/replay.md).

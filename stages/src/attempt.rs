@@ -230,7 +230,7 @@ pub(crate) fn prepare(
         sandbox_support: if replay.is_some() {
             None
         } else {
-            agent.sandbox.as_ref()
+            agent.sandbox.as_deref()
         },
     })
     .map_err(|e| stop(e.into(), Some(&hash)))?;
@@ -332,7 +332,7 @@ pub fn describe(
         repo_root: &ctx.root,
         session_id: Some(placeholder),
         protected: protected.as_ref(),
-        sandbox_support: agent.sandbox.as_ref(),
+        sandbox_support: agent.sandbox.as_deref(),
     }) {
         Ok(request) => request,
         Err(e) => return vec![format!("# cannot be assembled: {}", crate::error_chain(&e))],

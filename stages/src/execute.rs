@@ -183,7 +183,7 @@ fn continue_session(
         repo_root: &a.ctx.root,
         session_id: None,
         protected: Some(&protected_paths(a.ctx, &sr.run)),
-        sandbox_support: a.agent.sandbox.as_ref(),
+        sandbox_support: a.agent.sandbox.as_deref(),
     })?;
     p.prompt = continuation::prompt(&c, &before, &p.prompt);
     let baseline = continuation::baseline(&sr.run, &sr.node.id, &c).unwrap_or(before);

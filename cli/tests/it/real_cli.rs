@@ -9,6 +9,7 @@
 
 mod confinement;
 mod crash;
+mod detection;
 mod execute;
 mod generate;
 mod harness;

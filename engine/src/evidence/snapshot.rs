@@ -104,35 +104,34 @@ const STATUS_ARGS: &[&str] = &[
 
 impl GitSnapshot {
     /// Take a snapshot of the repository whose root is `root`.
+    ///
+    /// The five git commands it needs run at the same time: each is a read on its
+    /// own, and run one after another they were never one atomic view either, so
+    /// only the wait goes (it sits on the path of every agent attempt, twice).
     pub fn take(root: &Path) -> Result<GitSnapshot, EvidenceError> {
         let git = Git::new(root);
         let taken_at = now_rfc3339();
-        let status = git.run(STATUS_ARGS)?;
-        let mut entries = BTreeMap::new();
-        for (xy, path) in parse_porcelain(&status).map_err(|d| git.bad_output(STATUS_ARGS, d))? {
-            let key = String::from_utf8_lossy(path.strip_suffix(b"/").unwrap_or(path)).into_owned();
-            if is_under(&key, RUN_STORE_DIR) {
-                continue;
-            }
-            let (kind, sha256, executable) = observe(&root.join(OsStr::from_bytes(path)))?;
-            entries.insert(
-                key,
-                PathState {
-                    status: status_of(xy),
-                    kind,
-                    sha256,
-                    executable,
-                },
-            );
-        }
-        Ok(GitSnapshot {
-            schema_version: SCHEMA_VERSION,
-            taken_at,
-            head: optional_line(&git, &["rev-parse", "-q", "--verify", "HEAD^{commit}"])?,
-            branch: optional_line(&git, &["symbolic-ref", "--short", "-q", "HEAD"])?,
-            refs_sha256: refs_fingerprint(&git)?,
-            entries,
-            git_control: git_control(&git)?,
+        std::thread::scope(|scope| {
+            let head = scope
+                .spawn(|| optional_line(&git, &["rev-parse", "-q", "--verify", "HEAD^{commit}"]));
+            let branch =
+                scope.spawn(|| optional_line(&git, &["symbolic-ref", "--short", "-q", "HEAD"]));
+            let refs = scope.spawn(|| refs_fingerprint(&git));
+            let control = scope.spawn(|| git_control(&git));
+            let entries = status_entries(&git, root);
+            let (head, branch, refs, control) =
+                (joined(head), joined(branch), joined(refs), joined(control));
+            // Fields are evaluated as written: the first failure reported is the
+            // one the commands in this order would have met first.
+            Ok(GitSnapshot {
+                entries: entries?,
+                head: head?,
+                branch: branch?,
+                refs_sha256: refs?,
+                git_control: control?,
+                schema_version: SCHEMA_VERSION,
+                taken_at,
+            })
         })
     }
 
@@ -151,6 +150,36 @@ pub fn require_clean_start(before: &GitSnapshot, allow_dirty: bool) -> Result<()
     Err(EvidenceError::DirtyTree {
         paths: before.entries.keys().cloned().collect(),
     })
+}
+
+/// A scoped thread's result; its panic goes on in the caller.
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// Every path `git status` lists (less the run store), with what is on disk now.
+fn status_entries(git: &Git, root: &Path) -> Result<BTreeMap<String, PathState>, EvidenceError> {
+    let status = git.run(STATUS_ARGS)?;
+    let mut entries = BTreeMap::new();
+    for (xy, path) in parse_porcelain(&status).map_err(|d| git.bad_output(STATUS_ARGS, d))? {
+        let key = String::from_utf8_lossy(path.strip_suffix(b"/").unwrap_or(path)).into_owned();
+        if is_under(&key, RUN_STORE_DIR) {
+            continue;
+        }
+        let (kind, sha256, executable) = observe(&root.join(OsStr::from_bytes(path)))?;
+        entries.insert(
+            key,
+            PathState {
+                status: status_of(xy),
+                kind,
+                sha256,
+                executable,
+            },
+        );
+    }
+    Ok(entries)
 }
 
 /// A status record: the two status letters and the path's bytes.

@@ -21,6 +21,28 @@ pub use bwrap::{
 pub(crate) const INSTALL_HINT: &str =
     "install bubblewrap and socat (Debian/Ubuntu: `apt-get install bubblewrap socat`)";
 
+/// [`SandboxSupport`] found on first use: a run whose agent stages never offer
+/// Bash (generate stages never do) starts no bubblewrap to learn it.
+#[derive(Debug, Default)]
+pub struct SandboxProbe(std::sync::OnceLock<SandboxSupport>);
+
+impl SandboxProbe {
+    /// Detected when first asked.
+    pub fn lazy() -> Self {
+        Self::default()
+    }
+
+    /// Already known (tests, or a caller that detected it).
+    pub fn known(support: SandboxSupport) -> Self {
+        SandboxProbe(std::sync::OnceLock::from(support))
+    }
+
+    /// The support, detecting it now if nobody asked before.
+    pub fn get(&self) -> &SandboxSupport {
+        self.0.get_or_init(SandboxSupport::detect)
+    }
+}
+
 /// What the sandbox needs on this machine, found on `PATH`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxSupport {

@@ -144,6 +144,10 @@ pub struct RunnerInfo {
     pub version: Option<String>,
     #[serde(default)]
     pub capabilities: Value,
+    /// How the capabilities were found: `built-in` (a known version, read from its
+    /// package), `cache` (a remembered probe) or `probe`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detected_by: Option<crate::runner::claude_code::detection_cache::Source>,
 }
 
 /// `stages/<id>/stage.json`: the state of one stage or fan-out instance.

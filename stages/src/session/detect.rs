@@ -1,8 +1,8 @@
 //! Detecting the agent runner once before a run (docs/claude-code-runner.md): every runner command
-//! the planned agent stages use is probed with `runner doctor`'s detection, less
-//! `auth status` (a run that is not logged in ends `runner-unavailable`, exit 3),
-//! and remembered for a while in the user's cache folder (`--refresh-runner`
-//! probes again).
+//! the planned agent stages use is detected without spawning it when its version
+//! is a known one, else probed with `runner doctor`'s detection, less `auth status`
+//! (a run that is not logged in ends `runner-unavailable`, exit 3), and remembered
+//! for a while in the user's cache folder (`--refresh-runner` probes again).
 
 use std::path::Path;
 
@@ -57,7 +57,9 @@ pub(crate) async fn detect(
     }
     let options = DoctorOptions::from_env();
     if !dry_run {
-        detection.agent.sandbox = Some(specbridge_engine::sandbox::SandboxSupport::detect());
+        detection.agent.sandbox = Some(std::sync::Arc::new(
+            specbridge_engine::sandbox::SandboxProbe::lazy(),
+        ));
     }
     let scrubbed = specbridge_engine::policy::env::inherited_widening(
         std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()),
@@ -74,7 +76,7 @@ pub(crate) async fn detect(
     };
     for command in commands {
         let probed = probe_path(root, command);
-        let (report, _) = detect_cached(&probed, &options, cache).await;
+        let (report, source) = detect_cached(&probed, &options, cache).await;
         match (&report.capabilities, report.status) {
             (Some(caps), DoctorStatus::Available) => {
                 for gap in &report.degraded {
@@ -92,6 +94,7 @@ pub(crate) async fn detect(
                         command: command.clone(),
                         version: report.version.clone(),
                         capabilities: serde_json::to_value(caps).expect("capabilities serialise"),
+                        detected_by: Some(source),
                     });
                 }
                 detection.agent.runners.insert(

@@ -193,6 +193,7 @@ impl RunSession {
                     command: from,
                     version: None,
                     capabilities: serde_json::Value::Null,
+                    detected_by: None,
                 });
             }
         }

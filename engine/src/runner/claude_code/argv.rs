@@ -15,7 +15,7 @@ use crate::evidence::ProtectedPaths;
 use crate::pipeline::ResolvedRunner;
 use crate::policy::{self, CheckedRunner, Refusal, RefusalClass, SandboxPlan};
 use crate::safety::{assert_argv_safe, SafetyError};
-use crate::sandbox::SandboxSupport;
+use crate::sandbox::SandboxProbe;
 
 /// What an invocation is for; decides the tool policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,7 +130,7 @@ pub struct InvocationInput<'a> {
     pub protected: Option<&'a ProtectedPaths>,
     /// Whether this machine can run the CLI's sandbox; `None` when not checked
     /// (a dry run, a replay), where a stage that allows Bash is not refused.
-    pub sandbox_support: Option<&'a SandboxSupport>,
+    pub sandbox_support: Option<&'a SandboxProbe>,
 }
 
 pub use crate::policy::tools::{MUTATING_TOOLS, READ_ONLY_TOOLS};
@@ -411,7 +411,7 @@ fn isolate(
                 super::capabilities::SANDBOX_VERIFIED_SINCE
             )));
         }
-        if let Some(problem) = input.sandbox_support.and_then(|s| s.problem(true)) {
+        if let Some(problem) = input.sandbox_support.and_then(|s| s.get().problem(true)) {
             return Err(AssemblyError::SandboxUnavailable(problem));
         }
         let settings = checked

@@ -547,7 +547,7 @@ fn bash_without_a_usable_sandbox_is_refused_unless_opted_out() {
         repo_root: Path::new("/repo"),
         session_id: None,
         protected: None,
-        sandbox_support: Some(&missing),
+        sandbox_support: Some(&crate::sandbox::SandboxProbe::known(missing)),
     })
     .unwrap_err();
     assert!(

@@ -19,7 +19,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::doctor::{diagnose_with, AuthCheck, DoctorOptions, DoctorReport, DoctorStatus};
+use super::doctor::{
+    diagnose_with, known_report, AuthCheck, DoctorOptions, DoctorReport, DoctorStatus,
+};
 use super::probe::resolve_executable;
 
 /// How long a remembered detection is trusted.
@@ -65,11 +67,16 @@ pub enum CacheUse {
     Refresh,
 }
 
-/// How a detection was answered (for tests and `--verbose`-style reporting).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a detection was answered; recorded in `run.json` (`runner.detectedBy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
 pub enum Source {
+    /// A remembered probe of the same executable.
     Cache,
-    Probed,
+    /// The capabilities of a known version, read from its package (nothing spawned).
+    BuiltIn,
+    /// `--version` and `--help` were asked.
+    Probe,
 }
 
 /// The cache folder: `$XDG_CACHE_HOME/specbridge` or `~/.cache/specbridge`.
@@ -85,17 +92,26 @@ pub(crate) fn cache_dir() -> Option<PathBuf> {
     Some(base.join("specbridge"))
 }
 
-/// Detection for a run: `--version` and `--help` (no `auth status`), answered from
-/// the cache when it still describes the same executable.
+/// Detection for a run: the built-in capabilities when the executable is a known
+/// version's (see [`super::known`]), else a remembered probe when the cache still
+/// describes the same executable, else `--version` and `--help` (no `auth status`).
+/// `--refresh-runner` probes whatever the version.
 pub async fn detect_cached(
     command: &str,
     options: &DoctorOptions,
     cache: CacheUse,
 ) -> (DoctorReport, Source) {
     let path_var = std::env::var_os("PATH");
-    let located = resolve_executable(command, path_var.as_deref())
+    let resolved = resolve_executable(command, path_var.as_deref());
+    let located = resolved
+        .as_ref()
         .and_then(|p| std::fs::canonicalize(p).ok())
         .and_then(|p| key_of(&p).map(|k| (p, k)));
+    if let (Some(resolved), Some((path, _)), CacheUse::Use) = (&resolved, &located, cache) {
+        if let Some(caps) = super::known::detect(path) {
+            return (known_report(command, resolved, caps), Source::BuiltIn);
+        }
+    }
     let file = cache_dir().map(|d| d.join(CACHE_FILE));
     if let (Some((path, key)), Some(file), CacheUse::Use) = (&located, &file, cache) {
         if let Some(mut report) = lookup(file, path, key, SystemTime::now()) {
@@ -109,7 +125,7 @@ pub async fn detect_cached(
             remember(&file, &path, key, &report, SystemTime::now());
         }
     }
-    (report, Source::Probed)
+    (report, Source::Probe)
 }
 
 fn key_of(path: &Path) -> Option<Key> {

@@ -7,6 +7,7 @@
 //! doctor: before a run authentication is checked by the run itself. The output of `auth status` names
 //! local folders and account details, so only a one-word summary leaves this module.
 
+use std::path::Path;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -242,14 +243,7 @@ pub async fn diagnose_with(
     };
     let help = HelpText::parse(&help_out.stdout);
     let caps = Capabilities::detect(report.version.clone(), &help);
-    report.missing = caps.required_missing();
-    report.degraded = caps.degraded();
-    if caps.print && !caps.stream_json {
-        report.warnings.push(
-            "`--output-format stream-json --verbose` is not available: output falls back to json, without live progress"
-                .into(),
-        );
-    }
+    judge_capabilities(&mut report, &caps);
 
     match auth {
         AuthCheck::Lazy => {}
@@ -275,6 +269,37 @@ pub async fn diagnose_with(
         DoctorStatus::Unauthenticated
     } else {
         DoctorStatus::Available
+    };
+    report.capabilities = Some(caps);
+    report
+}
+
+/// What the capabilities mean for a run: the missing and degraded flags, and the
+/// warning about output without stream-json. Shared by the probe and the built-in
+/// detection, so that both judge a CLI alike.
+fn judge_capabilities(report: &mut DoctorReport, caps: &Capabilities) {
+    report.missing = caps.required_missing();
+    report.degraded = caps.degraded();
+    if caps.print && !caps.stream_json {
+        report.warnings.push(
+            "`--output-format stream-json --verbose` is not available: output falls back to json, without live progress"
+                .into(),
+        );
+    }
+}
+
+/// The report of a CLI whose capabilities are known without asking it (see
+/// [`super::known`]): `resolved` is the executable as found, `caps` the built-in
+/// capabilities of its version. Authentication is not checked, as before a run.
+pub(crate) fn known_report(command: &str, resolved: &Path, caps: Capabilities) -> DoctorReport {
+    let mut report = DoctorReport::new(command);
+    report.resolved_path = Some(resolved.display().to_string());
+    report.version = caps.version.clone();
+    judge_capabilities(&mut report, &caps);
+    report.status = if report.missing.is_empty() {
+        DoctorStatus::Available
+    } else {
+        DoctorStatus::Incompatible
     };
     report.capabilities = Some(caps);
     report

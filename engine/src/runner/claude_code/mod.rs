@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod envelope;
 pub mod help;
 pub mod invoke;
+pub mod known;
 pub mod observe;
 pub mod outcome;
 pub mod probe;
