@@ -525,7 +525,11 @@ pub(crate) fn run_until_the_execute_agent_hangs_with(
 /// `run.json`. A reused stage's records are left as they were: the helper fails
 /// when the log shows its `stage.json` written again after that resume began.
 pub(crate) fn reused_by_last_resume(ctx: &TestContext, stage: &str) -> bool {
-    let dir = ctx.only_run_dir();
+    reused_by_last_resume_in(&ctx.only_run_dir(), stage)
+}
+
+/// [`reused_by_last_resume`] of the run folder `dir`.
+pub(crate) fn reused_by_last_resume_in(dir: &Path, stage: &str) -> bool {
     let run = read_json(&dir.join("run.json"));
     let last = run["resumes"]
         .as_array()
@@ -549,7 +553,9 @@ pub(crate) fn reused_by_last_resume(ctx: &TestContext, stage: &str) -> bool {
         let record = format!("stages/{stage}/stage.json");
         let rewritten = events[began..]
             .iter()
-            .filter(|e| e["type"] != "resume-decision")
+            // Its decision, and crash recovery confirming what an earlier
+            // process wrote, are not writes of its records.
+            .filter(|e| e["type"] != "resume-decision" && e["recovered"] != true)
             .find(|e| e["path"] == record.as_str() || e["stage"] == stage);
         assert!(
             rewritten.is_none(),
