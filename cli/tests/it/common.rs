@@ -520,3 +520,47 @@ pub(crate) fn run_until_the_execute_agent_hangs_with(
     }
     (child, hung)
 }
+
+/// Whether the last resume of the only run reused `stage`, by its decision in
+/// `run.json`. A reused stage's records are left as they were: the helper fails
+/// when the log shows its `stage.json` written again after that resume began.
+pub(crate) fn reused_by_last_resume(ctx: &TestContext, stage: &str) -> bool {
+    reused_by_last_resume_in(&ctx.only_run_dir(), stage)
+}
+
+/// [`reused_by_last_resume`] of the run folder `dir`.
+pub(crate) fn reused_by_last_resume_in(dir: &Path, stage: &str) -> bool {
+    let run = read_json(&dir.join("run.json"));
+    let last = run["resumes"]
+        .as_array()
+        .and_then(|r| r.last())
+        .unwrap_or_else(|| panic!("the run was never resumed: {run:#}"));
+    let reused = last["decisions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no decisions in {last:#}"))
+        .iter()
+        .any(|d| d["stage"] == stage && d["action"] == "reuse");
+    if reused {
+        let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+        let events: Vec<serde_json::Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let began = events
+            .iter()
+            .rposition(|e| e["type"] == "run-resumed")
+            .expect("a run-resumed event");
+        let record = format!("stages/{stage}/stage.json");
+        let rewritten = events[began..]
+            .iter()
+            // Its decision, and crash recovery confirming what an earlier
+            // process wrote, are not writes of its records.
+            .filter(|e| e["type"] != "resume-decision" && e["recovered"] != true)
+            .find(|e| e["path"] == record.as_str() || e["stage"] == stage);
+        assert!(
+            rewritten.is_none(),
+            "`{stage}` was reused but its records changed: {rewritten:?}"
+        );
+    }
+    reused
+}

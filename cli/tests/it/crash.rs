@@ -127,7 +127,7 @@ fn crash_at(n: usize) -> Result<&'static str, String> {
     }
     for id in &before {
         let stage = read_json(&run.join(format!("stages/{id}/stage.json")));
-        if stage["reused"] != true {
+        if !crate::common::reused_by_last_resume_in(&run, id) {
             return Err(format!(
                 "{n}: `{id}` had passed and was run again: {stage:#}"
             ));
@@ -255,10 +255,7 @@ fn a_crash_while_an_execute_agent_works_resumes_on_top_of_its_partial_change() {
     assert_eq!(ctx.read("feature.txt").trim(), "done");
     assert_eq!(ctx.read("notes.txt"), "more\n", "nothing was discarded");
     assert_eq!(ctx.fake_agent_runs().len(), 3, "spec was not run again");
-    assert_eq!(
-        read_json(&run.join("stages/spec/stage.json"))["reused"],
-        true
-    );
+    assert!(crate::common::reused_by_last_resume_in(&run, "spec"));
     let stage = read_json(&run.join("stages/implement/stage.json"));
     assert_eq!(stage["status"], "succeeded", "{stage:#}");
     assert_eq!(stage["evidenceStatus"], "verified", "{stage:#}");

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::common::{read_json, TestContext};
+use crate::common::{read_json, reused_by_last_resume, TestContext};
 
 const RUNNER: &str = "  timeout: 20s\n  killGrace: 300ms\n";
 
@@ -118,7 +118,7 @@ fn a_hand_fix_is_accepted_by_reverify_without_an_agent() {
     assert_eq!(evidence["kind"], "reverify");
     assert_eq!(evidence["status"], "verified");
     assert_eq!(stage(&ctx, "after")["status"], "succeeded");
-    assert_eq!(stage(&ctx, "spec")["reused"], true);
+    assert!(reused_by_last_resume(&ctx, "spec"));
     let run = read_json(&ctx.only_run_dir().join("run.json"));
     assert_eq!(run["status"], "succeeded");
     assert_eq!(run["totals"]["invocations"], 2, "nothing was billed again");
@@ -178,7 +178,7 @@ fn plain_resume_reruns_only_the_unverified_stage_and_tells_it_why() {
         implement["inputHash"], first_hash,
         "what went wrong is not part of the input hash"
     );
-    assert_eq!(stage(&ctx, "spec")["reused"], true);
+    assert!(reused_by_last_resume(&ctx, "spec"));
     assert_eq!(stage(&ctx, "after")["status"], "succeeded");
     assert_eq!(ctx.run(&["runs", "audit", "latest"]).code, 0);
 }
@@ -255,11 +255,7 @@ fn rerun_of_a_middle_stage_reruns_it_and_its_dependents_only() {
     ] {
         let s = stage(&ctx, id);
         assert_eq!(s["attempts"], attempts, "{id}: {s:#}");
-        assert_eq!(
-            s["reused"].as_bool().unwrap_or(false),
-            reused,
-            "{id}: {s:#}"
-        );
+        assert_eq!(reused_by_last_resume(&ctx, id), reused, "{id}: {s:#}");
     }
     let run = read_json(&ctx.only_run_dir().join("run.json"));
     let decisions = &run["resumes"][0]["decisions"];
@@ -267,6 +263,73 @@ fn rerun_of_a_middle_stage_reruns_it_and_its_dependents_only() {
         decisions.to_string().contains("\"detail\":\"needs `b`\""),
         "{decisions:#}"
     );
+    assert_eq!(ctx.run(&["runs", "audit", "latest"]).code, 0);
+}
+
+/// The `stage.json` of every stage of the only run, by file name.
+fn stage_records(ctx: &TestContext) -> Vec<(String, Vec<u8>)> {
+    ["a", "b", "c", "d"]
+        .iter()
+        .map(|id| {
+            let path = ctx.only_run_dir().join(format!("stages/{id}/stage.json"));
+            (id.to_string(), std::fs::read(path).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_resume_with_nothing_to_redo_rewrites_no_stage_record_and_later_resumes_still_work() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    let log = ctx.aux_path("log");
+    ctx.set_env("LOG", &log.display().to_string());
+    ctx.write("specbridge.yaml", &chain(log.parent().unwrap()));
+    assert_eq!(ctx.run(&["run"]).code, 0);
+    let before = stage_records(&ctx);
+
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(
+        out.stdout.contains("resume: 4 reused, 0 run again"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "a\nb\nc\nd\n");
+    assert_eq!(stage_records(&ctx), before, "every record left as it was");
+    for id in ["a", "b", "c", "d"] {
+        assert!(reused_by_last_resume(&ctx, id), "{id}");
+    }
+    let run = read_json(&ctx.only_run_dir().join("run.json"));
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["stageCounts"]["succeeded"], 4, "{run:#}");
+    assert_eq!(ctx.run(&["runs", "audit", "latest"]).code, 0);
+
+    // A reused record is still held to what was announced for it.
+    let rec = ctx.only_run_dir().join("stages/d/stage.json");
+    let kept = std::fs::read(&rec).unwrap();
+    let forged = String::from_utf8(kept.clone())
+        .unwrap()
+        .replace("\"attempts\": 1", "\"attempts\": 2");
+    assert_ne!(forged.as_bytes(), kept.as_slice());
+    std::fs::write(&rec, forged).unwrap();
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    std::fs::write(&rec, kept).unwrap();
+
+    // Later resumes decide from the records as they were left.
+    let out = ctx.run(&["resume", "latest", "--rerun", "b"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "a\nb\nc\nd\nb\nc\n");
+    assert_eq!(stage(&ctx, "b")["attempts"], 2);
+    assert!(reused_by_last_resume(&ctx, "a"));
+    assert!(!reused_by_last_resume(&ctx, "c"));
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(
+        out.stdout.contains("resume: 4 reused, 0 run again"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(stage(&ctx, "c")["attempts"], 2);
     assert_eq!(ctx.run(&["runs", "audit", "latest"]).code, 0);
 }
 

@@ -197,7 +197,7 @@ fn fails_then_resumes(ctx: &TestContext, out: &crate::common::Output) -> Result<
     }
     for id in &before {
         let stage = read_json(&run.join(format!("stages/{id}/stage.json")));
-        if stage["reused"] != true {
+        if !crate::common::reused_by_last_resume_in(&run, id) {
             return Err(format!("`{id}` had passed and ran again: {stage:#}"));
         }
     }

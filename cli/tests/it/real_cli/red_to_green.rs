@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use specbridge_testkit::model_server::{Reply, Script, ToolCall};
 
 use super::harness::{read_json, Sandbox};
+use crate::common::reused_by_last_resume;
 
 /// spec → implement (execute, verified by a marker on stderr) → after (a check).
 const SPEC_IMPLEMENT_AFTER: &str = "stages:
@@ -121,7 +122,7 @@ fn plain_resume_reruns_only_the_unverified_stage_with_the_failure_in_its_prompt(
     assert!(!first_message(&sandbox, 1).contains("checking-marker-42"));
 
     let spec = sandbox.stage_json("spec");
-    assert_eq!(spec["reused"], true, "{spec:#}");
+    assert!(reused_by_last_resume(&sandbox.ctx, "spec"), "{spec:#}");
     assert_eq!(spec["attempts"], 1, "{spec:#}");
     let implement = sandbox.stage_json("implement");
     assert_eq!(implement["status"], "succeeded", "{implement:#}");
@@ -238,7 +239,7 @@ fn signal_while_the_real_cli_works(signal: i32) {
         4,
         "spec was not asked again"
     );
-    assert_eq!(sandbox.stage_json("spec")["reused"], true);
+    assert!(reused_by_last_resume(&sandbox.ctx, "spec"));
     let implement = sandbox.stage_json("implement");
     assert_eq!(implement["status"], "succeeded", "{implement:#}");
     assert_eq!(implement["evidenceStatus"], "verified", "{implement:#}");
@@ -298,7 +299,7 @@ fn rerun_of_the_middle_stage_reruns_it_and_the_next_and_reuses_the_first() {
         assert_eq!(stage["status"], "succeeded", "{id}: {stage:#}");
         assert_eq!(stage["attempts"], attempts, "{id}: {stage:#}");
         assert_eq!(
-            stage["reused"].as_bool().unwrap_or(false),
+            reused_by_last_resume(&sandbox.ctx, id),
             reused,
             "{id}: {stage:#}"
         );
