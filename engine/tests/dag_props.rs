@@ -68,3 +68,83 @@ proptest! {
         prop_assert!(!g.find_cycles().is_empty());
     }
 }
+
+/// Any graph: stages (ids may repeat) whose needs name any stage, themselves
+/// included, or one that does not exist, possibly twice.
+fn any_graph() -> impl Strategy<Value = Vec<(String, Vec<String>)>> {
+    let name = (0usize..14).prop_map(|i| format!("s{i:02}"));
+    prop::collection::vec((name.clone(), prop::collection::vec(name, 0..4)), 0..12)
+}
+
+/// The order the graph must give, worked out the plain way: repeatedly the
+/// smallest id whose needs are all placed; None when some stage never is.
+fn reference_order(stages: &[(String, Vec<String>)]) -> Option<Vec<String>> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut needs: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (id, _) in stages {
+        needs.entry(id.as_str()).or_default();
+    }
+    // A repeated id is one stage, needing what each of its entries needs.
+    for (id, ns) in stages {
+        for n in ns {
+            if needs.contains_key(n.as_str()) {
+                needs.get_mut(id.as_str()).unwrap().insert(n.as_str());
+            }
+        }
+    }
+    let mut order: Vec<String> = Vec::new();
+    while order.len() < needs.len() {
+        let placed: BTreeSet<&str> = order.iter().map(String::as_str).collect();
+        let next = needs
+            .iter()
+            .find(|(id, ns)| !placed.contains(*id) && ns.iter().all(|n| placed.contains(n)))?;
+        order.push(next.0.to_string());
+    }
+    Some(order)
+}
+
+proptest! {
+    /// `from_needs` builds the graph that adding each stage and then each need
+    /// one at a time builds: same ids, edges, order and cycles.
+    #[test]
+    fn from_needs_equals_adding_one_at_a_time(stages in any_graph()) {
+        let built = StageGraph::from_needs(
+            stages.iter().map(|(id, ns)| (id.as_str(), ns.iter().map(String::as_str))),
+        );
+        let mut added = StageGraph::new();
+        for (id, _) in &stages {
+            added.add_node(id);
+        }
+        for (id, ns) in &stages {
+            for n in ns {
+                added.add_edge(n, id);
+            }
+        }
+        prop_assert_eq!(built.ids().collect::<Vec<_>>(), added.ids().collect::<Vec<_>>());
+        for id in added.ids() {
+            prop_assert_eq!(built.needs(id), added.needs(id));
+            prop_assert_eq!(built.dependents(id), added.dependents(id));
+        }
+        prop_assert_eq!(built.topo_order(), added.topo_order());
+        prop_assert_eq!(built.find_cycles(), added.find_cycles());
+    }
+
+    /// The order is the smallest-id-first order, and there is none exactly when
+    /// the stages cannot all be placed; a self-dependency is a cycle of its own.
+    #[test]
+    fn the_order_is_the_reference_order(stages in any_graph()) {
+        let g = StageGraph::from_needs(
+            stages.iter().map(|(id, ns)| (id.as_str(), ns.iter().map(String::as_str))),
+        );
+        let expected = reference_order(&stages);
+        prop_assert_eq!(g.topo_order().ok(), expected.clone());
+        prop_assert_eq!(g.find_cycles().is_empty(), expected.is_some());
+        for cycle in g.find_cycles() {
+            let path = &cycle.0;
+            prop_assert_eq!(path.first(), path.last());
+            for step in path.windows(2) {
+                prop_assert!(g.needs(&step[0]).contains(&step[1].as_str()));
+            }
+        }
+    }
+}

@@ -59,7 +59,6 @@ pub(crate) fn lock_working_tree(
 /// The stages to schedule: every stage (fan-out stages as placeholders that need
 /// their source), or with `only`, the named stages and everything they need.
 pub fn plan_nodes(file: &PipelineFile, only: &[String]) -> Result<Vec<Node>, OrchestrateError> {
-    let by_id: BTreeMap<&str, &StageDef> = file.stages.iter().map(|s| (s.id.as_str(), s)).collect();
     let needs_of = |s: &StageDef| -> Vec<String> {
         let mut needs = s.needs.clone();
         if let Some(fe) = &s.for_each {
@@ -69,10 +68,13 @@ pub fn plan_nodes(file: &PipelineFile, only: &[String]) -> Result<Vec<Node>, Orc
         }
         needs
     };
-    let mut keep: BTreeSet<String> = BTreeSet::new();
-    if only.is_empty() {
-        keep.extend(by_id.keys().map(std::string::ToString::to_string));
+    // Without `--only` every stage is kept: no set of ids to build or ask.
+    let keep = if only.is_empty() {
+        None
     } else {
+        let by_id: BTreeMap<&str, &StageDef> =
+            file.stages.iter().map(|s| (s.id.as_str(), s)).collect();
+        let mut keep: BTreeSet<String> = BTreeSet::new();
         let mut stack: Vec<String> = Vec::new();
         for name in only {
             if !by_id.contains_key(name.as_str()) {
@@ -93,11 +95,12 @@ pub fn plan_nodes(file: &PipelineFile, only: &[String]) -> Result<Vec<Node>, Orc
                 }
             }
         }
-    }
+        Some(keep)
+    };
     Ok(file
         .stages
         .iter()
-        .filter(|s| keep.contains(&s.id))
+        .filter(|s| keep.as_ref().is_none_or(|k| k.contains(&s.id)))
         .map(|s| {
             let mut n = Node::stage(&s.id, s.kind, needs_of(s));
             n.placeholder = s.for_each.is_some();
