@@ -55,7 +55,7 @@ pub fn load(name: &str, pipeline_dir: &Path) -> Result<StageSchema, SchemaError>
         name: name.to_string(),
         source,
     })?;
-    jsonschema::validator_for(&value).map_err(|e| SchemaError::Invalid {
+    specbridge_engine::compiled_schema::validator(&value).map_err(|e| SchemaError::Invalid {
         name: name.to_string(),
         message: e.to_string(),
     })?;
