@@ -11,17 +11,15 @@ use serde_json::Value;
 
 /// The compiled validator of `schema`; compiled at the first call for a schema
 /// with this exact text, shared afterwards. A schema that does not compile is not
-/// remembered: its error is made again each time.
-pub fn validator(
-    schema: &Value,
-) -> Result<Arc<jsonschema::Validator>, jsonschema::ValidationError<'static>> {
+/// remembered: its error (the compiler's message) is made again each time.
+pub fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
     static COMPILED: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
     let key = schema.to_string();
     let compiled = COMPILED.get_or_init(Mutex::default);
     if let Some(v) = compiled.lock().expect("schema cache lock").get(&key) {
         return Ok(Arc::clone(v));
     }
-    let v = Arc::new(jsonschema::validator_for(schema)?);
+    let v = Arc::new(jsonschema::validator_for(schema).map_err(|e| e.to_string())?);
     compiled
         .lock()
         .expect("schema cache lock")
