@@ -5,6 +5,7 @@
 #
 #   CLAUDE=/path/to/claude benches/agent.sh
 #   RUNS=10 SERVER=target/debug/scripted-model-server benches/agent.sh
+#   OLD=/tmp/specbridge-before benches/agent.sh   # also an older build, interleaved
 #
 # Needs hyperfine and the pinned Claude Code CLI (installed by `.ci/run`). Nothing
 # leaves the machine: the CLI talks to the scripted model server on 127.0.0.1.
@@ -110,6 +111,9 @@ for home_kind in warm fresh; do
     for _ in $(seq "$RUNS"); do
         t "sb-$home_kind" "$clean_run && $prep_home" "cd $repo && $envline $bin run --json"
         t "bare-$home_kind" "$prep_home" "cd $repo && $envline $argv <$scratch/stdin"
+        if [ -n "${OLD:-}" ]; then
+            t "old-$home_kind" "$clean_run && $prep_home" "cd $repo && $envline $(realpath "$OLD") run --json"
+        fi
     done
 done
 
@@ -124,5 +128,17 @@ for home_kind in warm fresh; do
     awk -v h="$home_kind" -v b="$b" -v s="$s" -v bc="$bc" -v sc="$sc" 'BEGIN {
         printf "| %s | %.0f ms | %.0f ms | %.2f× | %.0f / %.0f ms |\n", h, b * 1000, s * 1000, s / b, bc * 1000, sc * 1000 }'
 done
+if [ -n "${OLD:-}" ]; then
+    echo
+    echo "| HOME | older build (wall, median) | ratio to bare | CPU user+sys (median) |"
+    echo "|---|---|---|---|"
+    for home_kind in warm fresh; do
+        b=$(awk '{ print $1 }' "$scratch/bare-$home_kind" | median)
+        o=$(awk '{ print $1 }' "$scratch/old-$home_kind" | median)
+        oc=$(awk '{ print $2 + $3 }' "$scratch/old-$home_kind" | median)
+        awk -v h="$home_kind" -v b="$b" -v o="$o" -v oc="$oc" 'BEGIN {
+            printf "| %s | %.0f ms | %.2f× | %.0f ms |\n", h, o * 1000, o / b, oc * 1000 }'
+    done
+fi
 echo
 echo "runs per cell: $RUNS; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -7,6 +7,7 @@
 pub mod audit;
 pub mod bash_rule;
 pub mod builtin_schemas;
+pub mod compiled_schema;
 pub mod dag;
 pub mod diagnostic;
 pub mod events;

@@ -55,9 +55,11 @@ pub fn load(name: &str, pipeline_dir: &Path) -> Result<StageSchema, SchemaError>
         name: name.to_string(),
         source,
     })?;
-    jsonschema::validator_for(&value).map_err(|e| SchemaError::Invalid {
-        name: name.to_string(),
-        message: e.to_string(),
+    specbridge_engine::compiled_schema::validator(&value).map_err(|message| {
+        SchemaError::Invalid {
+            name: name.to_string(),
+            message,
+        }
     })?;
     Ok(StageSchema {
         name: name.to_string(),

@@ -254,7 +254,7 @@ fn is_unauthenticated(envelope: &ResultEnvelope, stream_error: Option<&str>) -> 
 /// Validates an output against its schema; on failure, one message per violation,
 /// each prefixed with the JSON pointer of the offending value.
 pub fn validate_output(schema: &Value, output: &Value) -> Result<(), Vec<String>> {
-    let validator = jsonschema::validator_for(schema)
+    let validator = crate::compiled_schema::validator(schema)
         .map_err(|e| vec![format!("the schema itself is invalid: {e}")])?;
     let errors: Vec<String> = validator
         .iter_errors(output)
