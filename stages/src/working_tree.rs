@@ -77,6 +77,10 @@ impl TreeLedger {
             if let Some(doc) = record.as_ref().and_then(|r| r.document.as_ref()) {
                 self.document(&doc.path, &doc.sha256);
             }
+            // A check records no change of the tree: its attempts hold none.
+            if record.as_ref().is_some_and(|r| !r.kind.is_agent()) {
+                continue;
+            }
             for attempt in run.attempts(&stage).unwrap_or_default() {
                 let (Some(changed), Some(after)) = (
                     attempt.json_opt::<ChangedFiles>(file::CHANGED_FILES),

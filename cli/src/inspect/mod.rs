@@ -67,9 +67,16 @@ impl StageStory {
 
 /// What a stage's attempts spent and what its replayed attempts had spent when
 /// recorded, from each attempt's `result.json` alone: a listing of a large run
-/// reads no prompt, log or transcript.
-pub(crate) fn stage_spend(run: &RunReader, stage: &str) -> Result<(Spend, Spend), StoreError> {
-    Ok(sums(run.attempts(stage)?.iter().map(|a| {
+/// reads no prompt, log or transcript. A check stage invokes no agent and has no
+/// `result.json`: its folder is not read at all.
+pub(crate) fn stage_spend(
+    run: &RunReader,
+    stage: &StageRecord,
+) -> Result<(Spend, Spend), StoreError> {
+    if !stage.kind.is_agent() {
+        return Ok((Spend::default(), Spend::default()));
+    }
+    Ok(sums(run.attempts(&stage.stage_id)?.iter().map(|a| {
         AttemptCost::of(a.json_opt::<Value>(file::RESULT).as_ref(), a)
     })))
 }
@@ -91,7 +98,9 @@ impl AttemptCost {
         let r = |k: &str| result.and_then(|v| v.get(k));
         AttemptCost {
             invoked: result.is_some(),
-            replayed: a.has(file::REPLAY),
+            // Only an invocation can have been replayed: no look for the file
+            // in the attempts of a check.
+            replayed: result.is_some() && a.has(file::REPLAY),
             cost_usd: r("totalCostUsd").and_then(Value::as_f64),
             tokens: r("tokens").and_then(|t| serde_json::from_value(t.clone()).ok()),
         }

@@ -95,7 +95,7 @@ pub(crate) fn show(
     // that settled the stage, and replayed attempts spent nothing.
     let spends: Vec<(Spend, Spend)> = stages
         .iter()
-        .map(|s| inspect::stage_spend(&reader, &s.stage_id))
+        .map(|s| inspect::stage_spend(&reader, s))
         .collect::<Result<_, StoreError>>()?;
     let mut recorded = Spend::default();
     for (_, not_spent) in &spends {
