@@ -1,5 +1,7 @@
 //! Drawing the stage graph: Mermaid, Graphviz dot, or JSON.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use crate::dag::StageGraph;
@@ -30,17 +32,29 @@ pub struct GraphView {
 impl GraphView {
     /// The graph of a pipeline that validated (so it has no cycle).
     pub fn of_pipeline(file: &PipelineFile) -> Self {
-        let graph = stage_graph(&file.stages);
+        Self::of_pipeline_graph(file, &stage_graph(&file.stages))
+    }
+
+    /// [`GraphView::of_pipeline`] with the graph validation built
+    /// ([`crate::pipeline::ValidPipeline::graph`]), so it is not built again.
+    pub fn of_pipeline_graph(file: &PipelineFile, graph: &StageGraph) -> Self {
         let order = graph
             .topo_order()
             .unwrap_or_else(|_| graph.ids().map(String::from).collect());
+        // By id, not a scan per id: that is quadratic in the pipeline's size.
+        let by_id: HashMap<&str, &crate::pipeline::StageDef> = file
+            .stages
+            .iter()
+            .rev()
+            .map(|s| (s.id.as_str(), s))
+            .collect();
         let nodes = order
             .iter()
-            .filter_map(|id| file.stages.iter().find(|s| &s.id == id))
+            .filter_map(|id| by_id.get(id.as_str()).copied())
             .map(|s| GraphNode {
                 id: s.id.clone(),
                 kind: s.kind.as_str().to_string(),
-                needs: needs_of(&graph, &s.id),
+                needs: needs_of(graph, &s.id),
                 for_each: s.for_each.as_ref().map(|f| f.stage.clone()),
                 status: None,
             })
@@ -60,9 +74,15 @@ impl GraphView {
         let order = graph
             .topo_order()
             .unwrap_or_else(|_| graph.ids().map(String::from).collect());
+        let by_id: HashMap<&str, &crate::store::PlanNode> = plan
+            .nodes
+            .iter()
+            .rev()
+            .map(|n| (n.id.as_str(), n))
+            .collect();
         let nodes = order
             .iter()
-            .filter_map(|id| plan.nodes.iter().find(|n| &n.id == id))
+            .filter_map(|id| by_id.get(id.as_str()).copied())
             .map(|n| GraphNode {
                 id: n.id.clone(),
                 kind: n.kind.as_str().to_string(),
