@@ -398,6 +398,30 @@ mod tests {
     }
 
     #[test]
+    fn a_log_is_continued_from_the_head_its_check_found_and_only_if_unchanged() {
+        let (_d, p) = log_with(3);
+        let head = verify_chain(&p).unwrap().head().unwrap();
+        assert_eq!(head.len, std::fs::metadata(&p).unwrap().len());
+        let mut log = EventLog::continue_from(&p, &head).unwrap();
+        assert_eq!(log.append(&started(9)).unwrap().seq, 4);
+        assert!(verify_chain(&p).unwrap().is_intact());
+
+        // A line added (or a torn tail left) since the check: refused, not
+        // continued from a head that is no longer the log's end.
+        let head = verify_chain(&p).unwrap().head().unwrap();
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"seq\":5,\"at\":\"x").unwrap();
+        assert!(matches!(
+            EventLog::continue_from(&p, &head),
+            Err(EventError::Broken { line: 5, .. })
+        ));
+        // A broken chain has no head to continue from.
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, text.replacen("\"attempt\":1", "\"attempt\":7", 1)).unwrap();
+        assert_eq!(verify_chain(&p).unwrap().head(), None);
+    }
+
+    #[test]
     fn edited_deleted_and_reordered_lines_are_found() {
         let (_d, p) = log_with(4);
         let text = std::fs::read_to_string(&p).unwrap();
