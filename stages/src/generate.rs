@@ -19,14 +19,14 @@ use specbridge_engine::runner::claude_code::outcome::validate_output;
 use specbridge_engine::runner::claude_code::{InvocationOutcome, Operation};
 use specbridge_engine::scheduler::{StageReport, StageRun};
 use specbridge_engine::store::layout::{self, attempt};
-use specbridge_engine::store::{sha256_hex, write_confined, FileRef, RecordBody, SCHEMA_VERSION};
+use specbridge_engine::store::{sha256_hex, write_confined, FileRef, SCHEMA_VERSION};
 
 use crate::agent::AgentSetup;
 use crate::attempt::Prepared;
 use crate::context::RunContext;
 use crate::error::StageError;
 use crate::flow::{run_attempt, Attempt, AttemptKind};
-use crate::working_tree::{run_store_violations, snapshot, TreeLedger};
+use crate::working_tree::{run_store_violations, snapshot, write_snapshot, TreeLedger};
 
 /// Runs one attempt of a generate stage.
 pub(crate) async fn run_generate(
@@ -89,25 +89,13 @@ fn read_only_evidence(
 ) -> Result<Vec<Violation>, StageError> {
     let (run, attempt_rel) = (a.run(), a.attempt_rel.as_str());
     let after = snapshot(&a.ctx.root)?;
+    write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let changed = attribute(before, &after, &a.ledger.own_writes());
-    // Independent of each other: written together, their syncs overlap.
-    let record = |name: &str, value: serde_json::Result<Value>| {
-        let value = value.expect("records serialise");
-        (
-            layout::in_attempt(attempt_rel, name),
-            RecordBody::Json(value),
-        )
-    };
-    let written = run.write_all(vec![
-        record(attempt::GIT_AFTER, serde_json::to_value(&after)),
-        record(attempt::CHANGED_FILES, serde_json::to_value(&changed)),
-    ]);
-    for (result, name) in written
-        .into_iter()
-        .zip([attempt::GIT_AFTER, attempt::CHANGED_FILES])
-    {
-        result.map_err(StageError::record(name))?;
-    }
+    run.write_json(
+        &layout::in_attempt(attempt_rel, attempt::CHANGED_FILES),
+        &changed,
+    )
+    .map_err(StageError::record(attempt::CHANGED_FILES))?;
     let diff = attempt_diff(&a.ctx.root, &changed, &after, DEFAULT_DIFF_MAX_BYTES)?;
     let (diff_info, findings) = crate::secrets::keep_diff(a.ctx, run, attempt_rel, diff)?;
     let mut violations = run_store_violations(store_changed);

@@ -7,7 +7,6 @@
 //! the one place that names its folders and files, for both.
 
 mod atomic;
-mod batch;
 pub mod confined;
 mod durable;
 pub mod events;
@@ -25,7 +24,6 @@ mod tamper;
 pub mod tree_lock;
 
 pub use atomic::{sha256_file, sha256_hex, write_report, WriteError};
-pub use batch::RecordBody;
 pub use confined::{write_confined, ConfinedWriteError};
 pub use events::{verify_chain, ChainCheck};
 pub use fault::StoreFailure;

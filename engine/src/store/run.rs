@@ -213,7 +213,7 @@ pub(super) fn append_event(
 /// Whether a record write is an ordinary one, or the one write that settles a
 /// run after its records stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Gate {
+enum Gate {
     Open,
     AfterFailure,
 }
@@ -305,7 +305,7 @@ impl RunHandle {
         off_the_worker(|| self.put_synced(rel, path, redacted, Gate::Open))
     }
 
-    pub(super) fn put_synced(
+    fn put_synced(
         &self,
         rel: &str,
         path: &Path,

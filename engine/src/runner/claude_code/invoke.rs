@@ -34,7 +34,7 @@ use crate::replay::RecordedAttempt;
 use crate::safety::assert_argv_safe;
 use crate::status::StageStatus;
 use crate::store::layout::{self, attempt};
-use crate::store::{now_rfc3339, sha256_hex, RecordBody, RunHandle, RunLog};
+use crate::store::{now_rfc3339, sha256_hex, RunHandle, RunLog};
 use crate::supervisor::{
     self, CancelToken, ObserverControl, ProcessRecord, SpawnSpec, StdoutObserver, SupervisorError,
 };
@@ -211,27 +211,19 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     };
     let rel = |name: &str| layout::in_attempt(&attempt_rel, name);
 
-    // The prompt and the schema are independent: written together, their syncs
-    // overlap. `request.json` names the schema's hash, so it comes after.
-    let mut records = vec![(
-        rel(attempt::PROMPT),
-        RecordBody::Bytes(spec.prompt.as_bytes()),
-    )];
-    if let Some(schema) = spec.schema {
-        records.push((
-            rel(attempt::OUTPUT_SCHEMA),
-            RecordBody::Json(schema.clone()),
-        ));
-    }
-    let mut written = spec.run.write_all(records).into_iter();
-    if let Some(Err(e)) = written.next() {
+    if let Err(e) = spec
+        .run
+        .write_bytes(&rel(attempt::PROMPT), spec.prompt.as_bytes())
+    {
         return store_failed(attempt::PROMPT, &e);
     }
-    let schema_sha256 = match written.next() {
-        Some(Ok(sha)) => Some(sha),
-        Some(Err(e)) => return store_failed(attempt::OUTPUT_SCHEMA, &e),
-        None => None,
-    };
+    let mut schema_sha256 = None;
+    if let Some(schema) = spec.schema {
+        match spec.run.write_json(&rel(attempt::OUTPUT_SCHEMA), schema) {
+            Ok(sha) => schema_sha256 = Some(sha),
+            Err(e) => return store_failed(attempt::OUTPUT_SCHEMA, &e),
+        }
+    }
     let cwd = spec.cwd.display().to_string();
     // Inherited names that would move the CLI's settings or loosen its checks: the
     // agent never sees them (docs/claude-code-runner.md, "Confinement").
