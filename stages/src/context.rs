@@ -54,7 +54,7 @@ impl RunContext {
                 .path
                 .parent()
                 .map_or_else(|| root.to_path_buf(), Path::to_path_buf),
-            pipeline: Arc::new(source.file.clone()),
+            pipeline: source.file.clone(),
             overrides,
             cancel,
             allow_dirty,

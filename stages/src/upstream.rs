@@ -336,7 +336,7 @@ mod tests {
         let source = PipelineSource {
             path: "specbridge.yaml".into(),
             bytes: Vec::new(),
-            file: p,
+            file: std::sync::Arc::new(p),
         };
         let ctx = RunContext::new(
             Path::new("/"),

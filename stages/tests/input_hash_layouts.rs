@@ -88,7 +88,7 @@ fn context(dag: &Dag, versions: &[u32]) -> RunContext {
     let source = PipelineSource {
         path: "specbridge.yaml".into(),
         bytes: yaml.into_bytes(),
-        file,
+        file: std::sync::Arc::new(file),
     };
     RunContext::new(
         Path::new("/"),

@@ -67,7 +67,7 @@ pub struct ActiveRun {
     pub(crate) plan: PlanRecord,
     pub(crate) started: Instant,
     pub(crate) nodes: Vec<Node>,
-    pub(crate) file: PipelineFile,
+    pub(crate) file: std::sync::Arc<PipelineFile>,
     pub(crate) tree_lock: Option<TreeLock>,
     pub(crate) resumed: Option<Resumed>,
 }

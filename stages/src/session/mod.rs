@@ -281,7 +281,7 @@ fn load(
             Ok(PipelineSource {
                 path: v.pipeline.path,
                 bytes: v.pipeline.raw,
-                file: v.pipeline.file,
+                file: std::sync::Arc::new(v.pipeline.file),
             })
         }
         Err(diagnostics) => Err(SessionError::Invalid {
