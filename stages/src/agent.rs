@@ -70,35 +70,16 @@ impl AgentSetup {
     }
 }
 
-/// Capabilities of a current Claude Code with every flag specbridge uses, for
-/// `--dry-run` when the CLI cannot be asked. The permission modes are left unlisted,
-/// so modes are passed as configured.
+/// Capabilities of a current Claude Code with every flag specbridge uses (those of
+/// the newest version built in), for `--dry-run` when the CLI cannot be asked.
+/// The version and the permission modes are left unlisted, so modes are passed as
+/// configured.
 pub(crate) fn assumed_capabilities() -> Capabilities {
+    let newest = specbridge_engine::runner::claude_code::known::KNOWN[0];
     Capabilities {
         version: None,
-        print: true,
-        output_format: true,
-        stream_json: true,
-        verbose: true,
-        model: true,
-        allowed_tools_flag: Some("--allowedTools".into()),
-        disallowed_tools_flag: Some("--disallowedTools".into()),
-        tools: true,
-        permission_mode: true,
         permission_modes: None,
-        json_schema: true,
-        session_id: true,
-        resume: true,
-        max_budget_usd: true,
-        effort: true,
-        setting_sources: true,
-        strict_mcp_config: true,
-        mcp_config: true,
-        restricted: true,
-        sandbox_settings: true,
-        plugin_dir: true,
-        no_session_persistence: true,
-        max_turns: true,
-        auth_command: true,
+        ..specbridge_engine::runner::claude_code::known::capabilities(newest)
+            .expect("the newest known version has built-in capabilities")
     }
 }
