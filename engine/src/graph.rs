@@ -6,8 +6,23 @@ use serde::Serialize;
 
 use crate::dag::StageGraph;
 use crate::pipeline::model::PipelineFile;
-use crate::pipeline::validate::stage_graph;
 use crate::store::PlanRecord;
+
+/// `items` in the graph's topological order (ties by id; the graph's ids when it
+/// has a cycle), found by id through a map rather than a scan per id, which is
+/// quadratic in the pipeline's size. The first of a repeated id wins.
+fn in_order<'a, T>(
+    graph: &StageGraph,
+    items: &'a [T],
+    id: impl Fn(&T) -> &String,
+) -> impl Iterator<Item = &'a T> {
+    let by_id: HashMap<&str, &T> = items.iter().rev().map(|t| (id(t).as_str(), t)).collect();
+    graph
+        .topo_order()
+        .unwrap_or_else(|_| graph.ids().map(String::from).collect())
+        .into_iter()
+        .filter_map(move |i| by_id.get(i.as_str()).copied())
+}
 
 /// One node as drawn.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -30,27 +45,10 @@ pub struct GraphView {
 }
 
 impl GraphView {
-    /// The graph of a pipeline that validated (so it has no cycle).
-    pub fn of_pipeline(file: &PipelineFile) -> Self {
-        Self::of_pipeline_graph(file, &stage_graph(&file.stages))
-    }
-
-    /// [`GraphView::of_pipeline`] with the graph validation built
-    /// ([`crate::pipeline::ValidPipeline::graph`]), so it is not built again.
-    pub fn of_pipeline_graph(file: &PipelineFile, graph: &StageGraph) -> Self {
-        let order = graph
-            .topo_order()
-            .unwrap_or_else(|_| graph.ids().map(String::from).collect());
-        // By id, not a scan per id: that is quadratic in the pipeline's size.
-        let by_id: HashMap<&str, &crate::pipeline::StageDef> = file
-            .stages
-            .iter()
-            .rev()
-            .map(|s| (s.id.as_str(), s))
-            .collect();
-        let nodes = order
-            .iter()
-            .filter_map(|id| by_id.get(id.as_str()).copied())
+    /// The graph of a pipeline that validated (so it has no cycle), drawn from the
+    /// graph validation built ([`crate::pipeline::ValidPipeline::graph`]).
+    pub fn of_pipeline(file: &PipelineFile, graph: &StageGraph) -> Self {
+        let nodes = in_order(graph, &file.stages, |s| &s.id)
             .map(|s| GraphNode {
                 id: s.id.clone(),
                 kind: s.kind.as_str().to_string(),
@@ -71,18 +69,7 @@ impl GraphView {
                 .iter()
                 .map(|n| (n.id.as_str(), n.needs.iter().map(String::as_str))),
         );
-        let order = graph
-            .topo_order()
-            .unwrap_or_else(|_| graph.ids().map(String::from).collect());
-        let by_id: HashMap<&str, &crate::store::PlanNode> = plan
-            .nodes
-            .iter()
-            .rev()
-            .map(|n| (n.id.as_str(), n))
-            .collect();
-        let nodes = order
-            .iter()
-            .filter_map(|id| by_id.get(id.as_str()).copied())
+        let nodes = in_order(&graph, &plan.nodes, |n| &n.id)
             .map(|n| GraphNode {
                 id: n.id.clone(),
                 kind: n.kind.as_str().to_string(),

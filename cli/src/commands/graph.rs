@@ -26,7 +26,7 @@ pub(super) fn run(ws: &Workspace, args: GraphArgs, printer: Printer) -> CliResul
             return Ok(exit_code(&diagnostics));
         }
     };
-    let view = GraphView::of_pipeline_graph(&valid.pipeline.file, &valid.graph);
+    let view = GraphView::of_pipeline(&valid.pipeline.file, &valid.graph);
     print(&printer, &view, args.format);
     Ok(exit_code(&valid.warnings))
 }
