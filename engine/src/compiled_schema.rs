@@ -2,7 +2,9 @@
 //! resolver over the draft meta-schemas, a few milliseconds of copying, and one
 //! agent attempt needs the same schema three times (checked when the stage is
 //! prepared, when the result is classified, when the output is kept); a run with
-//! many stages needs the same few schemas again and again.
+//! many stages needs the same few schemas again and again. Validation (which
+//! checks that a schema file compiles) and the audit (which checks kept outputs)
+//! take theirs from here too.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -279,7 +279,7 @@ fn check_output(
             .file(&output_rel)
             .attempt(Some(*attempt))
     };
-    let validator = match jsonschema::validator_for(&schema) {
+    let validator = match crate::compiled_schema::validator(&schema) {
         Ok(v) => v,
         Err(e) => {
             findings.push(invalid(format!(

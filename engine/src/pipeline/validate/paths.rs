@@ -131,7 +131,9 @@ impl Checker<'_> {
                 );
             }
             Ok(v) => {
-                if let Err(e) = jsonschema::validator_for(&v) {
+                // Compiled into the process-wide cache: the run that follows
+                // validation uses this very validator.
+                if let Err(e) = crate::compiled_schema::validator(&v) {
                     self.error(
                         "invalid-schema",
                         path,
