@@ -50,6 +50,7 @@ pub(crate) async fn detect(
     commands: &[String],
     dry_run: bool,
     refresh: bool,
+    probe: &std::sync::Arc<specbridge_engine::sandbox::SandboxProbe>,
 ) -> Result<Detection, SessionError> {
     let mut detection = Detection::default();
     if commands.is_empty() {
@@ -57,9 +58,7 @@ pub(crate) async fn detect(
     }
     let options = DoctorOptions::from_env();
     if !dry_run {
-        detection.agent.sandbox = Some(std::sync::Arc::new(
-            specbridge_engine::sandbox::SandboxProbe::lazy(),
-        ));
+        detection.agent.sandbox = Some(std::sync::Arc::clone(probe));
     }
     let scrubbed = specbridge_engine::policy::env::inherited_widening(
         std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()),

@@ -161,7 +161,10 @@ impl RunSession {
             });
         }
 
-        let sandbox = preflight::command_sandbox(&root, &source.file, &nodes, dry_run)?;
+        // One bubblewrap probe for the run, at the first need: the commands'
+        // sandbox, or an agent stage offering Bash (the CLI's sandbox).
+        let probe = std::sync::Arc::new(specbridge_engine::sandbox::SandboxProbe::lazy());
+        let sandbox = preflight::command_sandbox(&root, &source.file, &nodes, dry_run, &probe)?;
         ctx.bubblewrap = sandbox.bubblewrap;
         // Recordings are audited before anything else happens.
         let replay = replay::setup(&ctx, &replay)?;
@@ -183,6 +186,7 @@ impl RunSession {
             &commands,
             dry_run,
             settings.refresh_runner,
+            &probe,
         ))?;
         if let Some(recording) = &replay.forced {
             let from = recording.dir().display().to_string();

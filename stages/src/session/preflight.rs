@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use specbridge_engine::pipeline::{PipelineFile, StageKind};
-use specbridge_engine::sandbox::SandboxSupport;
+use specbridge_engine::sandbox::SandboxProbe;
 use specbridge_engine::scheduler::Node;
 
 use super::SessionError;
@@ -42,6 +42,7 @@ pub(crate) fn command_sandbox(
     file: &PipelineFile,
     nodes: &[Node],
     dry_run: bool,
+    probe: &SandboxProbe,
 ) -> Result<confine::SandboxPreflight, SessionError> {
     let commands = confine::planned_commands(file, nodes);
     let mut found = if dry_run {
@@ -52,10 +53,8 @@ pub(crate) fn command_sandbox(
             })
             .unwrap_or_default()
     } else {
-        confine::preflight(&commands, || {
-            SandboxSupport::detect().bubblewrap_for_commands()
-        })
-        .map_err(SessionError::Sandbox)?
+        confine::preflight(&commands, || probe.get().bubblewrap_for_commands())
+            .map_err(SessionError::Sandbox)?
     };
     let target = std::env::var_os("CARGO_TARGET_DIR").map(std::path::PathBuf::from);
     found.warnings.extend(confine::cargo_target_warnings(
