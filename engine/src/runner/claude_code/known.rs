@@ -5,9 +5,9 @@
 //! 2.1.332), and the detection cache lives in the user's cache folder, so every
 //! run in a fresh `HOME` (CI) would pay them. An npm install of
 //! `@anthropic-ai/claude-code` says its version in its `package.json`, next to the
-//! executable it declares; for a version in [`KNOWN`] the capabilities are the
-//! ones its `--help` lists, written down here and compared with the real CLI's
-//! `--help` by the real-CLI tests, so the table cannot drift silently. Anything
+//! executable it declares; for a version in [`KNOWN`] the capabilities are read
+//! from its captured `--help` (built into the binary) by the probe's own parser,
+//! and the real-CLI tests compare them with the installed CLI's `--help`. Anything
 //! else — a wrapper script, another package, an unknown version, a package whose
 //! native binary was not installed — is probed as before.
 
@@ -15,6 +15,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::capabilities::Capabilities;
+use super::help::HelpText;
 
 /// The npm package whose `package.json` is trusted for the version.
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
@@ -23,54 +24,26 @@ pub const PACKAGE: &str = "@anthropic-ai/claude-code";
 /// (`<package>/bin/claude.exe`, `<package>/cli.js`).
 const MAX_DEPTH: usize = 3;
 
+/// The versions whose capabilities are built in, newest first, each with the
+/// `--help` it prints (captured from the real CLI; FACTS.md). Their capabilities
+/// are read from that text by the parser a probe uses, so a built-in detection
+/// and a probe of the same CLI cannot differ.
+const HELP: &[(&str, &str)] = &[(
+    "2.1.332",
+    include_str!("../../../../testkit/fixtures/claude-code/versions/2.1.332/help.txt"),
+)];
+
 /// The versions whose capabilities are built in, newest first.
 pub const KNOWN: &[&str] = &["2.1.332"];
 
-/// The capabilities `--help` of a known version lists (checked against the
-/// captured help in this module's tests and against the installed CLI by the
-/// real-CLI tier).
+/// The capabilities the `--help` of a known version lists, as a probe would
+/// detect them (compared with the installed CLI by the real-CLI tier).
 pub fn capabilities(version: &str) -> Option<Capabilities> {
-    match version {
-        "2.1.332" => Some(Capabilities {
-            version: Some(version.to_string()),
-            print: true,
-            output_format: true,
-            stream_json: true,
-            verbose: true,
-            model: true,
-            allowed_tools_flag: Some("--allowedTools".into()),
-            disallowed_tools_flag: Some("--disallowedTools".into()),
-            tools: true,
-            permission_mode: true,
-            permission_modes: Some(
-                [
-                    "acceptEdits",
-                    "auto",
-                    "bypassPermissions",
-                    "manual",
-                    "dontAsk",
-                    "plan",
-                ]
-                .map(String::from)
-                .to_vec(),
-            ),
-            json_schema: true,
-            session_id: true,
-            resume: true,
-            max_budget_usd: true,
-            effort: true,
-            setting_sources: true,
-            strict_mcp_config: true,
-            mcp_config: true,
-            restricted: true,
-            sandbox_settings: true,
-            plugin_dir: true,
-            no_session_persistence: true,
-            max_turns: true,
-            auth_command: true,
-        }),
-        _ => None,
-    }
+    let (_, help) = HELP.iter().find(|(v, _)| *v == version)?;
+    Some(Capabilities::detect(
+        Some(version.to_string()),
+        &HelpText::parse(help),
+    ))
 }
 
 /// The version of the installed package whose declared `claude` executable is
@@ -133,6 +106,11 @@ mod tests {
 
     #[test]
     fn the_built_in_table_is_what_the_captured_help_lists() {
+        assert_eq!(
+            KNOWN.to_vec(),
+            HELP.iter().map(|(v, _)| *v).collect::<Vec<_>>(),
+            "every known version has its help"
+        );
         for version in KNOWN {
             assert!(
                 CAPTURED_VERSIONS.contains(version),
