@@ -49,14 +49,7 @@ fn sigkill_while_the_real_cli_works_resumes_on_top_of_its_partial_change() {
         STAGE,
     );
 
-    let mut child = sandbox
-        .command()
-        .arg("run")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = sandbox.spawn_run();
     let until = Instant::now() + Duration::from_secs(120);
     while !sandbox.ctx.path("draft.txt").is_file() {
         assert!(

@@ -132,6 +132,18 @@ impl Sandbox {
         cmd
     }
 
+    /// Starts `specbridge run` in the background, its output discarded, for the
+    /// tests that interrupt it.
+    pub(super) fn spawn_run(&self) -> std::process::Child {
+        self.command()
+            .arg("run")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start specbridge run")
+    }
+
     /// Runs specbridge to completion (within a generous bound).
     pub(super) fn run(&self, args: &[&str]) -> Output {
         let mut cmd = self.command();

@@ -191,14 +191,7 @@ stages:
 ",
     );
 
-    let mut first = sandbox
-        .command()
-        .arg("run")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the first run");
+    let mut first = sandbox.spawn_run();
     let lock = sandbox.ctx.path(".specbridge/worktree.lock");
     let deadline = Instant::now() + Duration::from_secs(60);
     let first_id = loop {

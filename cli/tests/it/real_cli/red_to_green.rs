@@ -178,14 +178,7 @@ fn signal_while_the_real_cli_works(signal: i32) {
     };
     spec_implement_after(&sandbox);
 
-    let mut child = sandbox
-        .command()
-        .arg("run")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start specbridge");
+    let mut child = sandbox.spawn_run();
     // The CLI is working once the stalled request reached the server.
     let until = Instant::now() + Duration::from_secs(180);
     let spawned = loop {
