@@ -217,6 +217,16 @@ fn a_template_that_uses_attempt_previous_gets_no_default_section() {
 
 /// Four checks appending to a log outside the repository: each opens that one
 /// folder for writing (checks are confined otherwise).
+/// A finished run of [`chain`], its stages logging to the returned file.
+fn chain_run() -> (TestContext, std::path::PathBuf) {
+    let mut ctx = TestContext::with_fake_claude("success");
+    let log = ctx.aux_path("log");
+    ctx.set_env("LOG", &log.display().to_string());
+    ctx.write("specbridge.yaml", &chain(log.parent().unwrap()));
+    assert_eq!(ctx.run(&["run"]).code, 0);
+    (ctx, log)
+}
+
 fn chain(log_dir: &std::path::Path) -> String {
     let open = format!("sandbox: {{ writable: [\"{}\"] }}", log_dir.display());
     format!(
@@ -234,11 +244,7 @@ stages:
 
 #[test]
 fn rerun_of_a_middle_stage_reruns_it_and_its_dependents_only() {
-    let mut ctx = TestContext::with_fake_claude("success");
-    let log = ctx.aux_path("log");
-    ctx.set_env("LOG", &log.display().to_string());
-    ctx.write("specbridge.yaml", &chain(log.parent().unwrap()));
-    assert_eq!(ctx.run(&["run"]).code, 0);
+    let (ctx, log) = chain_run();
     let unknown = ctx.run(&["resume", "latest", "--rerun", "bb"]);
     assert_eq!(unknown.code, 2, "{}", unknown.snapshot());
     assert!(unknown.stderr.contains("--rerun bb"), "{}", unknown.stderr);
@@ -279,11 +285,7 @@ fn stage_records(ctx: &TestContext) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn a_resume_with_nothing_to_redo_rewrites_no_stage_record_and_later_resumes_still_work() {
-    let mut ctx = TestContext::with_fake_claude("success");
-    let log = ctx.aux_path("log");
-    ctx.set_env("LOG", &log.display().to_string());
-    ctx.write("specbridge.yaml", &chain(log.parent().unwrap()));
-    assert_eq!(ctx.run(&["run"]).code, 0);
+    let (ctx, log) = chain_run();
     let before = stage_records(&ctx);
 
     let out = ctx.run(&["resume", "latest"]);
