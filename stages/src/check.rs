@@ -183,12 +183,14 @@ async fn run_command(
 }
 
 /// `process.json`, its argv redacted by the store (the logs announced themselves).
+/// Queued: the scheduler writes it in one batch with the `stage.json` that ends
+/// the stage (`store/batch.rs`); nothing reads it before.
 fn write_process(
     run: &RunHandle,
     attempt_rel: &str,
     record: &ProcessRecord,
 ) -> Result<(), StageError> {
-    run.write_json(&layout::in_attempt(attempt_rel, attempt::PROCESS), record)?;
+    run.defer_json(&layout::in_attempt(attempt_rel, attempt::PROCESS), record)?;
     Ok(())
 }
 

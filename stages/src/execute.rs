@@ -216,7 +216,7 @@ async fn gather(
     write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let mut changed = attribute(before, &after, &ledger.own_writes());
     attribute_run_made(&mut changed, before, ledger);
-    run.write_json(
+    run.defer_json(
         &layout::in_attempt(attempt_rel, attempt::CHANGED_FILES),
         &changed,
     )

@@ -91,7 +91,7 @@ fn read_only_evidence(
     let after = snapshot(&a.ctx.root)?;
     write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let changed = attribute(before, &after, &a.ledger.own_writes());
-    run.write_json(
+    run.defer_json(
         &layout::in_attempt(attempt_rel, attempt::CHANGED_FILES),
         &changed,
     )

@@ -10,8 +10,9 @@ use specbridge_engine::store::RunHandle;
 use crate::context::RunContext;
 use crate::error::StageError;
 
-/// Writes `diff.patch` through the store (redacted) and returns its note, now
-/// describing the file as written, with the `secret-in-change` findings.
+/// Queues `diff.patch` with the store (redacted, and written with the attempt's
+/// next write, `store/batch.rs`) and returns its note, now describing the file
+/// as written, with the `secret-in-change` findings.
 pub(crate) fn keep_diff(
     ctx: &RunContext,
     run: &RunHandle,
@@ -25,7 +26,7 @@ pub(crate) fn keep_diff(
     );
     let mut info = diff.info;
     let sha = run
-        .write_bytes(&layout::in_attempt(attempt_rel, attempt::DIFF), &diff.patch)
+        .defer_bytes(&layout::in_attempt(attempt_rel, attempt::DIFF), &diff.patch)
         .map_err(StageError::record(attempt::DIFF))?;
     if sha != info.sha256 {
         // A secret was redacted (in an added, removed or context line).

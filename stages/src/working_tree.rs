@@ -157,14 +157,16 @@ pub fn snapshot(root: &Path) -> Result<GitSnapshot, StageError> {
     GitSnapshot::take(root).map_err(StageError::Snapshot)
 }
 
-/// Write a snapshot as `git-before.json` / `git-after.json`.
+/// Queue a snapshot as `git-before.json` / `git-after.json`: it is written in
+/// one batch with the attempt's next direct write (`request.json` before the
+/// agent starts, `evidence.json` after it), see `store/batch.rs`.
 pub(crate) fn write_snapshot(
     run: &RunHandle,
     attempt_rel: &str,
     name: &str,
     snap: &GitSnapshot,
 ) -> Result<(), StageError> {
-    run.write_json(&layout::in_attempt(attempt_rel, name), snap)
+    run.defer_json(&layout::in_attempt(attempt_rel, name), snap)
         .map(|_| ())
         .map_err(StageError::record(name))
 }

@@ -91,13 +91,15 @@ pub fn begin_run(
         lock.set_run(run.id())?;
     }
     let started = Instant::now();
-    run.event(RunEvent::RunStarted(RunStarted {
+    // The run's first records are written together, in one batch
+    // (`store/batch.rs`).
+    run.defer_event(RunEvent::RunStarted(RunStarted {
         run_id: run.id().to_string(),
         specbridge_version: Some(env!("CARGO_PKG_VERSION").to_string()),
     }))?;
     // As loaded, except secrets (a token in `commandArgs`, say), which the store
     // redacts: run.json keeps the sha256 of the original bytes.
-    run.write_bytes(layout::PIPELINE, &source.bytes)?;
+    run.defer_bytes(layout::PIPELINE, &source.bytes)?;
     let record = RunRecord {
         schema_version: SCHEMA_VERSION,
         run_id: run.id().to_string(),
@@ -120,13 +122,14 @@ pub fn begin_run(
         warnings,
         resumes: Vec::new(),
     };
-    run.write_json(layout::RUN, &record)?;
+    run.defer_json(layout::RUN, &record)?;
     let plan = PlanRecord {
         schema_version: SCHEMA_VERSION,
         nodes: nodes.iter().map(|n| n.to_plan_node(None)).collect(),
         expansions: Vec::new(),
     };
-    run.write_json(layout::PLAN, &plan)?;
+    run.defer_json(layout::PLAN, &plan)?;
+    run.flush()?;
     Ok(ActiveRun {
         run,
         record,
@@ -221,11 +224,6 @@ impl ActiveRun {
         self.plan
             .expansions
             .extend(expansions(&outcome, &self.file));
-        if let Err(e) = run.write_json(layout::PLAN, &self.plan) {
-            let failure = crate::run_failure::failure_of(&e);
-            let mut record = self.record.clone();
-            return Err(self.records_failed(&mut record, failure, outcome.totals.clone()));
-        }
         let unsettled = self.record.clone();
 
         let (status, exit_code) = status_of(&outcome);
@@ -252,8 +250,10 @@ impl ActiveRun {
             totals: record.totals.clone(),
             error: None,
         });
+        // `plan.json`, `run.json` and `run-finished`, in one batch.
         let written = run
-            .write_json(layout::RUN, &*record)
+            .defer_json(layout::PLAN, &self.plan)
+            .and_then(|_| run.defer_json(layout::RUN, &*record))
             .and_then(|_| run.event(finished));
         if let Err(e) = written {
             let failure = crate::run_failure::failure_of(&e);

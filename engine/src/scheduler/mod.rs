@@ -228,6 +228,8 @@ async fn schedule(
         while running.len() < concurrency {
             let Some(id) = st.next_ready() else { break };
             let node = st.node(&id).clone();
+            // What is queued is written before an executor looks at the run.
+            run.flush()?;
             if node.placeholder {
                 match executor.expand(&node, run) {
                     Ok(instances) => {
@@ -242,7 +244,7 @@ async fn schedule(
                         st.set(&id, StageStatus::Failed);
                         let report = StageReport::failed(StageStatus::Failed, reason);
                         write_stage(run, &node, StageStatus::Failed, Some(&report), 0)?;
-                        run.event(RunEvent::StageFinished(StageFinished {
+                        run.defer_event(RunEvent::StageFinished(StageFinished {
                             stage: id.clone(),
                             attempt: None,
                             status: StageStatus::Failed,
@@ -304,6 +306,7 @@ async fn schedule(
             }
             break;
         }
+        run.flush()?;
         let joined = loop {
             tokio::select! {
                 joined = running.join_next() => break joined.expect("a task is running"),
@@ -390,7 +393,7 @@ async fn schedule(
         st.totals.invocations += report.invocations;
         st.set(&id, report.status);
         write_stage(run, &node, report.status, Some(&report), attempt)?;
-        run.event(RunEvent::StageFinished(StageFinished {
+        run.defer_event(RunEvent::StageFinished(StageFinished {
             stage: id.clone(),
             attempt: Some(attempt),
             status: report.status,
@@ -401,6 +404,7 @@ async fn schedule(
         st.record(&id, report);
     }
 
+    run.flush()?;
     Ok(halted || executor.cancelled())
 }
 
@@ -422,7 +426,7 @@ fn finish_unstarted(
     let report = StageReport::failed(status, reason);
     st.set(id, status);
     write_stage(run, &node, status, Some(&report), 0)?;
-    run.event(RunEvent::StageFinished(StageFinished {
+    run.defer_event(RunEvent::StageFinished(StageFinished {
         stage: id.to_string(),
         attempt: None,
         status,
@@ -443,6 +447,8 @@ fn write_stage(
 ) -> Result<(), StoreError> {
     let rel = crate::store::layout::stage_record_rel(&node.id);
     let record = node::stage_record(node, status, report, attempt);
-    run.write_json(&rel, &record)?;
+    // Queued: written with the other records of this turn of the scheduler, in
+    // one batch, before anything starts or is waited for (`store/batch.rs`).
+    run.defer_json(&rel, &record)?;
     Ok(())
 }

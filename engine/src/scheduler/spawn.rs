@@ -38,16 +38,17 @@ pub(super) fn start_attempt(
         started_at: Some(crate::store::now_rfc3339()),
         ..Default::default()
     };
-    // The `running` record is the first write of every attempt, and its intent
-    // is synced before the record is renamed into place: so everything the
-    // stages this one needs recorded (their records, `stage-finished`) is on
-    // disk before this stage starts (docs/run-directory.md, "Durability").
+    // The `running` record is the first write of every attempt. It is written
+    // in one batch with everything queued before it (the records that ended
+    // the stages this one needs), and the batch is on disk before this stage
+    // starts (docs/run-directory.md, "Durability").
     write_stage(run, node, StageStatus::Running, Some(&started), attempt)?;
     let started_at = started.started_at.clone();
-    run.event(RunEvent::StageStarted(StageStarted {
+    run.defer_event(RunEvent::StageStarted(StageStarted {
         stage: id.clone(),
         attempt,
     }))?;
+    run.flush()?;
     let exec = spawn.executor.clone();
     let tree = spawn.tree.clone();
     let delay = spawn.delay;

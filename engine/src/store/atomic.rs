@@ -62,7 +62,7 @@ pub(super) struct Staged {
 
 impl Staged {
     /// Makes the bytes durable; must return before [`Staged::commit`].
-    pub(crate) fn sync(&self) -> Result<(), WriteError> {
+    pub(super) fn sync(&self) -> Result<(), WriteError> {
         self.tmp.as_file().sync_all().map_err(|source| WriteError {
             path: self.path.display().to_string(),
             source,
@@ -71,17 +71,24 @@ impl Staged {
 
     /// Rename into place, then sync the folder so the rename itself survives a
     /// crash (what is announced after this is on disk before its announcement).
-    pub(crate) fn commit(self) -> Result<String, WriteError> {
-        let err = |source| WriteError {
-            path: self.path.display().to_string(),
-            source,
-        };
-        self.tmp.persist(&self.path).map_err(|e| err(e.error))?;
-        if let Some(dir) = self.path.parent() {
+    fn commit(self) -> Result<String, WriteError> {
+        let dir = self.path.parent().map(Path::to_path_buf);
+        let sha = self.rename()?;
+        if let Some(dir) = dir {
             if let Ok(d) = std::fs::File::open(dir) {
                 let _ = d.sync_all();
             }
         }
+        Ok(sha)
+    }
+
+    /// Rename into place; the folder is the caller's to sync (a batch syncs
+    /// each of its folders once).
+    pub(super) fn rename(self) -> Result<String, WriteError> {
+        self.tmp.persist(&self.path).map_err(|e| WriteError {
+            path: self.path.display().to_string(),
+            source: e.error,
+        })?;
         Ok(self.sha256)
     }
 }

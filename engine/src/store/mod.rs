@@ -7,6 +7,7 @@
 //! the one place that names its folders and files, for both.
 
 mod atomic;
+mod batch;
 pub mod confined;
 mod durable;
 pub mod events;

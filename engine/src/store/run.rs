@@ -6,10 +6,11 @@ use std::sync::Arc;
 use crate::events::{RunEvent, Subscriber};
 use crate::redact::Redactor;
 use crate::runner::claude_code::stream::Progress;
-use crate::store::atomic::{json_bytes, sha256_file, sha256_hex, stage_atomic, WriteError};
+use crate::store::atomic::{json_bytes, sha256_file, WriteError};
+use crate::store::batch::{Deferred, Queue};
 use crate::store::durable::{off_the_worker, GroupCommit};
 use crate::store::events::{ChainHead, EventError, EventLog};
-use crate::store::fault::{crash_point, injected_failure, Guard, StoreFailure};
+use crate::store::fault::{injected_failure, Guard, StoreFailure};
 use crate::store::layout;
 use crate::store::lock::{LockError, RunLock};
 use crate::store::log::RunLog;
@@ -171,15 +172,19 @@ pub struct RunHandle {
     id: String,
     dir: PathBuf,
     _lock: RunLock,
-    events: Arc<Publisher>,
-    commit: Arc<GroupCommit>,
-    redactor: Arc<Redactor>,
-    guard: Arc<Guard>,
+    pub(super) events: Arc<Publisher>,
+    pub(super) commit: Arc<GroupCommit>,
+    pub(super) redactor: Arc<Redactor>,
+    pub(super) guard: Arc<Guard>,
+    /// Writes waiting for the next flush (`store/batch.rs`).
+    pub(super) queue: std::sync::Mutex<Queue>,
+    /// Held by the one thread writing a batch; the last ticket taken for writing.
+    pub(super) written: std::sync::Mutex<u64>,
 }
 
 /// One append with the log already held, whatever failed before (the guard is
 /// asked by the caller): a failed append stops the run's writes (see [`Guard`]).
-fn append_held(
+pub(super) fn append_held(
     events: &Publisher,
     log: &mut EventLog,
     redactor: &Redactor,
@@ -213,7 +218,7 @@ pub(super) fn append_event(
 /// Whether a record write is an ordinary one, or the one write that settles a
 /// run after its records stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Gate {
+pub(super) enum Gate {
     Open,
     AfterFailure,
 }
@@ -228,6 +233,8 @@ impl RunHandle {
             events: Arc::new(Publisher::new(events)),
             redactor: Arc::new(redactor),
             guard,
+            queue: std::sync::Mutex::new(Queue::default()),
+            written: std::sync::Mutex::new(0),
         }
     }
 
@@ -254,11 +261,11 @@ impl RunHandle {
         Ok(self.dir.join(rel))
     }
 
-    /// Append an event, its strings redacted, and hand it to the subscribers.
-    pub fn event(&self, event: RunEvent) -> Result<u64, StoreError> {
-        let seq = append_event(&self.events, &self.redactor, &self.guard, &event)?;
-        crash_point();
-        Ok(seq)
+    /// Append an event, its strings redacted, and hand it to the subscribers;
+    /// after every write queued before it (`store/batch.rs`).
+    pub fn event(&self, event: RunEvent) -> Result<(), StoreError> {
+        let ticket = self.enqueue(Deferred::Event(event))?;
+        self.flush_through(ticket)
     }
 
     /// From now on, hand every event appended (and live agent progress) to
@@ -299,69 +306,15 @@ impl RunHandle {
     /// tampering (docs/audit.md, "Crash recovery"). So the intent is on disk before
     /// the rename, and the rename (file and folder synced) before the
     /// announcement is written; the announcement itself is made durable by the
-    /// next group commit. The log is held from the rename to the announcement, so
-    /// that a check of the records never sees a file between the two.
+    /// next group commit. The write goes through the run's queue, with whatever
+    /// was queued before it (`store/batch.rs`).
     fn put(&self, rel: &str, path: &Path, redacted: &[u8]) -> Result<String, StoreError> {
-        off_the_worker(|| self.put_synced(rel, path, redacted, Gate::Open))
+        let (sha, ticket) = self.enqueue_record(rel, path.to_path_buf(), redacted.to_vec())?;
+        self.flush_through(ticket)?;
+        Ok(sha)
     }
 
-    fn put_synced(
-        &self,
-        rel: &str,
-        path: &Path,
-        redacted: &[u8],
-        gate: Gate,
-    ) -> Result<String, StoreError> {
-        let sha = sha256_hex(redacted);
-        let seq = {
-            let mut log = self.events.lock();
-            match gate {
-                Gate::Open => self.guard.check(rel)?,
-                Gate::AfterFailure => self.guard.check_folder()?,
-            }
-            let intent = RunEvent::record_intent(rel, &sha);
-            append_held(&self.events, &mut log, &self.redactor, &self.guard, &intent)?
-        };
-        crash_point();
-        let fail = |e: WriteError| {
-            let e = StoreError::from(e);
-            self.guard.fail(&e, false);
-            e
-        };
-        let staged = injected_failure()
-            .map_err(|source| WriteError {
-                path: path.display().to_string(),
-                source,
-            })
-            .and_then(|()| stage_atomic(path, redacted))
-            .map_err(fail)?;
-        // The bytes and the intent are synced at the same time, each on its own
-        // thread: neither needs the other, only the rename needs both.
-        let (bytes_synced, intent_synced) = std::thread::scope(|s| {
-            let bytes = s.spawn(|| staged.sync());
-            let intent = self.sync_through(seq);
-            (bytes.join(), intent)
-        });
-        intent_synced?;
-        bytes_synced
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            .map_err(fail)?;
-        let mut log = self.events.lock();
-        let written = staged.commit().map_err(fail)?;
-        crash_point();
-        let announced = RunEvent::record_written(rel, &written);
-        append_held(
-            &self.events,
-            &mut log,
-            &self.redactor,
-            &self.guard,
-            &announced,
-        )?;
-        crash_point();
-        Ok(written)
-    }
-
-    fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
+    pub(super) fn sync_through(&self, seq: u64) -> Result<(), StoreError> {
         self.commit.sync_through(seq).map_err(|source| {
             let e = StoreError::from(EventError::Append {
                 path: self.dir.join(layout::EVENTS),
@@ -377,6 +330,7 @@ impl RunHandle {
     /// Make every event appended so far durable (one `fdatasync`, shared with any
     /// other thread syncing at the same time; none if nothing new was appended).
     pub fn sync(&self) -> Result<(), StoreError> {
+        self.flush()?;
         let seq = self.events.lock().last_seq();
         self.sync_through(seq)
     }
@@ -410,16 +364,20 @@ impl RunHandle {
         })?;
         self.redactor.redact_json(&mut value);
         let bytes = json_bytes(&path, &value)?;
-        off_the_worker(|| self.put_synced(layout::RUN, &path, &bytes, Gate::AfterFailure))?;
-        let mut log = self.events.lock();
-        append_held(
-            &self.events,
-            &mut log,
-            &self.redactor,
-            &self.guard,
-            &finished,
-        )?;
-        Ok(())
+        // What was queued before the failure is not written: the failed write
+        // was the last of the run's own.
+        let _writer = self.written.lock().expect("writer lock");
+        let sha = crate::store::sha256_hex(&bytes);
+        let settle = vec![
+            Deferred::Record {
+                rel: layout::RUN.to_string(),
+                path,
+                bytes,
+                sha,
+            },
+            Deferred::Event(finished),
+        ];
+        off_the_worker(|| self.write_batch(settle, Gate::AfterFailure))
     }
 
     /// Why the run's records stopped being written, once they have: the run must
@@ -471,6 +429,13 @@ impl Drop for RunHandle {
     /// The tail of the log (the last announcements and events) is made durable
     /// when the run is closed, whatever path closes it.
     fn drop(&mut self) {
+        // After a failure nothing more is written, not even what was queued;
+        // what was appended before it is still made durable.
+        if self.failure().is_some() {
+            let seq = self.events.lock().last_seq();
+            let _ = self.sync_through(seq);
+            return;
+        }
         if let Err(e) = self.sync() {
             tracing::warn!("failed to sync the event log: {}", crate::error_chain(&e));
         }

@@ -211,15 +211,17 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     };
     let rel = |name: &str| layout::in_attempt(&attempt_rel, name);
 
+    // The prompt, the schema and the request are written in one batch, by the
+    // request's write (`store/batch.rs`).
     if let Err(e) = spec
         .run
-        .write_bytes(&rel(attempt::PROMPT), spec.prompt.as_bytes())
+        .defer_bytes(&rel(attempt::PROMPT), spec.prompt.as_bytes())
     {
         return store_failed(attempt::PROMPT, &e);
     }
     let mut schema_sha256 = None;
     if let Some(schema) = spec.schema {
-        match spec.run.write_json(&rel(attempt::OUTPUT_SCHEMA), schema) {
+        match spec.run.defer_json(&rel(attempt::OUTPUT_SCHEMA), schema) {
             Ok(sha) => schema_sha256 = Some(sha),
             Err(e) => return store_failed(attempt::OUTPUT_SCHEMA, &e),
         }
@@ -407,7 +409,9 @@ fn finish(
             failure_reason = Some(e);
         }
     }
-    if let Err(e) = run.write_json(&rel(attempt::PROCESS), &record) {
+    // Written with result.json, in one batch (`store/batch.rs`): a failure of
+    // either fails the attempt below.
+    if let Err(e) = run.defer_json(&rel(attempt::PROCESS), &record) {
         status = StageStatus::Failed;
         failure_reason = Some(format!(
             "failed to write process.json: {}",

@@ -1,0 +1,393 @@
+//! Writes queued in order and made durable together (group commit for records).
+//!
+//! Every write of a run — a record file or an event — goes into the run's queue,
+//! in order, and is written by whichever thread flushes the queue next, together
+//! with everything queued before it. A lone write costs what it always did: its
+//! `record-intent`, then the temporary file and the intent synced at once, the
+//! rename, the folder synced, and its `record-written` line. A batch of several
+//! records shares those waits: every intent is appended first, every temporary
+//! file and the log are synced at once, every file is renamed, every folder synced
+//! at once, and only then are the announcements (and the batch's other events)
+//! appended, in the order they were queued. So the order on disk is the one a
+//! crash at any point can leave for a single record, for each record of the batch
+//! (docs/audit.md, "Crash recovery"), and a batch of N records waits for the disk
+//! twice instead of 2·N times.
+//!
+//! The scheduler queues the records that end one stage and start the next
+//! ([`RunHandle::defer_json`], [`RunHandle::defer_event`]) and flushes them before
+//! it starts anything: a stage still starts only once what it needs is recorded.
+
+use std::path::{Path, PathBuf};
+
+use crate::events::RunEvent;
+use crate::store::atomic::{json_bytes, sha256_hex, stage_atomic, Staged, WriteError};
+use crate::store::durable::off_the_worker;
+use crate::store::fault::{crash_point, injected_failure};
+use crate::store::layout;
+use crate::store::run::{append_held, Gate, RunHandle, StoreError};
+
+/// One queued write, its bytes already redacted.
+#[derive(Debug)]
+pub(in crate::store) enum Deferred {
+    Record {
+        rel: String,
+        path: PathBuf,
+        bytes: Vec<u8>,
+        sha: String,
+    },
+    Event(RunEvent),
+}
+
+/// Writes queued and not yet written, and how many were ever queued (tickets).
+#[derive(Debug, Default)]
+pub(in crate::store) struct Queue {
+    items: Vec<Deferred>,
+    queued: u64,
+}
+
+impl RunHandle {
+    /// Queue a JSON record, its strings (and keys) redacted; written, in order,
+    /// at the next flush. Returns the sha256 of the bytes it will have.
+    pub fn defer_json<T: serde::Serialize>(
+        &self,
+        rel: &str,
+        value: &T,
+    ) -> Result<String, StoreError> {
+        let path = self.path(rel)?;
+        let mut value = serde_json::to_value(value).map_err(|e| WriteError {
+            path: path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        self.redactor().redact_json(&mut value);
+        let bytes = json_bytes(&path, &value)?;
+        Ok(self.enqueue_record(rel, path, bytes)?.0)
+    }
+
+    /// Queue bytes, redacted; written, in order, at the next flush.
+    pub fn defer_bytes(&self, rel: &str, bytes: &[u8]) -> Result<String, StoreError> {
+        let path = self.path(rel)?;
+        let redacted = self.redactor().redact_bytes(bytes);
+        Ok(self.enqueue_record(rel, path, redacted)?.0)
+    }
+
+    /// Queue an event; appended, in order, at the next flush.
+    pub fn defer_event(&self, event: RunEvent) -> Result<(), StoreError> {
+        self.enqueue(Deferred::Event(event))?;
+        Ok(())
+    }
+
+    /// Write everything queued so far (see the module's doc).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let ticket = self.queue.lock().expect("write queue lock").queued;
+        self.flush_through(ticket)
+    }
+
+    pub(in crate::store) fn enqueue_record(
+        &self,
+        rel: &str,
+        path: PathBuf,
+        bytes: Vec<u8>,
+    ) -> Result<(String, u64), StoreError> {
+        let sha = sha256_hex(&bytes);
+        let ticket = self.enqueue(Deferred::Record {
+            rel: rel.to_string(),
+            path,
+            bytes,
+            sha: sha.clone(),
+        })?;
+        Ok((sha, ticket))
+    }
+
+    /// Refused once the records have stopped: nothing is queued after a failure.
+    pub(in crate::store) fn enqueue(&self, item: Deferred) -> Result<u64, StoreError> {
+        if let Some(first) = self.failure() {
+            let path = match &item {
+                Deferred::Record { rel, .. } => rel.clone(),
+                Deferred::Event(_) => layout::EVENTS.to_string(),
+            };
+            return Err(StoreError::Stopped {
+                path,
+                first: first.message,
+            });
+        }
+        let mut queue = self.queue.lock().expect("write queue lock");
+        queue.items.push(item);
+        queue.queued += 1;
+        Ok(queue.queued)
+    }
+
+    /// Returns once the write with `ticket` (and every one before it) has been
+    /// written, by this thread or by another that flushed first. One thread writes
+    /// at a time; a thread that waited finds its write done by the one before it
+    /// whenever that one took the queue after the write was queued.
+    pub(in crate::store) fn flush_through(&self, ticket: u64) -> Result<(), StoreError> {
+        let mut written = self.written.lock().expect("writer lock");
+        if *written < ticket {
+            let (items, last) = {
+                let mut queue = self.queue.lock().expect("write queue lock");
+                (std::mem::take(&mut queue.items), queue.queued)
+            };
+            *written = last;
+            if !items.is_empty() {
+                // A failure is also the guard's: every later write is refused.
+                return off_the_worker(|| self.write_batch(items, Gate::Open));
+            }
+        }
+        drop(written);
+        match self.failure() {
+            Some(first) => Err(StoreError::Stopped {
+                path: layout::EVENTS.to_string(),
+                first: first.message,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The batch protocol (module doc). Every counted write (an event appended, a
+    /// temporary file made, a file renamed) is done by this one thread in a fixed
+    /// order, so the test hooks' "N-th write" is the same write in every run of
+    /// the same pipeline.
+    pub(in crate::store) fn write_batch(
+        &self,
+        items: Vec<Deferred>,
+        gate: Gate,
+    ) -> Result<(), StoreError> {
+        let records: Vec<(&str, &Path, &[u8], &str)> = items
+            .iter()
+            .filter_map(|item| match item {
+                Deferred::Record {
+                    rel,
+                    path,
+                    bytes,
+                    sha,
+                } => Some((rel.as_str(), path.as_path(), bytes.as_slice(), sha.as_str())),
+                Deferred::Event(_) => None,
+            })
+            .collect();
+        if !records.is_empty() {
+            let mut last_intent = 0;
+            {
+                let mut log = self.events.lock();
+                match gate {
+                    Gate::Open => self.guard.check(records[0].0)?,
+                    Gate::AfterFailure => self.guard.check_folder()?,
+                }
+                for &(rel, _, _, sha) in &records {
+                    let intent = RunEvent::record_intent(rel, sha);
+                    last_intent =
+                        append_held(&self.events, &mut log, &self.redactor, &self.guard, &intent)?;
+                    crash_point();
+                }
+            }
+            let staged = self.stage_all(&records)?;
+            self.sync_staged_and_intents(&staged, last_intent)?;
+            let mut folders: Vec<&Path> = Vec::new();
+            for dir in records.iter().filter_map(|r| r.1.parent()) {
+                if !folders.contains(&dir) {
+                    folders.push(dir);
+                }
+            }
+            let mut log = self.events.lock();
+            for s in staged {
+                s.rename().map_err(|e| self.failed(e))?;
+                crash_point();
+            }
+            sync_folders(&folders);
+            for item in &items {
+                let event = match item {
+                    Deferred::Record { rel, sha, .. } => RunEvent::record_written(rel, sha),
+                    Deferred::Event(event) => event.clone(),
+                };
+                append_held(&self.events, &mut log, &self.redactor, &self.guard, &event)?;
+                crash_point();
+            }
+            return Ok(());
+        }
+        let mut log = self.events.lock();
+        if gate == Gate::Open {
+            self.guard.check(layout::EVENTS)?;
+        }
+        for item in &items {
+            if let Deferred::Event(event) = item {
+                append_held(&self.events, &mut log, &self.redactor, &self.guard, event)?;
+                crash_point();
+            }
+        }
+        Ok(())
+    }
+
+    /// Each record's bytes in a temporary file beside it, in order.
+    fn stage_all(&self, records: &[(&str, &Path, &[u8], &str)]) -> Result<Vec<Staged>, StoreError> {
+        records
+            .iter()
+            .map(|&(_, path, bytes, _)| {
+                injected_failure()
+                    .map_err(|source| WriteError {
+                        path: path.display().to_string(),
+                        source,
+                    })
+                    .and_then(|()| stage_atomic(path, bytes))
+                    .map_err(|e| self.failed(e))
+            })
+            .collect()
+    }
+
+    /// The temporary files and the log (through the last intent) synced at the
+    /// same time, each on its own thread: none needs another, only the renames
+    /// need them all.
+    fn sync_staged_and_intents(
+        &self,
+        staged: &[Staged],
+        last_intent: u64,
+    ) -> Result<(), StoreError> {
+        let (files, intents) = std::thread::scope(|s| {
+            let files: Vec<_> = staged.iter().map(|f| s.spawn(|| f.sync())).collect();
+            let intents = self.sync_through(last_intent);
+            let files: Vec<_> = files
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect();
+            (files, intents)
+        });
+        intents?;
+        for synced in files {
+            synced.map_err(|e| self.failed(e))?;
+        }
+        Ok(())
+    }
+
+    fn failed(&self, e: WriteError) -> StoreError {
+        let e = StoreError::from(e);
+        self.guard.fail(&e, false);
+        e
+    }
+}
+
+/// The folders whose entries changed, synced at once so that each rename is on
+/// disk before its announcement is written. Best effort, as before: a folder
+/// that cannot be opened or synced does not fail the write.
+fn sync_folders(folders: &[&Path]) {
+    let sync = |dir: &Path| {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    };
+    match folders {
+        [] => {}
+        [one] => sync(one),
+        many => std::thread::scope(|s| {
+            for dir in many {
+                s.spawn(move || sync(dir));
+            }
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::events::{CrashRepaired, RunEvent};
+    use crate::redact::Redactor;
+    use crate::store::events::verify_chain;
+    use crate::store::{RunStore, StoreError};
+    use serde_json::json;
+
+    fn types(dir: &std::path::Path) -> Vec<String> {
+        std::fs::read_to_string(dir.join("events.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let what = v["path"].as_str().unwrap_or_default();
+                format!("{} {what}", v["type"].as_str().unwrap())
+                    .trim()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    fn repaired(what: &str) -> RunEvent {
+        RunEvent::CrashRepaired(CrashRepaired {
+            repaired: vec![what.to_string()],
+        })
+    }
+
+    #[test]
+    fn a_batch_writes_every_intent_before_any_rename_and_shares_one_log_sync() {
+        let repo = tempfile::tempdir().unwrap();
+        let run = RunStore::new(repo.path())
+            .create(Redactor::from_pairs([("MY_TOKEN", "canary-batch-5e6f")]))
+            .unwrap();
+        let a = run
+            .defer_json("stages/a/stage.json", &json!({"x": "canary-batch-5e6f"}))
+            .unwrap();
+        run.defer_event(repaired("after a")).unwrap();
+        run.defer_bytes("stages/b/attempt-001/process.json", b"{}\n")
+            .unwrap();
+        // Queued, not written: nothing is on disk or in the log yet.
+        assert!(!run.dir().join("stages/a/stage.json").exists());
+        assert_eq!(types(run.dir()), Vec::<String>::new());
+        assert_eq!(run.commit.state_for_test(), (0, 0));
+
+        run.flush().unwrap();
+        assert_eq!(
+            types(run.dir()),
+            [
+                "record-intent stages/a/stage.json",
+                "record-intent stages/b/attempt-001/process.json",
+                "record-written stages/a/stage.json",
+                "crash-repaired",
+                "record-written stages/b/attempt-001/process.json",
+            ]
+        );
+        // One log sync for both intents (made before the renames); the
+        // announcements wait for the next commit.
+        assert_eq!(run.commit.state_for_test(), (2, 1));
+        let written = std::fs::read(run.dir().join("stages/a/stage.json")).unwrap();
+        assert_eq!(crate::store::sha256_hex(&written), a, "the sha handed out");
+        assert!(String::from_utf8_lossy(&written).contains("<redacted>"));
+        assert!(verify_chain(&run.dir().join("events.jsonl"))
+            .unwrap()
+            .is_intact());
+        assert_eq!(run.changed_records(), [], "every file as announced");
+        run.flush().unwrap();
+        assert_eq!(types(run.dir()).len(), 5, "a second flush writes nothing");
+    }
+
+    #[test]
+    fn a_direct_write_comes_after_what_was_queued_before_it() {
+        let repo = tempfile::tempdir().unwrap();
+        let run = RunStore::new(repo.path())
+            .create(Redactor::default())
+            .unwrap();
+        run.defer_json("a.json", &json!(1)).unwrap();
+        run.event(repaired("direct")).unwrap();
+        run.write_json("b.json", &json!(2)).unwrap();
+        assert_eq!(
+            types(run.dir()),
+            [
+                "record-intent a.json",
+                "record-written a.json",
+                "crash-repaired",
+                "record-intent b.json",
+                "record-written b.json",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_batch_writes_nothing_and_nothing_is_queued_after_it() {
+        let base = tempfile::tempdir().unwrap();
+        let run = RunStore::new(base.path())
+            .create(Redactor::default())
+            .unwrap();
+        run.defer_json("a.json", &json!(1)).unwrap();
+        let dir = run.dir().to_path_buf();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let err = run.flush().unwrap_err();
+        assert!(matches!(err, StoreError::FolderVanished { .. }), "{err}");
+        let later = run.defer_json("b.json", &json!(2)).unwrap_err();
+        assert!(matches!(later, StoreError::Stopped { .. }), "{later}");
+        assert!(run.event(repaired("x")).is_err());
+        assert!(!dir.exists(), "the vanished folder was not made again");
+    }
+}
