@@ -27,20 +27,23 @@ impl Workspace {
         Ok(specbridge_engine::store::RunStore::new(&self.root).reader(selector)?)
     }
 
+    /// The root as an absolute path with symlinks resolved, as the current
+    /// directory is: it is recorded in `run.json` and is where confined commands
+    /// start, inside a sandbox whose own `/` a relative path (`-C .`) would name.
     pub(crate) fn new(dir: Option<PathBuf>) -> CliResult<Self> {
-        let root = match dir {
+        let given = match dir {
             Some(d) => d,
             None => std::env::current_dir().map_err(|e| {
                 CliError::Config(format!("failed to read the current directory: {e}"))
             })?,
         };
-        if !root.is_dir() {
-            return Err(CliError::Config(format!(
+        match std::fs::canonicalize(&given) {
+            Ok(root) if root.is_dir() => Ok(Workspace { root }),
+            _ => Err(CliError::Config(format!(
                 "-C {}: not a directory",
-                root.display()
-            )));
+                given.display()
+            ))),
         }
-        Ok(Workspace { root })
     }
 
     /// The pipeline file: `-f` relative to the current directory, else

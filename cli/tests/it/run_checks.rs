@@ -478,3 +478,78 @@ fn a_recorded_run_audits_clean_and_tampering_is_found() {
     let all = ctx.run(&["runs", "audit", "--all"]);
     assert_eq!(all.code, 1);
 }
+
+/// A failed gate blocks its dependents, and each blocked stage blocks its own in
+/// turn: every stage down the chain ends `blocked`, naming the stage before it
+/// (not `skipped` as never ready).
+#[test]
+fn a_failed_stage_blocks_every_stage_down_its_chain() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        r#"
+version: 1
+name: chain
+stages:
+  - { id: a, kind: check, argv: [sh, -c, "exit 3"] }
+  - { id: b, kind: check, needs: [a], argv: [echo, b] }
+  - { id: c, kind: check, needs: [b], argv: [echo, c] }
+  - { id: d, kind: check, needs: [c], argv: [echo, d] }
+"#,
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 1, "{}", out.snapshot());
+    let run = ctx.only_run_dir();
+    for (id, blocker) in [("b", "a"), ("c", "b"), ("d", "c")] {
+        let stage = read_json(&run.join(format!("stages/{id}/stage.json")));
+        assert_eq!(stage["status"], "blocked", "{id}: {stage:#}");
+        let outcome = stage["outcome"].as_str().unwrap_or_default();
+        assert!(
+            outcome.starts_with(&format!("blocked by `{blocker}`")),
+            "{id}: {outcome}"
+        );
+    }
+    assert_eq!(ctx.run(&["runs", "audit", "latest"]).code, 0);
+}
+
+/// `-C .` and `-C ..` name the repository as well as an absolute path does: the
+/// run records the absolute root, and a confined command starts in the
+/// repository (inside the sandbox a relative path would name its `/`).
+#[test]
+fn a_relative_repository_path_runs_confined_commands_in_the_repository() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        r#"
+version: 1
+name: relative
+stages:
+  - { id: write, kind: check, argv: [sh, -c, "pwd > where.txt"] }
+"#,
+    );
+    std::fs::create_dir_all(ctx.path("sub")).unwrap();
+    let root = std::fs::canonicalize(ctx.root()).unwrap();
+    for (cwd, dir) in [(ctx.root().to_path_buf(), "."), (ctx.path("sub"), "..")] {
+        let _ = std::fs::remove_file(ctx.path("where.txt"));
+        let out = ctx
+            .command()
+            .current_dir(&cwd)
+            .args(["-C", dir, "run"])
+            .output()
+            .unwrap();
+        let out = ctx.output(out);
+        assert_eq!(out.code, 0, "-C {dir}: {}", out.snapshot());
+        assert_eq!(ctx.read("where.txt").trim(), root.display().to_string());
+        let run = read_json(
+            &ctx.path(".specbridge/runs")
+                .join(
+                    specbridge_engine::store::RunStore::new(ctx.root())
+                        .select("latest")
+                        .unwrap()
+                        .0,
+                )
+                .join("run.json"),
+        );
+        assert_eq!(run["root"], root.display().to_string(), "-C {dir}");
+    }
+}

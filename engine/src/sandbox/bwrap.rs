@@ -188,7 +188,9 @@ impl Confinement {
         // `/tmp` is the private one; a TMPDIR elsewhere would be read-only.
         push(&["--setenv", "TMPDIR", "/tmp"]);
         push(&["--setenv", "HOME", &s(&home)]);
-        push(&["--chdir", &s(&self.root), "--"]);
+        // The bound path: a relative or symlinked root would name something else
+        // (or nothing) inside the sandbox.
+        push(&["--chdir", &s(&root), "--"]);
         let mut writable = vec![s(&root)];
         writable.extend(extras.iter().map(|p| s(p)));
         let applied = AppliedSandbox {
@@ -256,7 +258,7 @@ mod tests {
             cache.display().to_string(),
         );
         assert!(line.starts_with("/usr/bin/bwrap --ro-bind / / "), "{line}");
-        assert!(line.ends_with(" --"), "{line}");
+        assert!(line.ends_with(&format!(" --chdir {r} --")), "{line}");
         let at = |needle: &str| {
             line.find(needle)
                 .unwrap_or_else(|| panic!("{needle}: {line}"))

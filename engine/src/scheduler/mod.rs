@@ -220,10 +220,18 @@ async fn schedule(
                 finish_unstarted(st, run, &id, status, reason)?;
             }
         }
-        for (id, blocker, status) in st.blocked() {
-            let why = st.blocker_reason(&blocker, status);
-            let reason = format!("blocked by `{blocker}` ({why})");
-            finish_unstarted(st, run, &id, StageStatus::Blocked, reason)?;
+        // A blocked stage blocks its own dependents in turn: down a chain, until
+        // nothing more is.
+        loop {
+            let blocked = st.blocked();
+            if blocked.is_empty() {
+                break;
+            }
+            for (id, blocker, status) in blocked {
+                let why = st.blocker_reason(&blocker, status);
+                let reason = format!("blocked by `{blocker}` ({why})");
+                finish_unstarted(st, run, &id, StageStatus::Blocked, reason)?;
+            }
         }
         while running.len() < concurrency {
             let Some(id) = st.next_ready() else { break };
