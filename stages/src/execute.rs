@@ -116,9 +116,11 @@ impl AttemptKind for Execute {
             .expect("accept runs after the evidence was gathered");
         let output = gathered.output.ok_or(StageError::NoValidOutput)?;
         let rel = layout::output_rel(&a.sr.node.id);
+        // Queued: written with `stage.json` at the stage's end; downstream
+        // stages read it only after the scheduler's flush.
         let sha = a
             .run()
-            .write_json(&rel, &output)
+            .defer_json(&rel, &output)
             .map_err(StageError::record(&rel))?;
         report.output = Some(FileRef {
             path: rel,

@@ -146,8 +146,10 @@ fn accept_output(
     // An unsafe or duplicate item id fails this stage, before any instance exists.
     crate::fanout::check_consumers(&a.ctx.pipeline, node_id, &output)?;
     let rel = layout::output_rel(node_id);
+    // Queued: written with the `document-written` event (or the stage's end);
+    // downstream stages read it only after the scheduler's flush.
     let sha = run
-        .write_json(&rel, &output)
+        .defer_json(&rel, &output)
         .map_err(StageError::record(&rel))?;
     let output_ref = FileRef {
         path: rel,

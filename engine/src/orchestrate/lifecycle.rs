@@ -91,7 +91,7 @@ pub fn begin_run(
         lock.set_run(run.id())?;
     }
     let started = Instant::now();
-    // The run's first records are written together, in one batch
+    // The run's first records are queued and written together, in one batch
     // (`store/batch.rs`).
     run.defer_event(RunEvent::RunStarted(RunStarted {
         run_id: run.id().to_string(),
@@ -128,8 +128,9 @@ pub fn begin_run(
         nodes: nodes.iter().map(|n| n.to_plan_node(None)).collect(),
         expansions: Vec::new(),
     };
+    // Queued: written with the first stage's start (or the run's first direct
+    // write), before anything is spawned.
     run.defer_json(layout::PLAN, &plan)?;
-    run.flush()?;
     Ok(ActiveRun {
         run,
         record,

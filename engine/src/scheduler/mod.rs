@@ -138,7 +138,9 @@ pub enum SchedulerError {
 
 /// Run `nodes` to completion. When the run's records stop being written (see
 /// [`StoreFailure`]), no stage starts any more, the running ones are ended as on a
-/// cancel, and the error says why.
+/// cancel, and the error says why. The records that ended the last stages may
+/// still be queued on return: the caller's next write (or [`RunHandle::flush`])
+/// writes them, in order, with its own.
 pub async fn run_plan(
     nodes: Vec<Node>,
     executor: Arc<dyn StageExecutor>,
@@ -412,7 +414,8 @@ async fn schedule(
         st.record(&id, report);
     }
 
-    run.flush()?;
+    // The last records stay queued: the run's settle writes them in one batch
+    // with `plan.json`, `run.json` and `run-finished`.
     Ok(halted || executor.cancelled())
 }
 
