@@ -211,6 +211,12 @@ impl StageExecutor for ResumeExecutor {
     }
 
     fn reuse(&self, node: &Node, run: &RunHandle) -> Option<StageReport> {
+        // The decision reads the upstream records: what this resume queued (the
+        // end of a stage it ran again) is written first. A failed write stopped
+        // the run's records; the scheduler's next write ends the run.
+        if run.flush().is_err() {
+            return None;
+        }
         if let Some(why) = self.forced.check(node) {
             self.note(run, ReuseDecision::rerun(&node.id, why));
             return None;

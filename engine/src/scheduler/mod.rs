@@ -238,9 +238,10 @@ async fn schedule(
         while running.len() < concurrency {
             let Some(id) = st.next_ready() else { break };
             let node = st.node(&id).clone();
-            // What is queued is written before an executor looks at the run.
-            run.flush()?;
             if node.placeholder {
+                // The instances come from upstream outputs: what is queued is
+                // written before the executor reads them.
+                run.flush()?;
                 match executor.expand(&node, run) {
                     Ok(instances) => {
                         let ids: Vec<String> = instances.iter().map(|n| n.id.clone()).collect();
