@@ -53,6 +53,17 @@ impl RunHandle {
         rel: &str,
         value: &T,
     ) -> Result<String, StoreError> {
+        let (path, bytes) = self.json_record(rel, value)?;
+        Ok(self.enqueue_record(rel, path, bytes)?.0)
+    }
+
+    /// A JSON record's path and bytes: pretty, with its strings (and keys)
+    /// redacted.
+    pub(in crate::store) fn json_record<T: serde::Serialize>(
+        &self,
+        rel: &str,
+        value: &T,
+    ) -> Result<(PathBuf, Vec<u8>), StoreError> {
         let path = self.path(rel)?;
         let mut value = serde_json::to_value(value).map_err(|e| WriteError {
             path: path.display().to_string(),
@@ -60,7 +71,7 @@ impl RunHandle {
         })?;
         self.redactor().redact_json(&mut value);
         let bytes = json_bytes(&path, &value)?;
-        Ok(self.enqueue_record(rel, path, bytes)?.0)
+        Ok((path, bytes))
     }
 
     /// Queue bytes, redacted; written, in order, at the next flush.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::events::{RunEvent, Subscriber};
 use crate::redact::Redactor;
 use crate::runner::claude_code::stream::Progress;
-use crate::store::atomic::{json_bytes, sha256_file, WriteError};
+use crate::store::atomic::{sha256_file, WriteError};
 use crate::store::batch::{Deferred, Queue};
 use crate::store::durable::{off_the_worker, GroupCommit};
 use crate::store::events::{ChainHead, EventError, EventLog};
@@ -286,19 +286,14 @@ impl RunHandle {
         rel: &str,
         value: &T,
     ) -> Result<String, StoreError> {
-        let path = self.path(rel)?;
-        let mut value = serde_json::to_value(value).map_err(|e| WriteError {
-            path: path.display().to_string(),
-            source: std::io::Error::other(e),
-        })?;
-        self.redactor.redact_json(&mut value);
-        self.put(rel, &path, &json_bytes(&path, &value)?)
+        let (path, bytes) = self.json_record(rel, value)?;
+        self.put(rel, path, bytes)
     }
 
     /// Write bytes atomically, redacted, and announce them.
     pub fn write_bytes(&self, rel: &str, bytes: &[u8]) -> Result<String, StoreError> {
         let path = self.path(rel)?;
-        self.put(rel, &path, &self.redactor.redact_bytes(bytes))
+        self.put(rel, path, self.redactor.redact_bytes(bytes))
     }
 
     /// Intent first: a crash between the rename and the `record-written` event
@@ -308,8 +303,8 @@ impl RunHandle {
     /// announcement is written; the announcement itself is made durable by the
     /// next group commit. The write goes through the run's queue, with whatever
     /// was queued before it (`store/batch.rs`).
-    fn put(&self, rel: &str, path: &Path, redacted: &[u8]) -> Result<String, StoreError> {
-        let (sha, ticket) = self.enqueue_record(rel, path.to_path_buf(), redacted.to_vec())?;
+    fn put(&self, rel: &str, path: PathBuf, redacted: Vec<u8>) -> Result<String, StoreError> {
+        let (sha, ticket) = self.enqueue_record(rel, path, redacted)?;
         self.flush_through(ticket)?;
         Ok(sha)
     }
@@ -357,13 +352,7 @@ impl RunHandle {
                 first: first.message,
             });
         }
-        let path = self.path(layout::RUN)?;
-        let mut value = serde_json::to_value(run_json).map_err(|e| WriteError {
-            path: path.display().to_string(),
-            source: std::io::Error::other(e),
-        })?;
-        self.redactor.redact_json(&mut value);
-        let bytes = json_bytes(&path, &value)?;
+        let (path, bytes) = self.json_record(layout::RUN, run_json)?;
         // What was queued before the failure is not written: the failed write
         // was the last of the run's own.
         let _writer = self.written.lock().expect("writer lock");
