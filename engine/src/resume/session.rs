@@ -13,6 +13,7 @@ use crate::audit::{audit_run_with, AuditError, Finding, FindingCode};
 use crate::events::{CrashRepaired, RunEvent, RunResumed, TornTailSetAside};
 use crate::orchestrate::lifecycle::{ResumeReport, Resumed};
 use crate::orchestrate::{display_rel, plan_nodes, ActiveRun, OrchestrateError, PipelineSource};
+use crate::pipeline::load::CheckedBefore;
 use crate::resume::executor::retire;
 use crate::resume::force::Forced;
 use crate::resume::recover::{end_orphans, mark_interrupted, repair_unlogged, Spawns};
@@ -156,6 +157,24 @@ pub struct ResumeStart {
 }
 
 impl OpenedRun {
+    /// The pipeline bytes this run started with, when this version checked them:
+    /// read again unchanged, they need no second structural check. Not once a
+    /// resume took other bytes (`previousPipelineSha256`): the version that
+    /// checked those is not recorded.
+    pub fn pipeline_checked(&self) -> Option<CheckedBefore> {
+        let edited = self.record.resumes.iter().any(|r| {
+            r.get("previousPipelineSha256")
+                .is_some_and(|v| !v.is_null())
+        });
+        if edited {
+            return None;
+        }
+        CheckedBefore::by(
+            &self.record.pipeline.sha256,
+            &self.record.specbridge_version,
+        )
+    }
+
     /// The `--rerun` patterns that name no stage of `nodes` and no recorded stage
     /// or fan-out instance.
     pub fn unknown_reruns<'a>(&self, patterns: &'a [String], nodes: &[Node]) -> Vec<&'a str> {
