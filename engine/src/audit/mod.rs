@@ -59,9 +59,9 @@ pub(crate) fn audit_run_with(
     let mut findings = Vec::new();
     let facts = events::read_events(run_dir, &mut findings, also)?;
     set_aside_tails(run_dir, &mut findings)?;
-    let checked_files = files::check_files(run_dir, &facts, &mut findings)?;
-    let stage_states = stages::check_stages(run_dir, &mut findings)?;
-    consistency::check_run_json(run_dir, &facts, &mut findings);
+    let (checked_files, run_files) = files::check_files(run_dir, &facts, &mut findings)?;
+    let stage_states = stages::check_stages(&run_files, &mut findings)?;
+    consistency::check_run_json(&run_files, &facts, &mut findings);
     consistency::check_stage_json(&stage_states, &facts, &mut findings);
     let report = AuditReport {
         run_id,
