@@ -101,12 +101,13 @@ impl StageExecutor for PipelineExecutor {
         crate::fanout::expand(stage, placeholder, run).map_err(|e| crate::error_chain(&e))
     }
 
-    fn inputs(&self, node: &Node, run_dir: &Path) -> Option<Result<(String, InputParts), String>> {
+    fn inputs(
+        &self,
+        node: &Node,
+        run_dir: &Path,
+        recorded: Option<&str>,
+    ) -> Option<Result<(String, InputParts), String>> {
         let stage = self.ctx.stage(Self::def_id(node))?;
-        // Compared with the stage's record: one made with an earlier input-hash
-        // layout is matched in that layout.
-        let recorded = recorded_hash(run_dir, &node.id);
-        let recorded = recorded.as_deref();
         let inputs = match stage.kind {
             StageKind::Check => crate::check::inputs(&self.ctx, stage, node, run_dir, recorded),
             StageKind::Generate | StageKind::Execute => {

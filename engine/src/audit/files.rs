@@ -299,8 +299,7 @@ mod tests {
         std::fs::write(dir.path().join("stages/a/big.json"), &big).unwrap();
         std::fs::write(dir.path().join("stages/a/small.json"), "{\"k\": 1}").unwrap();
         let mut findings = Vec::new();
-        let (count, run) =
-            check_files(dir.path(), &EventFacts::default(), &mut findings).unwrap();
+        let (count, run) = check_files(dir.path(), &EventFacts::default(), &mut findings).unwrap();
         assert_eq!(count, 2);
         let secrets: Vec<_> = findings
             .iter()
@@ -309,11 +308,20 @@ mod tests {
             .collect();
         assert_eq!(secrets, [Some("stages/a/big.json".to_string())]);
         assert!(!run.kept.contains_key("stages/a/big.json"));
-        assert_eq!(run.bytes("stages/a/big.json").unwrap().as_ref(), big.as_bytes());
-        assert_eq!(run.bytes("stages/a/small.json").unwrap().as_ref(), b"{\"k\": 1}");
+        assert_eq!(
+            run.bytes("stages/a/big.json").unwrap().as_ref(),
+            big.as_bytes()
+        );
+        assert_eq!(
+            run.bytes("stages/a/small.json").unwrap().as_ref(),
+            b"{\"k\": 1}"
+        );
         // Changed after the hash: still judged by the bytes that were hashed.
         std::fs::write(dir.path().join("stages/a/small.json"), "{}").unwrap();
-        assert_eq!(run.bytes("stages/a/small.json").unwrap().as_ref(), b"{\"k\": 1}");
+        assert_eq!(
+            run.bytes("stages/a/small.json").unwrap().as_ref(),
+            b"{\"k\": 1}"
+        );
         assert!(run.bytes("stages/a/none.json").is_none());
         assert_eq!(run.subdirs("stages"), ["a"]);
         assert!(run.subdirs("stages/a").is_empty());

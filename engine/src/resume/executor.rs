@@ -206,8 +206,13 @@ impl StageExecutor for ResumeExecutor {
         self.inner.describe(node)
     }
 
-    fn inputs(&self, node: &Node, run_dir: &Path) -> Option<Result<(String, InputParts), String>> {
-        self.inner.inputs(node, run_dir)
+    fn inputs(
+        &self,
+        node: &Node,
+        run_dir: &Path,
+        recorded: Option<&str>,
+    ) -> Option<Result<(String, InputParts), String>> {
+        self.inner.inputs(node, run_dir, recorded)
     }
 
     fn reuse(&self, node: &Node, run: &RunHandle) -> Option<StageReport> {
@@ -216,7 +221,8 @@ impl StageExecutor for ResumeExecutor {
             return None;
         }
         let rec = self.recorded.get(&node.id);
-        let current = self.inner.inputs(node, run.dir());
+        let recorded_hash = rec.and_then(|r| r.input_hash.as_deref());
+        let current = self.inner.inputs(node, run.dir(), recorded_hash);
         let current_ref = match &current {
             Some(Ok((hash, parts))) => Ok(Current {
                 input_hash: hash,

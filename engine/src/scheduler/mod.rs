@@ -71,13 +71,17 @@ pub trait StageExecutor: Send + Sync + 'static {
     fn stop(&self) {}
 
     /// The input hash this node would run with now, and its parts, computed from
-    /// the run folder `run_dir` (resume). `None` when the stage kind cannot tell.
+    /// the run folder `run_dir` (resume). `recorded` is the input hash of the
+    /// node's record, which the caller holds: a record made with an earlier
+    /// input-hash layout is matched in that layout. `None` when the stage kind
+    /// cannot tell.
     fn inputs(
         &self,
         node: &Node,
         run_dir: &std::path::Path,
+        recorded: Option<&str>,
     ) -> Option<Result<(String, InputParts), String>> {
-        let _ = (node, run_dir);
+        let _ = (node, run_dir, recorded);
         None
     }
 
