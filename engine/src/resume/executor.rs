@@ -215,6 +215,10 @@ impl StageExecutor for ResumeExecutor {
         self.inner.inputs(node, run_dir, recorded)
     }
 
+    fn kept(&self, node: &Node, parts: Option<&InputParts>) {
+        self.inner.kept(node, parts);
+    }
+
     fn reuse(&self, node: &Node, run: &RunHandle) -> Option<StageReport> {
         if let Some(why) = self.forced.check(node) {
             self.note(run, ReuseDecision::rerun(&node.id, why));
@@ -247,6 +251,7 @@ impl StageExecutor for ResumeExecutor {
         match reuse_or_rerun(rec.map(Into::into), current_ref, altered.as_deref()) {
             None => {
                 let rec = rec.expect("only a recorded stage is reused");
+                self.inner.kept(node, rec.input_parts.as_ref());
                 self.note(run, ReuseDecision::reuse(&node.id));
                 Some(reused_report(rec))
             }

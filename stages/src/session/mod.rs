@@ -237,7 +237,7 @@ impl RunSession {
                     rerun,
                     reverify,
                 } => {
-                    executor.resume_from(&opened.dir);
+                    executor.resume_from(&opened.dir, &opened.stages);
                     observer.run_started(&opened.id, true);
                     let start = ResumeStart {
                         root: root.clone(),
