@@ -279,7 +279,7 @@ fn check_output(
     let errors: Vec<String> = validator
         .iter_errors(&output)
         .map(|e| {
-            let at = e.instance_path.to_string();
+            let at = e.instance_path().to_string();
             let at = if at.is_empty() { "/".to_string() } else { at };
             format!("at {at}: {e}")
         })
