@@ -83,6 +83,23 @@ impl RunFiles {
     }
 }
 
+/// Up to `limit + 1` bytes of `file`, read through `buf`, which is kept from one
+/// file to the next (a generic `read_to_end` probes with extra small reads).
+fn read_head(mut file: &std::fs::File, buf: &mut [u8], limit: u64) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    while head.len() as u64 <= limit {
+        let want = buf.len().min((limit + 1) as usize - head.len());
+        let n = match file.read(&mut buf[..want]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        head.extend_from_slice(&buf[..n]);
+    }
+    Ok(head)
+}
+
 /// The folder of a relative path (`""` for the run folder itself).
 fn parent(rel: &str) -> &str {
     rel.rsplit_once('/').map_or("", |(dir, _)| dir)
@@ -105,6 +122,7 @@ pub(crate) fn check_files(
     let mut scans: BTreeMap<String, FileScan> = BTreeMap::new();
     let mut scanner = Scanner::default();
     let mut kept_total = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
     for rel in files {
         if rel == LOCK_FILE {
             continue;
@@ -114,8 +132,7 @@ pub(crate) fn check_files(
             if !keep {
                 return scanner.scan(f);
             }
-            let mut head = Vec::new();
-            (&f).take(KEEP_RECORD + 1).read_to_end(&mut head)?;
+            let head = read_head(&f, &mut buf, KEEP_RECORD)?;
             if head.len() as u64 > KEEP_RECORD {
                 return scanner.scan(head.as_slice().chain(f));
             }
