@@ -51,6 +51,11 @@ impl RunFiles {
             .map(std::borrow::Cow::Owned)
     }
 
+    /// The bytes of record `rel` as they were hashed, when they were kept.
+    pub(crate) fn kept(&self, rel: &str) -> Option<&[u8]> {
+        self.kept.get(rel).map(Vec::as_slice)
+    }
+
     /// Whether `rel` is a regular file, as the walk found it (or, outside the
     /// folders walked, as it is now).
     pub(crate) fn is_file(&self, rel: &str) -> bool {
