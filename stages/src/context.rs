@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use specbridge_engine::orchestrate::PipelineSource;
 use specbridge_engine::pipeline::{PipelineFile, ResolvedRunner, RunOverrides, StageDef};
@@ -24,6 +24,10 @@ pub struct RunContext {
     pub bubblewrap: Option<PathBuf>,
     /// Position of each stage in `pipeline.stages`, by id ([`index_stages`]).
     pub stage_index: Arc<HashMap<String, usize>>,
+    /// What each check stage this process settled from its record (a resume's
+    /// reuse) stands for downstream ([`crate::upstream`]). Its record stays as it
+    /// is, so it is not read again for every stage that needs it.
+    pub kept_digests: Arc<Mutex<HashMap<String, Option<String>>>>,
 }
 
 /// Stages by id, so that looking one up does not scan the pipeline (a scan per
@@ -60,6 +64,7 @@ impl RunContext {
             allow_dirty,
             bubblewrap: None,
             stage_index: index_stages(&source.file),
+            kept_digests: Arc::default(),
         }
     }
 

@@ -1,11 +1,12 @@
 //! The stage executor the scheduler drives: dispatches each node to its kind.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use specbridge_engine::pipeline::StageKind;
 use specbridge_engine::scheduler::{BoxFuture, Node, StageExecutor, StageReport, StageRun};
-use specbridge_engine::store::{InputParts, RunHandle};
+use specbridge_engine::store::{InputParts, RunHandle, RunReader, StageRecord};
 use specbridge_engine::StageStatus;
 
 use crate::agent::AgentSetup;
@@ -37,8 +38,14 @@ impl PipelineExecutor {
 
     /// Continue a run recorded in `run_dir` (resume): what its earlier processes
     /// changed in the working tree is the run's own, not the user's.
-    pub(crate) fn resume_from(&self, run_dir: &Path) {
-        self.ledger.seed_from_run(run_dir);
+    pub(crate) fn resume_from(&self, run_dir: &Path, records: &BTreeMap<String, StageRecord>) {
+        // The records the resume read after its audit, not read again: the run is
+        // locked, so its folders hold exactly these.
+        let Ok(ids) = RunReader::at(run_dir).stage_ids() else {
+            return;
+        };
+        self.ledger
+            .seed_from_records(run_dir, ids.iter().map(|id| (id.as_str(), records.get(id))));
     }
 
     /// The stage definition behind a node (an instance's is its `forEach` stage's).
@@ -101,12 +108,13 @@ impl StageExecutor for PipelineExecutor {
         crate::fanout::expand(stage, placeholder, run).map_err(|e| crate::error_chain(&e))
     }
 
-    fn inputs(&self, node: &Node, run_dir: &Path) -> Option<Result<(String, InputParts), String>> {
+    fn inputs(
+        &self,
+        node: &Node,
+        run_dir: &Path,
+        recorded: Option<&str>,
+    ) -> Option<Result<(String, InputParts), String>> {
         let stage = self.ctx.stage(Self::def_id(node))?;
-        // Compared with the stage's record: one made with an earlier input-hash
-        // layout is matched in that layout.
-        let recorded = recorded_hash(run_dir, &node.id);
-        let recorded = recorded.as_deref();
         let inputs = match stage.kind {
             StageKind::Check => crate::check::inputs(&self.ctx, stage, node, run_dir, recorded),
             StageKind::Generate | StageKind::Execute => {
@@ -116,6 +124,16 @@ impl StageExecutor for PipelineExecutor {
             }
         };
         Some(inputs.map_err(|e| e.reason()))
+    }
+
+    fn kept(&self, node: &Node, parts: Option<&InputParts>) {
+        let is_check = self
+            .ctx
+            .stage(Self::def_id(node))
+            .is_some_and(|s| s.kind == StageKind::Check);
+        if is_check {
+            crate::upstream::keep_digest(&self.ctx, &node.id, parts);
+        }
     }
 
     fn cancelled(&self) -> bool {

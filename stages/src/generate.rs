@@ -246,6 +246,7 @@ mod tests {
             cancel: CancelToken::new(),
             allow_dirty: false,
             bubblewrap: None,
+            kept_digests: Default::default(),
         };
         let mut setup = AgentSetup::default();
         setup.runners.insert(

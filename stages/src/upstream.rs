@@ -18,7 +18,9 @@ use std::path::Path;
 use serde_json::{json, Value};
 use specbridge_engine::pipeline::{StageDef, StageKind};
 use specbridge_engine::scheduler::Node;
-use specbridge_engine::store::{is_safe_component, sha256_hex, RunReader, StageRecord, StoreError};
+use specbridge_engine::store::{
+    is_safe_component, sha256_hex, InputParts, RunReader, StageRecord, StoreError,
+};
 use specbridge_engine::StageStatus;
 
 use crate::context::RunContext;
@@ -162,7 +164,7 @@ pub(crate) fn upstream_hashes(
                 out.extend(instance_hashes(run, id)?);
             }
             Some(s) if s.kind == StageKind::Check => {
-                out.insert(id.to_string(), seen_digest(run, id)?);
+                out.insert(id.to_string(), seen_digest(ctx, run, id)?);
             }
             _ => {
                 out.insert(id.to_string(), read_output(run, id)?.1);
@@ -190,9 +192,12 @@ pub fn upstream_for(
 /// the upstream part recorded in its `stage.json`, or null when that is empty or
 /// unrecorded. A check writes no output, so this is what carries a change above it
 /// down the chain (its own argv or timeout changing does not, as in layout 1).
-fn seen_digest(run: &Path, id: &str) -> Result<Option<String>, UpstreamError> {
+fn seen_digest(ctx: &RunContext, run: &Path, id: &str) -> Result<Option<String>, UpstreamError> {
     if !is_safe_component(id) {
         return Err(UpstreamError::UnsafeId(id.to_string()));
+    }
+    if let Some(kept) = ctx.kept_digests.lock().expect("kept digests lock").get(id) {
+        return Ok(kept.clone());
     }
     let record: StageRecord = match RunReader::at(run).stage(id) {
         Ok(Some(record)) => record,
@@ -200,10 +205,23 @@ fn seen_digest(run: &Path, id: &str) -> Result<Option<String>, UpstreamError> {
         // The error names the record's path, which names the stage.
         Err(e) => return Err(e.into()),
     };
-    Ok(record
-        .input_parts
+    Ok(stands_for(record.input_parts.as_ref()))
+}
+
+/// What a check stage whose record holds `parts` stands for downstream.
+fn stands_for(parts: Option<&InputParts>) -> Option<String> {
+    parts
         .filter(|p| !p.upstream.is_empty())
-        .map(|p| digest_of(&p.upstream)))
+        .map(|p| digest_of(&p.upstream))
+}
+
+/// Check stage `id` was settled from its record, which holds `parts` and stays as
+/// it is: what it stands for downstream is known without reading it again.
+pub(crate) fn keep_digest(ctx: &RunContext, id: &str, parts: Option<&InputParts>) {
+    ctx.kept_digests
+        .lock()
+        .expect("kept digests lock")
+        .insert(id.to_string(), stands_for(parts));
 }
 
 /// The sha256 of an upstream map's canonical JSON.

@@ -11,7 +11,7 @@ use specbridge_engine::evidence::{
     normalize_rel_path, ChangedFiles, EntryKind, GitSnapshot, OwnWrite, PathState, ProtectedPaths,
 };
 use specbridge_engine::store::layout::{self, attempt as file};
-use specbridge_engine::store::{RunHandle, RunReader};
+use specbridge_engine::store::{RunHandle, RunReader, StageRecord};
 
 use crate::context::RunContext;
 use crate::error::StageError;
@@ -67,13 +67,33 @@ impl TreeLedger {
     /// Learn what an earlier process of this run changed (resume): the documents
     /// its stages wrote, and what each execute attempt changed, oldest first.
     pub(crate) fn seed_from_run(&self, run_dir: &Path) {
-        let mut changes: Vec<(String, ChangedFiles, GitSnapshot)> = Vec::new();
         let run = RunReader::at(run_dir);
         let Ok(stages) = run.stage_ids() else {
             return;
         };
-        for stage in stages {
-            let record = run.stage(&stage).ok().flatten();
+        let records: Vec<(String, Option<StageRecord>)> = stages
+            .into_iter()
+            .map(|id| {
+                let record = run.stage(&id).ok().flatten();
+                (id, record)
+            })
+            .collect();
+        self.seed_from_records(
+            run_dir,
+            records.iter().map(|(id, r)| (id.as_str(), r.as_ref())),
+        );
+    }
+
+    /// [`TreeLedger::seed_from_run`] from the stage records already read: each
+    /// stage folder with its record (`None` when it has no readable one).
+    pub(crate) fn seed_from_records<'a>(
+        &self,
+        run_dir: &Path,
+        records: impl IntoIterator<Item = (&'a str, Option<&'a StageRecord>)>,
+    ) {
+        let mut changes: Vec<(String, ChangedFiles, GitSnapshot)> = Vec::new();
+        let run = RunReader::at(run_dir);
+        for (stage, record) in records {
             if let Some(doc) = record.as_ref().and_then(|r| r.document.as_ref()) {
                 self.document(&doc.path, &doc.sha256);
             }
@@ -81,7 +101,7 @@ impl TreeLedger {
             if record.as_ref().is_some_and(|r| !r.kind.is_agent()) {
                 continue;
             }
-            for attempt in run.attempts(&stage).unwrap_or_default() {
+            for attempt in run.attempts(stage).unwrap_or_default() {
                 let (Some(changed), Some(after)) = (
                     attempt.json_opt::<ChangedFiles>(file::CHANGED_FILES),
                     attempt.json_opt::<GitSnapshot>(file::GIT_AFTER),

@@ -262,6 +262,51 @@ fn a_run_in_use_is_refused() {
     assert_eq!(ctx.run(&["resume", "latest"]).code, 0);
 }
 
+/// A resume leaves out the structural check only for the exact bytes the run
+/// started with: any edit since, however small, is checked in full, with every
+/// problem located and nothing written.
+#[test]
+fn a_pipeline_broken_since_the_run_is_refused_with_located_messages() {
+    let ctx = TestContext::new();
+    ctx.write("specbridge.yaml", CHECKS);
+    assert_eq!(ctx.run(&["run"]).code, 1);
+    let dir = ctx.only_run_dir();
+    let run_before = std::fs::read(dir.join("run.json")).unwrap();
+    let events_before = std::fs::read(dir.join("events.jsonl")).unwrap();
+    ctx.write(
+        "specbridge.yaml",
+        &CHECKS
+            .replace("argv: [echo, a]", "argz: [echo, a]")
+            .replace("name: checks", "name: checks\nconcurrancy: 2"),
+    );
+    ctx.write("fixed", "");
+    for dry in [false, true] {
+        let args: &[&str] = if dry {
+            &["resume", "latest", "--dry-run"]
+        } else {
+            &["resume", "latest"]
+        };
+        let out = ctx.run(args);
+        assert_eq!(out.code, 2, "{}", out.snapshot());
+        for expected in [
+            "specbridge.yaml:5:27: error: unknown key `argz` in `stages[0]`",
+            "help: did you mean `argv`?",
+            "specbridge.yaml:3:1: error: unknown key `concurrancy` at the top level",
+            "help: did you mean `concurrency`?",
+        ] {
+            assert!(out.stderr.contains(expected), "{expected}\n{}", out.stderr);
+        }
+        assert_eq!(std::fs::read(dir.join("run.json")).unwrap(), run_before);
+        assert_eq!(
+            std::fs::read(dir.join("events.jsonl")).unwrap(),
+            events_before,
+            "a refused resume writes nothing"
+        );
+    }
+    ctx.write("specbridge.yaml", CHECKS);
+    assert_eq!(ctx.run(&["resume", "latest"]).code, 0);
+}
+
 #[test]
 fn tampered_records_are_refused_with_the_finding() {
     let ctx = TestContext::new();

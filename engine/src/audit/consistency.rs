@@ -1,10 +1,9 @@
 //! `run.json` and each `stage.json` against what the event log says happened.
 
-use std::path::Path;
-
 use serde_json::Value;
 
 use crate::audit::events::{EventFacts, RunLifecycle, StageEvent};
+use crate::audit::files::RunFiles;
 use crate::audit::records::{read_record, str_field};
 use crate::audit::report::{Finding, FindingCode};
 use crate::audit::stages::StageState;
@@ -16,8 +15,8 @@ const UNFINISHED: &[&str] = &["running", "interrupted"];
 
 const COST_TOLERANCE: f64 = 1e-9;
 
-pub(crate) fn check_run_json(run_dir: &Path, facts: &EventFacts, findings: &mut Vec<Finding>) {
-    let Some(run) = read_record(run_dir, layout::RUN, findings) else {
+pub(crate) fn check_run_json(files: &RunFiles, facts: &EventFacts, findings: &mut Vec<Finding>) {
+    let Some(run) = read_record(files, layout::RUN, findings) else {
         return;
     };
     let mismatch =

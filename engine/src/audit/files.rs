@@ -1,33 +1,151 @@
 //! Every file of the run read once: hashed against its last announcement and
-//! scanned for secrets, in bounded chunks.
+//! scanned for secrets, in bounded chunks. The walk and the small records read
+//! there are kept ([`RunFiles`]) for the checks that look into records, so that a
+//! run's folders are listed once and its records read once.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use crate::audit::events::EventFacts;
 use crate::audit::report::{Finding, FindingCode};
-use crate::audit::secrets::{scan_reader, FileScan};
+use crate::audit::secrets::{FileScan, Scanner};
 use crate::audit::AuditError;
 use crate::store::is_safe_component;
 
 /// The run lock: empty, and rewritten by whoever opens the run.
 const LOCK_FILE: &str = crate::store::layout::LOCK;
 
+/// A JSON record up to this size is kept in memory when it is read for its hash,
+/// for the checks that look into it (records are a few KiB).
+const KEEP_RECORD: u64 = 256 * 1024;
+/// At most this much of a run's records is kept; the rest is read again.
+const KEEP_TOTAL: usize = 8 * 1024 * 1024;
+
+/// The run folder as the one walk found it: its folders, its regular files, the
+/// other entries (symlinks, …), and the bytes of the JSON records read for their
+/// hash — exactly the bytes hashed, so a record is judged as it was hashed.
+#[derive(Debug, Default)]
+pub(crate) struct RunFiles {
+    root: PathBuf,
+    dirs: BTreeSet<String>,
+    files: BTreeSet<String>,
+    others: BTreeSet<String>,
+    kept: HashMap<String, Vec<u8>>,
+}
+
+impl RunFiles {
+    /// The bytes of `rel` (relative to the run folder). `None` when the walk found
+    /// nothing there, or it cannot be read; a record not kept, and an entry that
+    /// is not a regular file, is read from the disk as it is now.
+    pub(crate) fn bytes(&self, rel: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
+        if let Some(b) = self.kept.get(rel) {
+            return Some(std::borrow::Cow::Borrowed(b));
+        }
+        let walked = self.dirs.contains(parent(rel));
+        if walked && !self.files.contains(rel) && !self.others.contains(rel) {
+            return None;
+        }
+        std::fs::read(self.root.join(rel))
+            .ok()
+            .map(std::borrow::Cow::Owned)
+    }
+
+    /// The bytes of record `rel` as they were hashed, when they were kept.
+    pub(crate) fn kept(&self, rel: &str) -> Option<&[u8]> {
+        self.kept.get(rel).map(Vec::as_slice)
+    }
+
+    /// Whether `rel` is a regular file, as the walk found it (or, outside the
+    /// folders walked, as it is now).
+    pub(crate) fn is_file(&self, rel: &str) -> bool {
+        if self.dirs.contains(parent(rel)) {
+            self.files.contains(rel) || self.root.join(rel).is_file() && self.others.contains(rel)
+        } else {
+            self.root.join(rel).is_file()
+        }
+    }
+
+    /// Whether anything is at `rel`.
+    pub(crate) fn exists(&self, rel: &str) -> bool {
+        if self.dirs.contains(parent(rel)) {
+            self.files.contains(rel) || self.dirs.contains(rel) || self.others.contains(rel)
+        } else {
+            self.root.join(rel).exists()
+        }
+    }
+
+    /// Names of the folders in folder `rel`, sorted; none when it is not one.
+    pub(crate) fn subdirs(&self, rel: &str) -> Vec<String> {
+        let prefix = format!("{rel}/");
+        self.dirs
+            .range(prefix.clone()..)
+            .take_while(|d| d.starts_with(&prefix))
+            .filter_map(|d| d.get(prefix.len()..))
+            .filter(|name| !name.contains('/'))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// Up to `limit + 1` bytes of `file`, read through `buf`, which is kept from one
+/// file to the next (a generic `read_to_end` probes with extra small reads).
+fn read_head(mut file: &std::fs::File, buf: &mut [u8], limit: u64) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    while head.len() as u64 <= limit {
+        let want = buf.len().min((limit + 1) as usize - head.len());
+        let n = match file.read(&mut buf[..want]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        head.extend_from_slice(&buf[..n]);
+    }
+    Ok(head)
+}
+
+/// The folder of a relative path (`""` for the run folder itself).
+fn parent(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or("", |(dir, _)| dir)
+}
+
 /// Hash and scan every regular file; compare with the announcements.
-/// Returns how many files were read.
+/// Returns how many files were read, and what the walk found.
 pub(crate) fn check_files(
     run_dir: &Path,
     facts: &EventFacts,
     findings: &mut Vec<Finding>,
-) -> Result<u64, AuditError> {
+) -> Result<(u64, RunFiles), AuditError> {
+    let mut run = RunFiles {
+        root: run_dir.to_path_buf(),
+        ..Default::default()
+    };
+    run.dirs.insert(String::new());
     let mut files = Vec::new();
-    walk(run_dir, "", &mut files)?;
+    walk(run_dir, "", &mut files, &mut run)?;
     let mut scans: BTreeMap<String, FileScan> = BTreeMap::new();
+    let mut scanner = Scanner::default();
+    let mut kept_total = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
     for rel in files {
         if rel == LOCK_FILE {
             continue;
         }
-        let scanned = std::fs::File::open(run_dir.join(&rel)).and_then(scan_reader);
+        let keep = rel.ends_with(".json") && kept_total < KEEP_TOTAL;
+        let scanned = std::fs::File::open(run_dir.join(&rel)).and_then(|f| {
+            if !keep {
+                return scanner.scan(f);
+            }
+            let head = read_head(&f, &mut buf, KEEP_RECORD)?;
+            if head.len() as u64 > KEEP_RECORD {
+                return scanner.scan(head.as_slice().chain(f));
+            }
+            let scan = scanner.scan(head.as_slice())?;
+            kept_total += head.len();
+            run.kept.insert(rel.clone(), head);
+            Ok(scan)
+        });
         match scanned {
             Ok(scan) => {
                 for hit in &scan.secrets {
@@ -116,7 +234,7 @@ pub(crate) fn check_files(
             );
         }
     }
-    Ok(scans.len() as u64)
+    Ok((scans.len() as u64, run))
 }
 
 /// Whether `rel` holds exactly what a pending `record-intent` announced.
@@ -136,9 +254,15 @@ fn short(sha: &str) -> &str {
     sha.get(..12).unwrap_or(sha)
 }
 
-/// Regular files under `dir`, relative and `/`-separated, sorted. Symlinks are not
-/// followed: nothing in a run is one, and following could leave the run.
-fn walk(root: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), AuditError> {
+/// Regular files under `dir`, relative and `/`-separated, sorted; every folder
+/// and other entry noted in `run`. Symlinks are not followed: nothing in a run is
+/// one, and following could leave the run.
+fn walk(
+    root: &Path,
+    rel: &str,
+    out: &mut Vec<String>,
+    run: &mut RunFiles,
+) -> Result<(), AuditError> {
     let dir = if rel.is_empty() {
         root.to_path_buf()
     } else {
@@ -164,10 +288,64 @@ fn walk(root: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), AuditError>
         };
         let kind = entry.file_type().map_err(read)?;
         if kind.is_dir() {
-            walk(root, &child, out)?;
+            run.dirs.insert(child.clone());
+            walk(root, &child, out, run)?;
         } else if kind.is_file() {
+            run.files.insert(child.clone());
             out.push(child);
+        } else {
+            run.others.insert(child);
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::report::FindingCode;
+
+    const ANT: &str = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
+
+    /// A record too large to keep is hashed and scanned whole all the same (the
+    /// part read to decide is chained before the rest), and read again when a
+    /// check looks into it; a kept one is served as it was hashed.
+    #[test]
+    fn kept_and_streamed_records_are_hashed_scanned_and_served_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = format!(
+            "{{\"pad\": \"{}\", \"key\": \"{ANT}\"}}",
+            "x".repeat(KEEP_RECORD as usize)
+        );
+        std::fs::create_dir_all(dir.path().join("stages/a")).unwrap();
+        std::fs::write(dir.path().join("stages/a/big.json"), &big).unwrap();
+        std::fs::write(dir.path().join("stages/a/small.json"), "{\"k\": 1}").unwrap();
+        let mut findings = Vec::new();
+        let (count, run) = check_files(dir.path(), &EventFacts::default(), &mut findings).unwrap();
+        assert_eq!(count, 2);
+        let secrets: Vec<_> = findings
+            .iter()
+            .filter(|f| f.code == FindingCode::SecretInFile)
+            .map(|f| f.file.clone())
+            .collect();
+        assert_eq!(secrets, [Some("stages/a/big.json".to_string())]);
+        assert!(!run.kept.contains_key("stages/a/big.json"));
+        assert_eq!(
+            run.bytes("stages/a/big.json").unwrap().as_ref(),
+            big.as_bytes()
+        );
+        assert_eq!(
+            run.bytes("stages/a/small.json").unwrap().as_ref(),
+            b"{\"k\": 1}"
+        );
+        // Changed after the hash: still judged by the bytes that were hashed.
+        std::fs::write(dir.path().join("stages/a/small.json"), "{}").unwrap();
+        assert_eq!(
+            run.bytes("stages/a/small.json").unwrap().as_ref(),
+            b"{\"k\": 1}"
+        );
+        assert!(run.bytes("stages/a/none.json").is_none());
+        assert_eq!(run.subdirs("stages"), ["a"]);
+        assert!(run.subdirs("stages/a").is_empty());
+    }
 }

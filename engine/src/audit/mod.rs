@@ -10,7 +10,7 @@
 
 mod consistency;
 pub(crate) mod events;
-mod files;
+pub(crate) mod files;
 pub mod forbidden;
 mod records;
 mod report;
@@ -38,16 +38,17 @@ pub enum AuditError {
 
 /// Audit one run folder.
 pub fn audit_run(run_dir: &Path) -> Result<AuditReport, AuditError> {
-    audit_run_with(run_dir, |_| {}).map(|(report, _)| report)
+    audit_run_with(run_dir, |_| {}).map(|(report, _, _)| report)
 }
 
 /// [`audit_run`], also handing every event of the log to `also` and returning
-/// what the log says: a resume's one read of the log (its gate, crash
-/// recovery and the chain's head all come from it).
+/// what the log says and what the walk found: a resume's one read of the log
+/// (its gate, crash recovery and the chain's head all come from it) and of its
+/// records.
 pub(crate) fn audit_run_with(
     run_dir: &Path,
     also: impl FnMut(&crate::events::line::EventLine),
-) -> Result<(AuditReport, events::EventFacts), AuditError> {
+) -> Result<(AuditReport, events::EventFacts, files::RunFiles), AuditError> {
     if !run_dir.is_dir() {
         return Err(AuditError::NotARun(run_dir.to_path_buf()));
     }
@@ -59,9 +60,9 @@ pub(crate) fn audit_run_with(
     let mut findings = Vec::new();
     let facts = events::read_events(run_dir, &mut findings, also)?;
     set_aside_tails(run_dir, &mut findings)?;
-    let checked_files = files::check_files(run_dir, &facts, &mut findings)?;
-    let stage_states = stages::check_stages(run_dir, &mut findings)?;
-    consistency::check_run_json(run_dir, &facts, &mut findings);
+    let (checked_files, run_files) = files::check_files(run_dir, &facts, &mut findings)?;
+    let stage_states = stages::check_stages(&run_files, &mut findings)?;
+    consistency::check_run_json(&run_files, &facts, &mut findings);
     consistency::check_stage_json(&stage_states, &facts, &mut findings);
     let report = AuditReport {
         run_id,
@@ -69,7 +70,7 @@ pub(crate) fn audit_run_with(
         checked_files,
         events: facts.events,
     };
-    Ok((report, facts))
+    Ok((report, facts, run_files))
 }
 
 /// Audit every run in `runs_dir` (`.specbridge/runs`), oldest first.

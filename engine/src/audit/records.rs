@@ -2,16 +2,15 @@
 //! JSON and only the fields a check needs are picked, so a record from another
 //! version of specbridge is checked as far as it can be, never rejected whole.
 
-use std::path::Path;
-
 use serde_json::Value;
 
+use crate::audit::files::RunFiles;
 use crate::audit::report::{Finding, FindingCode};
 
 /// Read a JSON record. Absent (or unreadable, already reported by the file pass)
 /// is `None`; a record that does not parse is a finding and `None`.
-pub(crate) fn read_record(run_dir: &Path, rel: &str, findings: &mut Vec<Finding>) -> Option<Value> {
-    let bytes = std::fs::read(run_dir.join(rel)).ok()?;
+pub(crate) fn read_record(run: &RunFiles, rel: &str, findings: &mut Vec<Finding>) -> Option<Value> {
+    let bytes = run.bytes(rel)?;
     match serde_json::from_slice(&bytes) {
         Ok(v) => Some(v),
         Err(e) => {

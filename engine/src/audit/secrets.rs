@@ -52,13 +52,41 @@ pub struct FileScan {
     pub secrets: Vec<SecretHit>,
 }
 
-/// Hash a file and look for secrets in one pass, holding at most a window of
-/// `CHUNK + KEEP` bytes whatever the file's size or line lengths.
-pub(crate) fn scan_reader(mut reader: impl Read) -> std::io::Result<FileScan> {
+/// [`Scanner::scan`] with buffers of its own.
+#[cfg(test)]
+pub(crate) fn scan_reader(reader: impl Read) -> std::io::Result<FileScan> {
+    Scanner::default().scan(reader)
+}
+
+/// The buffers of a scan, kept from one file to the next: a run has
+/// hundreds of small files, and zeroing a fresh 64 KiB chunk for each one cost
+/// more than reading it.
+#[derive(Default)]
+pub(crate) struct Scanner {
+    chunk: Vec<u8>,
+    window: Vec<u8>,
+}
+
+impl Scanner {
+    /// Hash a file and look for secrets in one pass, holding at most a window of
+    /// `CHUNK + KEEP` bytes whatever the file's size or line lengths.
+    pub(crate) fn scan(&mut self, reader: impl Read) -> std::io::Result<FileScan> {
+        if self.chunk.len() != CHUNK {
+            self.chunk = vec![0u8; CHUNK];
+            self.window = Vec::with_capacity(CHUNK + KEEP + CONTEXT);
+        }
+        self.window.clear();
+        scan_with(reader, &mut self.chunk, &mut self.window)
+    }
+}
+
+fn scan_with(
+    mut reader: impl Read,
+    chunk: &mut [u8],
+    window: &mut Vec<u8>,
+) -> std::io::Result<FileScan> {
     let mut hasher = Sha256::new();
     let mut hits: Vec<SecretHit> = Vec::new();
-    let mut chunk = vec![0u8; CHUNK];
-    let mut window: Vec<u8> = Vec::with_capacity(CHUNK + KEEP + CONTEXT);
     // Newlines in the bytes already dropped from the front of the window.
     let mut lines_before = 0u64;
     // Matches must start at or after this index of the window: earlier starts
@@ -66,7 +94,7 @@ pub(crate) fn scan_reader(mut reader: impl Read) -> std::io::Result<FileScan> {
     let mut from = 0usize;
     let mut total = 0u64;
     loop {
-        let n = match reader.read(&mut chunk) {
+        let n = match reader.read(chunk) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
@@ -81,7 +109,7 @@ pub(crate) fn scan_reader(mut reader: impl Read) -> std::io::Result<FileScan> {
             window.len().saturating_sub(KEEP)
         };
         if limit > from {
-            for caps in PATTERN.captures_iter(&window) {
+            for caps in PATTERN.captures_iter(window) {
                 let whole = caps.get(0).expect("group 0 always matches");
                 if whole.start() < from || whole.start() >= limit {
                     continue;

@@ -1,10 +1,9 @@
 //! Per-stage checks: the argv of every attempt, the read-only rule of generate
 //! stages, evidence against verification, and outputs against their schemas.
 
-use std::path::Path;
-
 use serde_json::Value;
 
+use crate::audit::files::RunFiles;
 use crate::audit::forbidden::{forbidden_in, permission_mode};
 use crate::audit::records::{self, read_record, str_field};
 use crate::audit::report::{attempt_number, Finding, FindingCode};
@@ -24,36 +23,29 @@ pub(crate) struct StageState {
 
 /// Check every stage folder; return each stage's recorded status.
 pub(crate) fn check_stages(
-    run_dir: &Path,
+    run: &RunFiles,
     findings: &mut Vec<Finding>,
 ) -> Result<Vec<StageState>, AuditError> {
-    let stages_dir = run_dir.join(layout::STAGES);
     let mut states = Vec::new();
-    for id in subdirs(&stages_dir)? {
+    for id in run.subdirs(layout::STAGES) {
         let stage_rel = layout::stage_rel(&id);
-        let record = read_record(run_dir, &layout::stage_record_rel(&id), findings);
+        let record = read_record(run, &layout::stage_record_rel(&id), findings);
         let kind = record.as_ref().and_then(|r| str_field(r, "kind"));
         let generate = kind == Some("generate");
-        let mut attempts: Vec<(u32, String)> = subdirs(&run_dir.join(&stage_rel))?
+        let mut attempts: Vec<(u32, String)> = run
+            .subdirs(&stage_rel)
             .into_iter()
             .filter_map(|d| attempt_number(&d).map(|n| (n, format!("{stage_rel}/{d}"))))
             .collect();
         attempts.sort();
         for (_, attempt_rel) in &attempts {
-            check_attempt(run_dir, attempt_rel, generate, findings);
+            check_attempt(run, attempt_rel, generate, findings);
         }
         let final_attempt = record
             .as_ref()
             .and_then(|r| r.get("attempts"))
             .and_then(Value::as_u64);
-        check_output(
-            run_dir,
-            &stage_rel,
-            kind,
-            final_attempt,
-            &attempts,
-            findings,
-        );
+        check_output(run, &stage_rel, kind, final_attempt, &attempts, findings);
         states.push(StageState {
             id,
             status: record
@@ -65,9 +57,9 @@ pub(crate) fn check_stages(
     Ok(states)
 }
 
-fn check_attempt(run_dir: &Path, attempt_rel: &str, generate: bool, findings: &mut Vec<Finding>) {
+fn check_attempt(run: &RunFiles, attempt_rel: &str, generate: bool, findings: &mut Vec<Finding>) {
     let process_rel = layout::in_attempt(attempt_rel, attempt::PROCESS);
-    let argv = read_record(run_dir, &process_rel, findings).and_then(|p| {
+    let argv = read_record(run, &process_rel, findings).and_then(|p| {
         let argv = records::redacted_argv(&p);
         if argv.is_none() {
             findings.push(
@@ -113,11 +105,11 @@ fn check_attempt(run_dir: &Path, attempt_rel: &str, generate: bool, findings: &m
     }
 
     if generate {
-        check_offered_tools(run_dir, attempt_rel, argv.as_deref(), findings);
+        check_offered_tools(run, attempt_rel, argv.as_deref(), findings);
     }
 
     let evidence_rel = layout::in_attempt(attempt_rel, attempt::EVIDENCE);
-    let Some(raw) = read_record(run_dir, &evidence_rel, findings) else {
+    let Some(raw) = read_record(run, &evidence_rel, findings) else {
         return;
     };
     let evidence = records::evidence(&raw);
@@ -147,20 +139,20 @@ fn check_attempt(run_dir: &Path, attempt_rel: &str, generate: bool, findings: &m
                 .file(&evidence_rel),
             );
         }
-        check_verification(run_dir, attempt_rel, &evidence_rel, findings);
+        check_verification(run, attempt_rel, &evidence_rel, findings);
     }
 }
 
 /// The tools the CLI reported offering (`result.json` `offeredTools`): a mutating
 /// one is only acceptable where the argv denied it, as on CLIs without `--tools`.
 fn check_offered_tools(
-    run_dir: &Path,
+    run: &RunFiles,
     attempt_rel: &str,
     argv: Option<&[String]>,
     findings: &mut Vec<Finding>,
 ) {
     let result_rel = layout::in_attempt(attempt_rel, attempt::RESULT);
-    let Some(result) = read_record(run_dir, &result_rel, findings) else {
+    let Some(result) = read_record(run, &result_rel, findings) else {
         return;
     };
     let Some(offered) = result.get("offeredTools").and_then(Value::as_array) else {
@@ -183,14 +175,14 @@ fn check_offered_tools(
 }
 
 fn check_verification(
-    run_dir: &Path,
+    run: &RunFiles,
     attempt_rel: &str,
     evidence_rel: &str,
     findings: &mut Vec<Finding>,
 ) {
     let verification_rel = layout::in_attempt(attempt_rel, attempt::VERIFICATION);
-    let Some(v) = read_record(run_dir, &verification_rel, findings) else {
-        if !run_dir.join(&verification_rel).exists() {
+    let Some(v) = read_record(run, &verification_rel, findings) else {
+        if !run.exists(&verification_rel) {
             findings.push(
                 Finding::new(
                     FindingCode::VerifiedWithoutVerification,
@@ -238,7 +230,7 @@ fn check_verification(
 /// `stages/<id>/output.json` against the schema recorded by the attempt that
 /// produced it: the stage's final attempt, else the latest attempt with a schema.
 fn check_output(
-    run_dir: &Path,
+    run: &RunFiles,
     stage_rel: &str,
     kind: Option<&str>,
     final_attempt: Option<u64>,
@@ -246,14 +238,10 @@ fn check_output(
     findings: &mut Vec<Finding>,
 ) {
     let output_rel = format!("{stage_rel}/{}", layout::OUTPUT);
-    let Some(output) = read_record(run_dir, &output_rel, findings) else {
+    let Some(output) = read_record(run, &output_rel, findings) else {
         return;
     };
-    let has_schema = |rel: &String| {
-        run_dir
-            .join(layout::in_attempt(rel, attempt::OUTPUT_SCHEMA))
-            .is_file()
-    };
+    let has_schema = |rel: &String| run.is_file(&layout::in_attempt(rel, attempt::OUTPUT_SCHEMA));
     let chosen = attempts
         .iter()
         .find(|(n, rel)| Some(u64::from(*n)) == final_attempt && has_schema(rel))
@@ -271,7 +259,7 @@ fn check_output(
         return;
     };
     let schema_rel = layout::in_attempt(attempt_rel, attempt::OUTPUT_SCHEMA);
-    let Some(schema) = read_record(run_dir, &schema_rel, findings) else {
+    let Some(schema) = read_record(run, &schema_rel, findings) else {
         return;
     };
     let invalid = |message: String| {
@@ -291,7 +279,7 @@ fn check_output(
     let errors: Vec<String> = validator
         .iter_errors(&output)
         .map(|e| {
-            let at = e.instance_path.to_string();
+            let at = e.instance_path().to_string();
             let at = if at.is_empty() { "/".to_string() } else { at };
             format!("at {at}: {e}")
         })
@@ -320,28 +308,4 @@ fn examples(paths: &[String]) -> String {
     } else {
         format!(" ({})", paths.join(", "))
     }
-}
-
-/// Names of the folders in `dir`, sorted; none when it does not exist.
-fn subdirs(dir: &Path) -> Result<Vec<String>, AuditError> {
-    let read = |source| AuditError::Read {
-        path: dir.to_path_buf(),
-        source,
-    };
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(read(e)),
-    };
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(read)?;
-        if entry.file_type().map_err(read)?.is_dir() {
-            if let Ok(name) = entry.file_name().into_string() {
-                names.push(name);
-            }
-        }
-    }
-    names.sort();
-    Ok(names)
 }

@@ -43,10 +43,45 @@ impl LoadedPipeline {
     }
 }
 
+/// Pipeline bytes that passed the structural check (the JSON Schema pass) in an
+/// earlier process of this same specbridge version: a run that started with them.
+/// That check is a function of the bytes and the version's schema alone, so
+/// running it again on the same bytes proves nothing new and costs the schema's
+/// compilation (the larger part of a no-op resume's time). Every other check —
+/// the semantic ones, the safety scan, the files the pipeline names, which may
+/// have changed since — runs as always.
+#[derive(Debug, Clone)]
+pub struct CheckedBefore {
+    sha256: String,
+}
+
+impl CheckedBefore {
+    /// Bytes with this sha256 were checked by specbridge `version`; `None` unless
+    /// that is this build's version (another version's schema may differ).
+    pub fn by(sha256: &str, version: &str) -> Option<Self> {
+        (version == env!("CARGO_PKG_VERSION")).then(|| CheckedBefore {
+            sha256: sha256.to_string(),
+        })
+    }
+
+    fn vouches_for(&self, sha256: &str) -> bool {
+        self.sha256 == sha256
+    }
+}
+
 /// Read and parse a pipeline file. On failure, every problem found, each located.
 pub fn load(path: &Path) -> Result<LoadedPipeline, Vec<Diagnostic>> {
+    load_checked(path, None)
+}
+
+/// [`load`], leaving out the structural check when `checked` vouches for the
+/// bytes read (the same sha256); any other bytes are checked in full.
+pub fn load_checked(
+    path: &Path,
+    checked: Option<&CheckedBefore>,
+) -> Result<LoadedPipeline, Vec<Diagnostic>> {
     match std::fs::read(path) {
-        Ok(raw) => load_bytes(path, raw),
+        Ok(raw) => load_bytes(path, raw, checked),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(vec![Diagnostic::error(
             "file-not-found",
             path,
@@ -62,7 +97,11 @@ pub fn load(path: &Path) -> Result<LoadedPipeline, Vec<Diagnostic>> {
 }
 
 /// Parse pipeline bytes that were read from `path`.
-pub(crate) fn load_bytes(path: &Path, raw: Vec<u8>) -> Result<LoadedPipeline, Vec<Diagnostic>> {
+pub(crate) fn load_bytes(
+    path: &Path,
+    raw: Vec<u8>,
+    checked: Option<&CheckedBefore>,
+) -> Result<LoadedPipeline, Vec<Diagnostic>> {
     let one = |d: Diagnostic| Err(vec![d]);
     let Ok(text) = std::str::from_utf8(&raw) else {
         return one(Diagnostic::error(
@@ -120,7 +159,12 @@ pub(crate) fn load_bytes(path: &Path, raw: Vec<u8>) -> Result<LoadedPipeline, Ve
             .with_help("set `version: 1`, or use the specbridge release that wrote this file"));
         }
     }
-    let mut problems = schema_errors::check(&document, &index, path);
+    let sha256 = hex::encode(Sha256::digest(&raw));
+    let mut problems = if checked.is_some_and(|c| c.vouches_for(&sha256)) {
+        Vec::new()
+    } else {
+        schema_errors::check(&document, &index, path)
+    };
     if !problems.is_empty() {
         // A bypass attempt is reported even in a file that is otherwise broken.
         problems.extend(forbidden::scan(&document, &index, path));
@@ -139,7 +183,6 @@ pub(crate) fn load_bytes(path: &Path, raw: Vec<u8>) -> Result<LoadedPipeline, Ve
             )
         }
     };
-    let sha256 = hex::encode(Sha256::digest(&raw));
     Ok(LoadedPipeline {
         path: path.to_path_buf(),
         raw,
@@ -233,5 +276,34 @@ pub(super) fn yaml_to_json(v: &serde_yaml::Value) -> Value {
                 .collect(),
         ),
         Y::Tagged(t) => yaml_to_json(&t.value),
+    }
+}
+
+#[cfg(test)]
+mod checked_before_tests {
+    use super::*;
+
+    const BROKEN: &str = "version: 1\nname: x\nstages:\n  - { id: a, kind: check, argz: [true] }\n";
+
+    fn problems(checked: Option<&CheckedBefore>) -> Vec<String> {
+        match load_bytes(Path::new("p.yaml"), BROKEN.as_bytes().to_vec(), checked) {
+            Ok(_) => Vec::new(),
+            Err(d) => d.into_iter().map(|d| d.code).collect(),
+        }
+    }
+
+    #[test]
+    fn only_the_exact_bytes_checked_by_this_version_skip_the_structural_check() {
+        let sha = hex::encode(Sha256::digest(BROKEN.as_bytes()));
+        let this = env!("CARGO_PKG_VERSION");
+        assert!(problems(None).contains(&"unknown-key".to_string()));
+        assert!(CheckedBefore::by(&sha, "0.0.0-another").is_none());
+        assert!(CheckedBefore::by(&sha, &format!("{this}+x")).is_none());
+        let other_bytes = CheckedBefore::by(&"0".repeat(64), this).unwrap();
+        assert!(problems(Some(&other_bytes)).contains(&"unknown-key".to_string()));
+        // The vouch covers these bytes: the check is left out, which is why only a
+        // resume that recorded them may hold one.
+        let same = CheckedBefore::by(&sha, this).unwrap();
+        assert!(!problems(Some(&same)).contains(&"unknown-key".to_string()));
     }
 }

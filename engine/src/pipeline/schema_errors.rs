@@ -55,19 +55,29 @@ impl Ctx<'_> {
         let errors: Vec<_> = validator
             .iter_errors(instance)
             .map(|e| {
+                // The library's own wording, for the kinds not put in words here.
+                let message = e.to_string();
+                let parts = e.into_parts();
                 (
-                    format!("{base}{}", e.instance_path.as_str()),
-                    e.instance.into_owned(),
-                    e.kind,
+                    format!("{base}{}", parts.instance_path.as_str()),
+                    parts.instance.into_owned(),
+                    parts.kind,
+                    message,
                 )
             })
             .collect();
-        for (pointer, value, kind) in errors {
-            self.translate(&pointer, &value, kind);
+        for (pointer, value, kind, message) in errors {
+            self.translate(&pointer, &value, kind, &message);
         }
     }
 
-    fn translate(&mut self, pointer: &str, value: &Value, kind: ValidationErrorKind) {
+    fn translate(
+        &mut self,
+        pointer: &str,
+        value: &Value,
+        kind: ValidationErrorKind,
+        message: &str,
+    ) {
         let path = pointer_to_path(self.doc, pointer);
         match kind {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
@@ -102,8 +112,8 @@ impl Ctx<'_> {
                 self.push(d);
             }
             ValidationErrorKind::Type { .. }
-            | ValidationErrorKind::AnyOf
-            | ValidationErrorKind::OneOfNotValid => self.mismatch(pointer, &path, value),
+            | ValidationErrorKind::AnyOf { .. }
+            | ValidationErrorKind::OneOfNotValid { .. } => self.mismatch(pointer, &path, value),
             ValidationErrorKind::Enum { options } => {
                 let options: Vec<String> = options
                     .as_array()
@@ -151,14 +161,7 @@ impl Ctx<'_> {
                     .with_path(&path),
                 );
             }
-            other => {
-                let message = jsonschema::ValidationError {
-                    instance: std::borrow::Cow::Borrowed(value),
-                    kind: other,
-                    instance_path: Default::default(),
-                    schema_path: Default::default(),
-                }
-                .to_string();
+            _ => {
                 self.push(
                     Diagnostic::error(
                         "invalid-value",

@@ -94,7 +94,7 @@ fn decide_one(
         return ReuseDecision::rerun(&node.id, why);
     }
     let rec = recorded.get(&node.id);
-    let current = executor.inputs(node, run_dir);
+    let current = executor.inputs(node, run_dir, rec.and_then(|r| r.input_hash.as_deref()));
     let current_ref = match &current {
         Some(Ok((hash, parts))) => Ok(Current {
             input_hash: hash,

@@ -206,8 +206,17 @@ impl StageExecutor for ResumeExecutor {
         self.inner.describe(node)
     }
 
-    fn inputs(&self, node: &Node, run_dir: &Path) -> Option<Result<(String, InputParts), String>> {
-        self.inner.inputs(node, run_dir)
+    fn inputs(
+        &self,
+        node: &Node,
+        run_dir: &Path,
+        recorded: Option<&str>,
+    ) -> Option<Result<(String, InputParts), String>> {
+        self.inner.inputs(node, run_dir, recorded)
+    }
+
+    fn kept(&self, node: &Node, parts: Option<&InputParts>) {
+        self.inner.kept(node, parts);
     }
 
     fn reuse(&self, node: &Node, run: &RunHandle) -> Option<StageReport> {
@@ -222,7 +231,8 @@ impl StageExecutor for ResumeExecutor {
             return None;
         }
         let rec = self.recorded.get(&node.id);
-        let current = self.inner.inputs(node, run.dir());
+        let recorded_hash = rec.and_then(|r| r.input_hash.as_deref());
+        let current = self.inner.inputs(node, run.dir(), recorded_hash);
         let current_ref = match &current {
             Some(Ok((hash, parts))) => Ok(Current {
                 input_hash: hash,
@@ -247,6 +257,7 @@ impl StageExecutor for ResumeExecutor {
         match reuse_or_rerun(rec.map(Into::into), current_ref, altered.as_deref()) {
             None => {
                 let rec = rec.expect("only a recorded stage is reused");
+                self.inner.kept(node, rec.input_parts.as_ref());
                 self.note(run, ReuseDecision::reuse(&node.id));
                 Some(reused_report(rec))
             }

@@ -13,6 +13,7 @@ use crate::audit::{audit_run_with, AuditError, Finding, FindingCode};
 use crate::events::{CrashRepaired, RunEvent, RunResumed, TornTailSetAside};
 use crate::orchestrate::lifecycle::{ResumeReport, Resumed};
 use crate::orchestrate::{display_rel, plan_nodes, ActiveRun, OrchestrateError, PipelineSource};
+use crate::pipeline::load::CheckedBefore;
 use crate::resume::executor::retire;
 use crate::resume::force::Forced;
 use crate::resume::recover::{end_orphans, mark_interrupted, repair_unlogged, Spawns};
@@ -98,7 +99,7 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
     let store = RunStore::new(root);
     let (id, dir, lock) = store.lock(selector)?;
     let mut spawns = Spawns::default();
-    let (report, log) =
+    let (report, log, files) =
         audit_run_with(&dir, |event| spawns.visit(event)).map_err(|source| ResumeError::Audit {
             run: id.clone(),
             source,
@@ -120,7 +121,7 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
     let reader = RunReader::at(&dir);
     let record: RunRecord = reader.run().map_err(unreadable)?;
     let plan: PlanRecord = reader.plan().map_err(unreadable)?.unwrap_or_default();
-    let stages = read_stage_records(&dir).map_err(unreadable)?;
+    let stages = stage_records_from(&dir, &files).map_err(unreadable)?;
     Ok(OpenedRun {
         id,
         dir,
@@ -135,10 +136,30 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
     })
 }
 
-/// Every `stages/*/stage.json`, by stage id.
-pub(crate) fn read_stage_records(dir: &Path) -> Result<BTreeMap<String, StageRecord>, StoreError> {
-    RunReader::at(dir).stage_records()
+/// Every `stages/*/stage.json`, by stage id, from the bytes the audit hashed; a
+/// record it did not keep, or that does not parse, is read again by the store's
+/// reader (whose error names the file).
+fn stage_records_from(
+    dir: &Path,
+    files: &crate::audit::files::RunFiles,
+) -> Result<BTreeMap<String, StageRecord>, StoreError> {
+    let reader = RunReader::at(dir);
+    let mut out = BTreeMap::new();
+    for id in reader.stage_ids()? {
+        let kept = files
+            .kept(&layout::stage_record_rel(&id))
+            .and_then(|b| serde_json::from_slice::<StageRecord>(b).ok());
+        let record = match kept {
+            Some(rec) => Some(rec),
+            None => reader.stage(&id)?,
+        };
+        if let Some(rec) = record {
+            out.insert(rec.stage_id.clone(), rec);
+        }
+    }
+    Ok(out)
 }
+
 
 /// What a resume starts with besides the opened run.
 pub struct ResumeStart {
@@ -156,6 +177,24 @@ pub struct ResumeStart {
 }
 
 impl OpenedRun {
+    /// The pipeline bytes this run started with, when this version checked them:
+    /// read again unchanged, they need no second structural check. Not once a
+    /// resume took other bytes (`previousPipelineSha256`): the version that
+    /// checked those is not recorded.
+    pub fn pipeline_checked(&self) -> Option<CheckedBefore> {
+        let edited = self.record.resumes.iter().any(|r| {
+            r.get("previousPipelineSha256")
+                .is_some_and(|v| !v.is_null())
+        });
+        if edited {
+            return None;
+        }
+        CheckedBefore::by(
+            &self.record.pipeline.sha256,
+            &self.record.specbridge_version,
+        )
+    }
+
     /// The `--rerun` patterns that name no stage of `nodes` and no recorded stage
     /// or fan-out instance.
     pub fn unknown_reruns<'a>(&self, patterns: &'a [String], nodes: &[Node]) -> Vec<&'a str> {

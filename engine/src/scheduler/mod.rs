@@ -70,14 +70,24 @@ pub trait StageExecutor: Send + Sync + 'static {
     /// SIGKILL after their grace): the run's records can no longer be written.
     fn stop(&self) {}
 
+    /// `node` was settled from its record without running (a resume's reuse): its
+    /// record stays byte for byte as it is, holding `parts`.
+    fn kept(&self, node: &Node, parts: Option<&InputParts>) {
+        let _ = (node, parts);
+    }
+
     /// The input hash this node would run with now, and its parts, computed from
-    /// the run folder `run_dir` (resume). `None` when the stage kind cannot tell.
+    /// the run folder `run_dir` (resume). `recorded` is the input hash of the
+    /// node's record, which the caller holds: a record made with an earlier
+    /// input-hash layout is matched in that layout. `None` when the stage kind
+    /// cannot tell.
     fn inputs(
         &self,
         node: &Node,
         run_dir: &std::path::Path,
+        recorded: Option<&str>,
     ) -> Option<Result<(String, InputParts), String>> {
-        let _ = (node, run_dir);
+        let _ = (node, run_dir, recorded);
         None
     }
 

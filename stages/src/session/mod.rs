@@ -24,7 +24,8 @@ use std::sync::Arc;
 use specbridge_engine::orchestrate::{
     self, plan_nodes, plan_order, resolve_options, ActiveRun, PipelineSource,
 };
-use specbridge_engine::pipeline::validate::load_and_validate;
+use specbridge_engine::pipeline::load::CheckedBefore;
+use specbridge_engine::pipeline::validate::load_and_validate_checked;
 use specbridge_engine::resume::{open_for_resume, plan_dry_run, Forced, OpenedRun, ResumeStart};
 use specbridge_engine::scheduler::StageExecutor;
 use specbridge_engine::store::RunnerInfo;
@@ -104,7 +105,11 @@ impl RunSession {
             (None, Some(r)) => root.join(&r.pipeline.path),
             (None, None) => root.join("specbridge.yaml"),
         };
-        let source = load(&path, &root, observer.as_ref())?;
+        let checked = match &origin {
+            Origin::Resume { opened, .. } => opened.pipeline_checked(),
+            Origin::Fresh => None,
+        };
+        let source = load(&path, &root, checked.as_ref(), observer.as_ref())?;
         let options = resolve_options(&settings.given, recorded.map(|r| &r.options), &source.file);
 
         let nodes = match &origin {
@@ -232,7 +237,7 @@ impl RunSession {
                     rerun,
                     reverify,
                 } => {
-                    executor.resume_from(&opened.dir);
+                    executor.resume_from(&opened.dir, &opened.stages);
                     observer.run_started(&opened.id, true);
                     let start = ResumeStart {
                         root: root.clone(),
@@ -276,9 +281,10 @@ impl RunSession {
 fn load(
     path: &Path,
     root: &Path,
+    checked: Option<&CheckedBefore>,
     observer: &dyn SessionObserver,
 ) -> Result<PipelineSource, SessionError> {
-    match load_and_validate(path, root) {
+    match load_and_validate_checked(path, root, checked) {
         Ok(v) => {
             observer.pipeline_warnings(&v.warnings);
             // Moved, not cloned: the file of a large pipeline is megabytes.

@@ -39,7 +39,17 @@ pub struct ValidPipeline {
 /// Load `path` and check it against the repository at `repo_root`: every problem,
 /// sorted by location, or the pipeline with its warnings.
 pub fn load_and_validate(path: &Path, repo_root: &Path) -> Result<ValidPipeline, Vec<Diagnostic>> {
-    let pipeline = load::load(path)?;
+    load_and_validate_checked(path, repo_root, None)
+}
+
+/// [`load_and_validate`], with the structural check left out for bytes that
+/// `checked` vouches for ([`load::CheckedBefore`]); the semantic checks all run.
+pub fn load_and_validate_checked(
+    path: &Path,
+    repo_root: &Path,
+    checked: Option<&load::CheckedBefore>,
+) -> Result<ValidPipeline, Vec<Diagnostic>> {
+    let pipeline = load::load_checked(path, checked)?;
     // The graph the checks built is the one handed on: built once per load.
     let (diagnostics, graph) = check(&pipeline, repo_root);
     if diagnostics.iter().any(Diagnostic::is_error) {

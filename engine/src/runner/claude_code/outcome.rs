@@ -259,7 +259,7 @@ pub fn validate_output(schema: &Value, output: &Value) -> Result<(), Vec<String>
     let errors: Vec<String> = validator
         .iter_errors(output)
         .map(|error| {
-            let path = error.instance_path.to_string();
+            let path = error.instance_path().to_string();
             if path.is_empty() {
                 error.to_string()
             } else {
