@@ -160,7 +160,6 @@ fn stage_records_from(
     Ok(out)
 }
 
-
 /// What a resume starts with besides the opened run.
 pub struct ResumeStart {
     pub root: PathBuf,
