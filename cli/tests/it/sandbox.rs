@@ -428,3 +428,26 @@ fn a_cargo_target_dir_outside_the_repository_is_named_before_the_run() {
         out.snapshot()
     );
 }
+
+/// A confined command that leaves nothing behind is not recorded as having left
+/// orphans: bubblewrap's own namespace init, exiting with the command, is not one
+/// (it was counted for about a third of such stages).
+#[test]
+fn a_confined_command_that_leaves_nothing_behind_records_no_orphans() {
+    let ctx = TestContext::new();
+    let stages: String = (0..8)
+        .map(|i| format!("  - {{ id: s{i}, kind: check, argv: [sh, -c, \"true\"] }}\n"))
+        .collect();
+    ctx.write(
+        "specbridge.yaml",
+        &format!("version: 1\nname: quiet\nstages:\n{stages}"),
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let run = ctx.only_run_dir();
+    for i in 0..8 {
+        let process = read_json(&run.join(format!("stages/s{i}/attempt-001/process.json")));
+        assert_eq!(process["sandbox"]["mode"], "bubblewrap", "s{i}");
+        assert_eq!(process["orphansKilled"], false, "s{i}: {process:#}");
+    }
+}
