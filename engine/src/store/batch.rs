@@ -111,16 +111,10 @@ impl RunHandle {
 
     /// Refused once the records have stopped: nothing is queued after a failure.
     pub(in crate::store) fn enqueue(&self, item: Deferred) -> Result<u64, StoreError> {
-        if let Some(first) = self.failure() {
-            let path = match &item {
-                Deferred::Record { rel, .. } => rel.clone(),
-                Deferred::Event(_) => layout::EVENTS.to_string(),
-            };
-            return Err(StoreError::Stopped {
-                path,
-                first: first.message,
-            });
-        }
+        self.guard.stopped(match &item {
+            Deferred::Record { rel, .. } => rel,
+            Deferred::Event(_) => layout::EVENTS,
+        })?;
         let mut queue = self.queue.lock().expect("write queue lock");
         queue.items.push(item);
         queue.queued += 1;
@@ -149,21 +143,16 @@ impl RunHandle {
             *written = last;
             // A failure is also the guard's: every later write is refused.
             let has_records = items.iter().any(|i| matches!(i, Deferred::Record { .. }));
-            if has_records {
-                return off_the_worker(|| self.write_batch(items, Gate::Open));
-            }
-            if !items.is_empty() {
-                return self.write_batch(items, Gate::Open);
-            }
+            let write = || self.write_batch(items, Gate::Open);
+            return if has_records {
+                off_the_worker(write)
+            } else {
+                write()
+            };
         }
         drop(written);
-        match self.failure() {
-            Some(first) => Err(StoreError::Stopped {
-                path: layout::EVENTS.to_string(),
-                first: first.message,
-            }),
-            None => Ok(()),
-        }
+        // Written by another thread: whether that batch, or one since, failed.
+        self.guard.stopped(layout::EVENTS)
     }
 
     /// The batch protocol (module doc). Every counted write (an event appended, a
@@ -187,7 +176,10 @@ impl RunHandle {
                 Deferred::Event(_) => None,
             })
             .collect();
-        if !records.is_empty() {
+        // Intents, temporary files and their syncs first: all before any rename.
+        let staged = if records.is_empty() {
+            Vec::new()
+        } else {
             let mut last_intent = 0;
             {
                 let mut log = self.events.lock();
@@ -204,37 +196,32 @@ impl RunHandle {
             }
             let staged = self.stage_all(&records)?;
             self.sync_staged_and_intents(&staged, last_intent)?;
-            let mut folders: Vec<&Path> = Vec::new();
-            for dir in records.iter().filter_map(|r| r.1.parent()) {
-                if !folders.contains(&dir) {
-                    folders.push(dir);
-                }
-            }
-            let mut log = self.events.lock();
-            for s in staged {
-                s.rename().map_err(|e| self.failed(e))?;
-                crash_point();
-            }
-            sync_folders(&folders);
-            for item in &items {
-                let event = match item {
-                    Deferred::Record { rel, sha, .. } => RunEvent::record_written(rel, sha),
-                    Deferred::Event(event) => event.clone(),
-                };
-                append_held(&self.events, &mut log, &self.redactor, &self.guard, &event)?;
-                crash_point();
-            }
-            return Ok(());
-        }
+            staged
+        };
+        // The log is held from the first rename to the last announcement, so
+        // that a check of the records never sees a file between the two.
         let mut log = self.events.lock();
-        if gate == Gate::Open {
+        if records.is_empty() && gate == Gate::Open {
             self.guard.check(layout::EVENTS)?;
         }
-        for item in &items {
-            if let Deferred::Event(event) = item {
-                append_held(&self.events, &mut log, &self.redactor, &self.guard, event)?;
-                crash_point();
+        let mut folders: Vec<&Path> = Vec::new();
+        for dir in records.iter().filter_map(|r| r.1.parent()) {
+            if !folders.contains(&dir) {
+                folders.push(dir);
             }
+        }
+        for s in staged {
+            s.rename().map_err(|e| self.failed(e))?;
+            crash_point();
+        }
+        sync_folders(&folders);
+        for item in &items {
+            let event = match item {
+                Deferred::Record { rel, sha, .. } => RunEvent::record_written(rel, sha),
+                Deferred::Event(event) => event.clone(),
+            };
+            append_held(&self.events, &mut log, &self.redactor, &self.guard, &event)?;
+            crash_point();
         }
         Ok(())
     }

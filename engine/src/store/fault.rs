@@ -52,13 +52,19 @@ impl Guard {
     /// Whether a write may go ahead: not after a failure, and only while the run
     /// folder is still the one this run created. Its cost is one `stat`.
     pub(super) fn check(&self, rel: &str) -> Result<(), StoreError> {
-        if let Some(first) = self.failure() {
-            return Err(StoreError::Stopped {
+        self.stopped(rel)?;
+        self.check_folder()
+    }
+
+    /// Refuses a write of `rel` once the records have stopped at a failure.
+    pub(super) fn stopped(&self, rel: &str) -> Result<(), StoreError> {
+        match self.failure() {
+            Some(first) => Err(StoreError::Stopped {
                 path: rel.to_string(),
                 first: first.message,
-            });
+            }),
+            None => Ok(()),
         }
-        self.check_folder()
     }
 
     /// Only whether the run folder is still the one this run created.
