@@ -14,7 +14,7 @@ use tokio::time::{sleep_until, Instant};
 use super::cancel::{CancelLevel, CancelToken};
 use super::capture::{Capture, CaptureEvent, StdoutObserver};
 use super::error::SupervisorError;
-use super::group::{end_group, group_alive, signal_group};
+use super::group::{end_group, signal_group, wait_gone};
 use super::record::{signal_name, OutputStream, ProcessRecord, PROCESS_SCHEMA_VERSION};
 use super::resolve::resolve_program;
 use super::spec::SpawnSpec;
@@ -24,6 +24,12 @@ use crate::time::now_millis;
 /// All that is left then sits in the pipe buffers; only a process that escaped the
 /// group (`setsid`) can keep a pipe open, and it is not waited for.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+/// How long a group may take to empty after its leader exits before what is left
+/// counts as orphans. A member exiting at the same time is not one: bubblewrap's
+/// namespace init outlives the confined command's leader for about a
+/// millisecond, and counting it recorded `orphansKilled: true` for a third of
+/// confined stages that left nothing behind (and cost each a 10 ms poll).
+const SETTLE: Duration = Duration::from_millis(15);
 
 /// Runs `spec` to completion and returns its record. `on_spawn` gets the pid and
 /// process group id as soon as the process exists, before anything else happens,
@@ -298,7 +304,7 @@ async fn supervise(
 
     // The leader is gone; anything of its group still running is an orphan, once
     // the members that were exiting with it have had a moment to go.
-    let orphans_killed = group_alive(pgid) && !settles(pgid).await;
+    let orphans_killed = !wait_gone(pgid, SETTLE).await;
     if orphans_killed {
         end_group(pgid, grace, killed, cancel).await;
     }
@@ -309,21 +315,6 @@ async fn supervise(
         stops,
         orphans_killed,
     })
-}
-
-/// Whether group `pgid` empties within a few milliseconds of its leader's exit.
-/// A member exiting at the same time is not an orphan: bubblewrap's namespace init
-/// outlives the confined command's leader for about a millisecond, and counting it
-/// recorded `orphansKilled: true` for a third of confined stages that left
-/// nothing behind (and cost each a 10 ms poll). A real orphan is still there.
-async fn settles(pgid: i32) -> bool {
-    for ms in [1, 2, 4, 8] {
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-        if !group_alive(pgid) {
-            return true;
-        }
-    }
-    false
 }
 
 fn next_level(level: CancelLevel) -> CancelLevel {
