@@ -332,11 +332,13 @@ stages:
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // `started` is written before the `exec`, so wait for the sleeper itself.
     let until = Instant::now() + Duration::from_secs(60);
-    while !ctx.path("started").exists() {
+    while live_processes_with_arg("3000.271").is_empty() {
         assert!(Instant::now() < until, "the check never started");
         std::thread::sleep(Duration::from_millis(20));
     }
+    assert!(ctx.path("started").exists());
     assert_eq!(live_processes_with_arg("3000.271").len(), 1);
     // No cleanup by specbridge: only bubblewrap's --die-with-parent can end it.
     child.kill().unwrap();
