@@ -734,3 +734,105 @@ fn protected(configured: &[&str]) -> ProtectedPaths {
 fn kinds(violations: &[Violation]) -> Vec<ViolationKind> {
     violations.iter().map(|v| v.kind.clone()).collect()
 }
+
+/// What git's one-question commands say of the repository: HEAD, the branch, and
+/// `status --porcelain=v1` (the snapshot reads all three from one porcelain v2).
+fn asked_one_by_one(repo: &Repo) -> (Option<String>, Option<String>, Vec<(String, String)>) {
+    let optional = |args: &[&str]| {
+        let out = Command::new("git")
+            .current_dir(repo.root())
+            .args(args)
+            .output()
+            .unwrap();
+        Some(String::from_utf8(out.stdout).unwrap().trim().to_string()).filter(|s| !s.is_empty())
+    };
+    let head = optional(&["rev-parse", "-q", "--verify", "HEAD^{commit}"]);
+    let branch = optional(&["symbolic-ref", "--short", "-q", "HEAD"]);
+    let status = repo.git(&[
+        "-c",
+        "core.quotepath=off",
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+    ]);
+    let mut entries: Vec<(String, String)> = status
+        .split('\0')
+        .filter(|r| !r.is_empty())
+        .map(|r| (r[3..].to_string(), r[..2].to_string()))
+        .collect();
+    entries.sort();
+    (head, branch, entries)
+}
+
+fn status_letters(status: PathStatus) -> &'static [&'static str] {
+    match status {
+        PathStatus::Modified => &[" M", "M ", "MM"],
+        PathStatus::Added => &["A ", "AM", "AD"],
+        PathStatus::Deleted => &[" D", "D ", "MD"],
+        PathStatus::Untracked => &["??"],
+        PathStatus::Unmerged => &["UU", "AA", "DD", "AU", "UA", "DU", "UD"],
+        PathStatus::TypeChanged => &[" T", "T "],
+        PathStatus::Renamed | PathStatus::Copied => &[],
+    }
+}
+
+#[test]
+fn the_snapshot_agrees_with_git_asked_one_question_at_a_time() {
+    let repo = Repo::new();
+    repo.write("keep.txt", "k\n");
+    repo.write("to-stage.txt", "s\n");
+    repo.write("to-delete.txt", "d\n");
+    repo.write("conflict.txt", "base\n");
+    repo.commit_all("more");
+    repo.git(&["checkout", "-q", "-b", "feature/x"]);
+    repo.write("conflict.txt", "ours\n");
+    repo.commit_all("ours");
+    repo.git(&["checkout", "-q", "main"]);
+    repo.write("conflict.txt", "theirs\n");
+    repo.commit_all("theirs");
+    let merge = Command::new("git")
+        .current_dir(repo.root())
+        .args(["merge", "-q", "feature/x"])
+        .output()
+        .unwrap();
+    assert!(!merge.status.success(), "the merge conflicts");
+    repo.write("keep.txt", "changed\n");
+    repo.write("to-stage.txt", "staged\n");
+    repo.git(&["add", "to-stage.txt"]);
+    repo.remove("to-delete.txt");
+    repo.git(&["mv", "README.md", "moved with space.md"]);
+    repo.write("dir/new ü.txt", "n\n");
+    repo.write("staged-new.txt", "a\n");
+    repo.git(&["add", "staged-new.txt"]);
+
+    let check = |repo: &Repo| {
+        let snap = repo.snapshot();
+        let (head, branch, entries) = asked_one_by_one(repo);
+        assert_eq!(snap.head, head);
+        assert_eq!(snap.branch, branch);
+        let listed: Vec<&String> = snap.entries.keys().collect();
+        let expected: Vec<&String> = entries.iter().map(|(p, _)| p).collect();
+        assert_eq!(listed, expected);
+        for (path, letters) in &entries {
+            let status = snap.entries[path].status;
+            assert!(
+                status_letters(status).contains(&letters.as_str()),
+                "{path}: {letters:?} read as {status:?}"
+            );
+        }
+        snap
+    };
+    let snap = check(&repo);
+    assert_eq!(snap.entries["conflict.txt"].status, PathStatus::Unmerged);
+    assert_eq!(snap.entries.len(), 8, "{:?}", snap.entries.keys());
+
+    repo.git(&["merge", "--abort"]);
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    repo.git(&["checkout", "-q", "--detach", head.trim()]);
+    let detached = check(&repo);
+    assert_eq!(detached.branch, None);
+    repo.git(&["checkout", "-q", "feature/x"]);
+    assert_eq!(check(&repo).branch.as_deref(), Some("feature/x"));
+}

@@ -216,8 +216,8 @@ pub(crate) fn prepare(
             ))
         }
     };
-    let protected = (operation != Operation::Generate)
-        .then(|| crate::working_tree::protected_paths(ctx, &sr.run));
+    let protected =
+        (operation != Operation::Generate).then(|| crate::working_tree::protected_paths(ctx));
     let request = assemble(&InvocationInput {
         runner,
         capabilities: &detected.capabilities,
@@ -248,7 +248,7 @@ pub(crate) fn prepare(
 
 /// Spawn the agent and wait for it.
 pub(crate) async fn run_agent(ctx: &RunContext, p: &Prepared, sr: &StageRun) -> InvocationOutcome {
-    let protected: Vec<String> = crate::working_tree::protected_paths(ctx, &sr.run)
+    let protected: Vec<String> = crate::working_tree::protected_paths(ctx)
         .rules()
         .iter()
         .map(|r| r.path.clone())
@@ -322,8 +322,8 @@ pub fn describe(
         Err(e) => return vec![format!("# cannot be assembled: {}", crate::error_chain(&e))],
     };
     let placeholder = uuid::Uuid::nil();
-    let protected = (operation != Operation::Generate)
-        .then(|| crate::working_tree::protected_paths_for(ctx, ""));
+    let protected =
+        (operation != Operation::Generate).then(|| crate::working_tree::protected_paths(ctx));
     let request = match assemble(&InvocationInput {
         runner,
         capabilities: caps,

@@ -139,6 +139,11 @@ async fn run_command(
     sr: &StageRun,
 ) -> StageReport {
     let run = &sr.run;
+    // The attempt's `running` record (and whatever was queued before it) is on
+    // disk before its logs exist and its command starts.
+    if let Err(e) = run.flush() {
+        return failed(&StageError::from(e));
+    }
     let attempt_rel = layout::attempt_rel(&sr.node.id, sr.attempt);
     let (spec, applied) = match spawn_spec(ctx, stage, runner, run, &attempt_rel) {
         Ok(Some(x)) => x,

@@ -15,6 +15,9 @@ pub struct RunContext {
     pub root: PathBuf,
     /// The folder of the pipeline file (prompt and schema paths are relative to it).
     pub pipeline_dir: PathBuf,
+    /// The pipeline file relative to the root, as `run.json` records it
+    /// ([`PipelineSource::path_in`]): a protected path of every agent stage.
+    pub pipeline_file: String,
     pub pipeline: Arc<PipelineFile>,
     pub overrides: RunOverrides,
     pub cancel: CancelToken,
@@ -58,6 +61,7 @@ impl RunContext {
                 .path
                 .parent()
                 .map_or_else(|| root.to_path_buf(), Path::to_path_buf),
+            pipeline_file: source.path_in(root),
             pipeline: source.file.clone(),
             overrides,
             cancel,

@@ -184,7 +184,7 @@ fn continue_session(
         schema: Some(&p.schema.value),
         repo_root: &a.ctx.root,
         session_id: None,
-        protected: Some(&protected_paths(a.ctx, &sr.run)),
+        protected: Some(&protected_paths(a.ctx)),
         sandbox_support: a.agent.sandbox.as_deref(),
     })?;
     p.prompt = continuation::prompt(&c, &before, &p.prompt);
@@ -225,7 +225,7 @@ async fn gather(
     .map_err(StageError::record(attempt::CHANGED_FILES))?;
     ledger.record(&changed, &after);
     let mut violations = run_store_violations(store_changed);
-    violations.extend(protected_paths(ctx, run).violations(&changed, before, &after));
+    violations.extend(protected_paths(ctx).violations(&changed, before, &after));
 
     let mut base = after.clone();
     if diff_base.is_some() {

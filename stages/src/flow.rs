@@ -101,7 +101,17 @@ pub(crate) trait AttemptKind {
 
 /// Runs one attempt of an agent stage of kind `K`.
 pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) -> StageReport {
-    let p = match prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION) {
+    // The snapshot reads the working tree and `prepare` reads the stage's inputs:
+    // neither writes, so they run side by side and the wait for git is hidden.
+    let (prepared, before) = std::thread::scope(|scope| {
+        let before = scope.spawn(|| snapshot(&a.ctx.root));
+        let prepared = prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION);
+        let before = before
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (prepared, before)
+    });
+    let p = match prepared {
         Ok(p) => p,
         Err(report) => return *report,
     };
@@ -113,7 +123,7 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         report.input_hash = Some(input_hash.clone());
         report
     };
-    let before = match snapshot(&a.ctx.root)
+    let before = match before
         .and_then(|b| write_snapshot(run, &a.attempt_rel, attempt::GIT_BEFORE, &b).map(|_| b))
     {
         Ok(before) => before,

@@ -124,7 +124,9 @@ fn read_only_evidence(
         findings,
         claims: None,
     };
-    run.write_json(&layout::in_attempt(attempt_rel, attempt::EVIDENCE), &record)
+    // Queued with the attempt's other records: written with the output and its
+    // `document-written` event, or with the `stage.json` that ends the stage.
+    run.defer_json(&layout::in_attempt(attempt_rel, attempt::EVIDENCE), &record)
         .map_err(StageError::record(attempt::EVIDENCE))?;
     Ok(violations)
 }
@@ -240,6 +242,7 @@ mod tests {
         let ctx = RunContext {
             root: root.path().to_path_buf(),
             pipeline_dir: root.path().to_path_buf(),
+            pipeline_file: "specbridge.yaml".into(),
             stage_index: crate::context::index_stages(&pipeline),
             pipeline: Arc::new(pipeline),
             overrides: RunOverrides::default(),

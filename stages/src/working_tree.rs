@@ -194,16 +194,7 @@ pub(crate) fn write_snapshot(
 /// Every protected path of the run: `.git/`, `.specbridge/`, the pipeline file, the
 /// prompt and schema files it names, every document its generate stages write, and
 /// `protectedPaths`.
-pub(crate) fn protected_paths(ctx: &RunContext, run: &RunHandle) -> ProtectedPaths {
-    let pipeline_file = RunReader::at(run.dir())
-        .run()
-        .map(|r| r.pipeline.path)
-        .unwrap_or_default();
-    protected_paths_for(ctx, &pipeline_file)
-}
-
-/// [`protected_paths`] with the pipeline file's path (relative to the root) given.
-pub(crate) fn protected_paths_for(ctx: &RunContext, pipeline_file: &str) -> ProtectedPaths {
+pub(crate) fn protected_paths(ctx: &RunContext) -> ProtectedPaths {
     let mut referenced = Vec::new();
     let mut documents = Vec::new();
     for stage in &ctx.pipeline.stages {
@@ -228,7 +219,7 @@ pub(crate) fn protected_paths_for(ctx: &RunContext, pipeline_file: &str) -> Prot
         }
     }
     ProtectedPaths::new(
-        pipeline_file,
+        &ctx.pipeline_file,
         referenced,
         documents,
         &ctx.pipeline.protected_paths,
@@ -294,19 +285,20 @@ pub(crate) fn working_tree_object(root: &Path, before: &GitSnapshot) -> Option<S
 /// git reports paths from the top level, and evidence must see every path the agent
 /// could change. Checked before a run with agent stages starts anything.
 pub(crate) fn require_repository_root(root: &Path) -> Result<(), String> {
-    let out = std::process::Command::new("git")
-        .args(["rev-parse", "--show-toplevel"])
-        .current_dir(root)
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .output()
-        .map_err(|e| format!("agent stages need git for their evidence: failed to run git: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
+    use specbridge_engine::evidence::{repository_paths, EvidenceError};
+    let paths = match repository_paths(root) {
+        Ok(paths) => paths,
+        Err(EvidenceError::GitSpawn { source, .. }) => {
+            return Err(format!(
+                "agent stages need git for their evidence: failed to run git: {source}"
+            ))
+        }
+        Err(_) => return Err(format!(
             "agent stages need a git repository for their evidence, and {} is not in one (run `git init` there, or use `specbridge run --scaffold DIR`)",
             root.display()
-        ));
-    }
-    let top = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        )),
+    };
+    let top = paths.top.display().to_string();
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     if canon(Path::new(&top)) != canon(root) {
         return Err(format!(

@@ -174,6 +174,15 @@ fn touching_a_protected_path_is_a_safety_violation() {
         );
         let out = ctx.run(&["run"]);
         assert_eq!(out.code, 6, "{target}: {}", out.snapshot());
+        // Refused up front too: the CLI was told to deny edits of the path, the
+        // pipeline file included, though it is the run's first stage (nothing of
+        // the run is on disk when its argv is assembled).
+        let request = read_json(&attempt(&ctx, "implement").join("request.json"));
+        let denied = request["toolPolicy"]["disallowedTools"].to_string();
+        assert!(
+            denied.contains(&format!("\"Edit(./{rule})\"")),
+            "{rule}: {denied}"
+        );
         let ev = read_json(&attempt(&ctx, "implement").join("evidence.json"));
         let hit = ev["violations"].as_array().unwrap().iter().any(|v| {
             v["kind"] == "protected-path-changed" && v["path"] == target && v["rule"] == rule

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -92,7 +92,8 @@ pub enum EntryKind {
 
 const STATUS_ARGS: &[&str] = &[
     "status",
-    "--porcelain=v1",
+    "--porcelain=v2",
+    "--branch",
     "-z",
     "--untracked-files=all",
     "--no-renames",
@@ -105,28 +106,26 @@ const STATUS_ARGS: &[&str] = &[
 impl GitSnapshot {
     /// Take a snapshot of the repository whose root is `root`.
     ///
-    /// The five git commands it needs run at the same time: each is a read on its
-    /// own, and run one after another they were never one atomic view either, so
-    /// only the wait goes (it sits on the path of every agent attempt, twice).
+    /// One `git status --porcelain=v2 --branch` gives the entries, HEAD and the
+    /// branch; the refs are read by a second git at the same time, and git's
+    /// control files are hashed meanwhile. Run one after another they were never
+    /// one atomic view either, so only the wait goes (it sits on the path of every
+    /// agent attempt, twice).
     pub fn take(root: &Path) -> Result<GitSnapshot, EvidenceError> {
         let git = Git::new(root);
         let taken_at = now_rfc3339();
         std::thread::scope(|scope| {
-            let head = scope
-                .spawn(|| optional_line(&git, &["rev-parse", "-q", "--verify", "HEAD^{commit}"]));
-            let branch =
-                scope.spawn(|| optional_line(&git, &["symbolic-ref", "--short", "-q", "HEAD"]));
             let refs = scope.spawn(|| refs_fingerprint(&git));
             let control = scope.spawn(|| git_control(&git));
-            let entries = status_entries(&git, root);
-            let (head, branch, refs, control) =
-                (joined(head), joined(branch), joined(refs), joined(control));
+            let status = status_entries(&git, root);
+            let (refs, control) = (joined(refs), joined(control));
             // Fields are evaluated as written: the first failure reported is the
             // one the commands in this order would have met first.
+            let status = status?;
             Ok(GitSnapshot {
-                entries: entries?,
-                head: head?,
-                branch: branch?,
+                entries: status.entries,
+                head: status.head,
+                branch: status.branch,
                 refs_sha256: refs?,
                 git_control: control?,
                 schema_version: SCHEMA_VERSION,
@@ -159,11 +158,19 @@ fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
-/// Every path `git status` lists (less the run store), with what is on disk now.
-fn status_entries(git: &Git, root: &Path) -> Result<BTreeMap<String, PathState>, EvidenceError> {
-    let status = git.run(STATUS_ARGS)?;
+/// What one `git status` said: HEAD, the branch, and every path it lists (less
+/// the run store) with what is on disk now.
+struct Status {
+    head: Option<String>,
+    branch: Option<String>,
+    entries: BTreeMap<String, PathState>,
+}
+
+fn status_entries(git: &Git, root: &Path) -> Result<Status, EvidenceError> {
+    let out = git.run(STATUS_ARGS)?;
+    let parsed = parse_porcelain_v2(&out).map_err(|d| git.bad_output(STATUS_ARGS, d))?;
     let mut entries = BTreeMap::new();
-    for (xy, path) in parse_porcelain(&status).map_err(|d| git.bad_output(STATUS_ARGS, d))? {
+    for (xy, path) in parsed.records {
         let key = String::from_utf8_lossy(path.strip_suffix(b"/").unwrap_or(path)).into_owned();
         if is_under(&key, RUN_STORE_DIR) {
             continue;
@@ -179,32 +186,76 @@ fn status_entries(git: &Git, root: &Path) -> Result<BTreeMap<String, PathState>,
             },
         );
     }
-    Ok(entries)
+    Ok(Status {
+        head: parsed.head,
+        branch: parsed.branch,
+        entries,
+    })
 }
 
-/// A status record: the two status letters and the path's bytes.
+/// A status record: the two status letters as porcelain v1 spells them (`??`
+/// for untracked, a space for unchanged) and the path's bytes.
 type StatusRecord<'a> = ([u8; 2], &'a [u8]);
 
-/// Records of `XY path`, NUL-terminated; a rename or copy is followed by its source.
-fn parse_porcelain(out: &[u8]) -> Result<Vec<StatusRecord<'_>>, String> {
+/// `git status --porcelain=v2 --branch -z`, parsed.
+#[derive(Debug, Default)]
+struct Porcelain<'a> {
+    /// `# branch.oid`: none before the first commit (`(initial)`).
+    head: Option<String>,
+    /// `# branch.head`: none when HEAD is detached (`(detached)`).
+    branch: Option<String>,
+    records: Vec<StatusRecord<'a>>,
+}
+
+/// Records of porcelain v2, NUL-terminated (git-status(1), "Porcelain Format
+/// Version 2"): headers `# name value`; changed entries `1 XY sub mH mI mW hH hI
+/// path`; renamed or copied ones `2 XY sub mH mI mW hH hI Xscore path`, followed by
+/// their source; unmerged ones `u XY sub m1 m2 m3 mW h1 h2 h3 path`; untracked
+/// `? path` (ignored ones are not asked for). A path may hold spaces, so only the fields before
+/// it are split.
+fn parse_porcelain_v2(out: &[u8]) -> Result<Porcelain<'_>, String> {
     let mut records = out.split(|b| *b == 0).filter(|r| !r.is_empty());
-    let mut parsed = Vec::new();
+    let mut parsed = Porcelain::default();
+    let bad = |rec: &[u8]| format!("unexpected record {:?}", String::from_utf8_lossy(rec));
     while let Some(rec) = records.next() {
-        if rec.len() < 4 || rec[2] != b' ' {
-            return Err(format!(
-                "unexpected record {:?}",
-                String::from_utf8_lossy(rec)
-            ));
-        }
-        let xy = [rec[0], rec[1]];
-        parsed.push((xy, &rec[3..]));
-        if matches!(xy[0], b'R' | b'C') {
-            // The source no longer exists under its old name in the index.
-            let from = records.next().ok_or("a rename without its source")?;
-            parsed.push(([b'D', b' '], from));
+        match rec {
+            [b'#', b' ', header @ ..] => {
+                let text = String::from_utf8_lossy(header);
+                if let Some(oid) = text.strip_prefix("branch.oid ") {
+                    parsed.head = (oid != "(initial)").then(|| oid.to_string());
+                } else if let Some(name) = text.strip_prefix("branch.head ") {
+                    parsed.branch = (name != "(detached)").then(|| name.to_string());
+                }
+            }
+            [b'1', b' ', ..] => parsed
+                .records
+                .push(v2_entry(rec, 8).ok_or_else(|| bad(rec))?),
+            [b'2', b' ', ..] => {
+                let (xy, path) = v2_entry(rec, 9).ok_or_else(|| bad(rec))?;
+                parsed.records.push((xy, path));
+                // The source no longer exists under its old name in the index.
+                let from = records.next().ok_or("a rename without its source")?;
+                parsed.records.push(([b'D', b' '], from));
+            }
+            [b'u', b' ', ..] => parsed
+                .records
+                .push(v2_entry(rec, 10).ok_or_else(|| bad(rec))?),
+            [b'?', b' ', path @ ..] if !path.is_empty() => {
+                parsed.records.push(([b'?', b'?'], path));
+            }
+            _ => return Err(bad(rec)),
         }
     }
     Ok(parsed)
+}
+
+/// The XY and path of an entry whose path follows `fields` space-separated
+/// fields (its type letter and XY included). XY is spelled as in porcelain v1.
+fn v2_entry(rec: &[u8], fields: usize) -> Option<StatusRecord<'_>> {
+    let mut parts = rec.splitn(fields + 1, |b| *b == b' ');
+    let xy: [u8; 2] = parts.nth(1)?.try_into().ok()?;
+    let path = parts.nth(fields - 2)?;
+    (!path.is_empty()).then(|| (xy.map(|b| if b == b'.' { b' ' } else { b }), path))
 }
 
 fn status_of(xy: [u8; 2]) -> PathStatus {
@@ -254,18 +305,6 @@ fn is_missing(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
 }
 
-/// The first line of stdout, or none when git exits 1 quietly (no such ref).
-fn optional_line(git: &Git, args: &[&str]) -> Result<Option<String>, EvidenceError> {
-    let out = git.output(args)?;
-    match out.status.code() {
-        Some(0) => Ok(
-            Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|s| !s.is_empty()),
-        ),
-        Some(1) if out.stderr.is_empty() => Ok(None),
-        _ => Err(git.failed(args, &out.stderr)),
-    }
-}
-
 fn refs_fingerprint(git: &Git) -> Result<String, EvidenceError> {
     let out = git.run(&["for-each-ref", "--format=%(objectname) %(refname)"])?;
     let mut h = Sha256::new();
@@ -279,10 +318,7 @@ fn refs_fingerprint(git: &Git) -> Result<String, EvidenceError> {
 }
 
 fn git_control(git: &Git) -> Result<BTreeMap<String, String>, EvidenceError> {
-    let args = ["rev-parse", "--git-common-dir"];
-    let out = git.run(&args)?;
-    let dir = PathBuf::from(OsStr::from_bytes(out.trim_ascii_end()));
-    let dir = git.root().join(dir);
+    let dir = super::repository_paths(git.root())?.common_dir.clone();
     let mut files = BTreeMap::new();
     for name in ["config", "config.worktree"] {
         let path = dir.join(name);
@@ -324,10 +360,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn porcelain_records_parse_with_renames() {
-        let out = b" M a b.txt\0?? new\0R  to\0from\0D  gone\0";
-        let parsed = parse_porcelain(out).unwrap();
+    fn porcelain_v2_records_parse_with_headers_renames_and_conflicts() {
+        let out = b"# branch.oid 1111111111111111111111111111111111111111\0# branch.head main\0\
+# branch.upstream origin/main\0\
+1 .M N... 100644 100644 100644 aaaa bbbb a b.txt\0\
+? new dir/x y\0\
+2 R. N... 100644 100644 100644 aaaa aaaa R100 to\0from\0\
+1 D. N... 100644 000000 000000 aaaa 0000 gone\0\
+u UU N... 100644 100644 100644 100644 aaaa bbbb cccc both\0\
+1 A. N... 000000 100644 100644 0000 aaaa added\0";
+        let parsed = parse_porcelain_v2(out).unwrap();
+        assert_eq!(
+            parsed.head.as_deref(),
+            Some("1111111111111111111111111111111111111111")
+        );
+        assert_eq!(parsed.branch.as_deref(), Some("main"));
         let names: Vec<_> = parsed
+            .records
             .iter()
             .map(|(xy, p)| (status_of(*xy), String::from_utf8_lossy(p).into_owned()))
             .collect();
@@ -335,13 +384,44 @@ mod tests {
             names,
             vec![
                 (PathStatus::Modified, "a b.txt".to_string()),
-                (PathStatus::Untracked, "new".to_string()),
+                (PathStatus::Untracked, "new dir/x y".to_string()),
                 (PathStatus::Renamed, "to".to_string()),
                 (PathStatus::Deleted, "from".to_string()),
                 (PathStatus::Deleted, "gone".to_string()),
+                (PathStatus::Unmerged, "both".to_string()),
+                (PathStatus::Added, "added".to_string()),
             ]
         );
-        assert!(parse_porcelain(b"R  to\0").is_err());
-        assert!(parse_porcelain(b"garbage\0").is_err());
+    }
+
+    #[test]
+    fn porcelain_v2_headers_of_an_unborn_or_detached_head() {
+        let unborn = parse_porcelain_v2(b"# branch.oid (initial)\0# branch.head main\0").unwrap();
+        assert_eq!(
+            (unborn.head, unborn.branch.as_deref()),
+            (None, Some("main"))
+        );
+        let detached = parse_porcelain_v2(b"# branch.oid abc\0# branch.head (detached)\0").unwrap();
+        assert_eq!(
+            (detached.head.as_deref(), detached.branch),
+            (Some("abc"), None)
+        );
+    }
+
+    #[test]
+    fn porcelain_v2_rejects_what_it_does_not_know() {
+        for bad in [
+            &b"2 R. N... 100644 100644 100644 aaaa aaaa R100 to\0"[..],
+            b"garbage\0",
+            b"1 .M N... 100644\0",
+            b"?? v1-style\0",
+            b"! ignored\0",
+        ] {
+            assert!(
+                parse_porcelain_v2(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 }

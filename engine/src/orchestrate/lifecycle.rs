@@ -12,8 +12,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{
-    count_statuses, display_rel, expansions, final_nodes, lock_working_tree, status_of,
-    OrchestrateError, PipelineSource,
+    count_statuses, expansions, final_nodes, lock_working_tree, status_of, OrchestrateError,
+    PipelineSource,
 };
 use crate::events::{RunEvent, RunFinished, RunStarted};
 use crate::pipeline::PipelineFile;
@@ -106,7 +106,7 @@ pub fn begin_run(
         status: RunStatus::Running,
         pipeline: PipelineRef {
             name: source.file.name.clone(),
-            path: display_rel(root, &source.path),
+            path: source.path_in(root),
             sha256: crate::store::sha256_hex(&source.bytes),
         },
         specbridge_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -28,6 +28,14 @@ pub struct PipelineSource {
     pub file: std::sync::Arc<PipelineFile>,
 }
 
+impl PipelineSource {
+    /// The file's path relative to the repository `root` (as given when outside
+    /// it): what `run.json` records, and the pipeline file agents may not touch.
+    pub fn path_in(&self, root: &Path) -> String {
+        display_rel(root, &self.path)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum OrchestrateError {
     #[error(transparent)]
@@ -195,7 +203,7 @@ pub(crate) fn count_statuses(statuses: impl Iterator<Item = StageStatus>) -> BTr
 }
 
 /// `path` relative to `root` when it is inside it, else as given.
-pub(crate) fn display_rel(root: &Path, path: &Path) -> String {
+fn display_rel(root: &Path, path: &Path) -> String {
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let (r, p) = (canon(root), canon(path));
     p.strip_prefix(&r)

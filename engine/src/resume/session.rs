@@ -12,7 +12,7 @@ use crate::audit::events::EventFacts;
 use crate::audit::{audit_run_with, AuditError, Finding, FindingCode};
 use crate::events::{CrashRepaired, RunEvent, RunResumed, TornTailSetAside};
 use crate::orchestrate::lifecycle::{ResumeReport, Resumed};
-use crate::orchestrate::{display_rel, plan_nodes, ActiveRun, OrchestrateError, PipelineSource};
+use crate::orchestrate::{plan_nodes, ActiveRun, OrchestrateError, PipelineSource};
 use crate::pipeline::load::CheckedBefore;
 use crate::resume::executor::retire;
 use crate::resume::force::Forced;
@@ -288,7 +288,7 @@ impl OpenedRun {
         }
         let previous_pipeline = record.pipeline.sha256.clone();
         record.pipeline.sha256 = pipeline_sha.clone();
-        record.pipeline.path = display_rel(&spec.root, &spec.source.path);
+        record.pipeline.path = spec.source.path_in(&spec.root);
         record.pipeline.name = spec.source.file.name.clone();
 
         let mut decisions = Vec::new();

@@ -38,17 +38,22 @@ pub(super) fn start_attempt(
         started_at: Some(crate::store::now_rfc3339()),
         ..Default::default()
     };
-    // The `running` record is the first write of every attempt. It is written
-    // in one batch with everything queued before it (the records that ended
-    // the stages this one needs), and the batch is on disk before this stage
-    // starts (docs/run-directory.md, "Durability").
+    // The `running` record is the first write of every attempt, queued after
+    // everything queued before it (the records that ended the stages this one
+    // needs). A stage that reads records of the run (its needs' outputs, its
+    // previous attempt's result) finds them on disk: the batch is written before
+    // it starts. One that reads none has it written with its own first records,
+    // in the batch every executor flushes before it spawns anything
+    // (docs/run-directory.md, "Writing rules"): one wait for the disk less.
     write_stage(run, node, StageStatus::Running, Some(&started), attempt)?;
     let started_at = started.started_at.clone();
     run.defer_event(RunEvent::StageStarted(StageStarted {
         stage: id.clone(),
         attempt,
     }))?;
-    run.flush()?;
+    if !node.needs.is_empty() || attempt > 1 {
+        run.flush()?;
+    }
     let exec = spawn.executor.clone();
     let tree = spawn.tree.clone();
     let delay = spawn.delay;

@@ -71,20 +71,9 @@ pub fn add_exclude_line(path: &Path) -> std::io::Result<bool> {
 /// `.git/info/exclude` of the repository at `root` (the common one of a worktree),
 /// as git itself resolves it; `None` outside a git repository.
 pub fn git_exclude_file(root: &Path) -> Option<PathBuf> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["rev-parse", "--git-path", "info/exclude"])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let rel = String::from_utf8(out.stdout).ok()?;
-    let rel = rel.trim_end_matches(['\n', '\r']);
-    (!rel.is_empty()).then(|| root.join(rel))
+    crate::evidence::repository_paths(root)
+        .ok()
+        .map(|paths| paths.exclude_file.clone())
 }
 
 /// Keeps `.specbridge/` out of git in the repository at `root`, once.

@@ -65,6 +65,9 @@ impl RunSession {
         let RunSession { settings, observer } = self;
         settings.given.check()?;
         let dry_run = settings.dry_run;
+        if !dry_run {
+            specbridge_engine::redact::warm_up();
+        }
         let (origin, replay, scaffold) = match &settings.kind {
             SessionKind::Run { replay, scaffold } => {
                 let scaffold = match scaffold {

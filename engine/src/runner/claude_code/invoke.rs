@@ -409,8 +409,8 @@ fn finish(
             failure_reason = Some(e);
         }
     }
-    // Written with result.json, in one batch (`store/batch.rs`): a failure of
-    // either fails the attempt below.
+    // Queued with result.json: both are written with the evidence that follows
+    // (`store/batch.rs`); a failure to queue either fails the attempt below.
     if let Err(e) = run.defer_json(&rel(attempt::PROCESS), &record) {
         status = StageStatus::Failed;
         failure_reason = Some(format!(
@@ -432,7 +432,7 @@ fn finish(
     result_record.status = status;
     result_record.failure_reason = failure_reason.clone();
     result_record.transient = transient.is_some();
-    if let Err(e) = run.write_json(&rel(attempt::RESULT), &result_record) {
+    if let Err(e) = run.defer_json(&rel(attempt::RESULT), &result_record) {
         status = StageStatus::Failed;
         failure_reason = Some(format!(
             "failed to write result.json: {}",
@@ -515,10 +515,12 @@ fn observe(
         lines.extend(serde_json::to_vec(&value).expect("records serialise"));
         lines.push(b'\n');
     }
-    // Written before the records are re-hashed, so that it is checked with them.
+    // Queued, and written with the attempt's next batch: the agent's group has
+    // ended, so nothing of it can touch the file before it lands, and the records
+    // already on disk are re-hashed below.
     let written = spec
         .run
-        .write_bytes(
+        .defer_bytes(
             &layout::in_attempt(attempt_rel, attempt::TOOL_CALLS),
             &lines,
         )

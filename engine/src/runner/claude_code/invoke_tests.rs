@@ -198,6 +198,8 @@ async fn records_are_written_redacted_and_nothing_raw_is_left() {
     }));
 
     let outcome = invoke(invocation).await;
+    // The records after the process are queued for the attempt's next batch.
+    fx.run.flush().unwrap();
 
     assert_eq!(outcome.status, StageStatus::Succeeded, "{outcome:?}");
     assert_eq!(outcome.turns, 2);
