@@ -69,6 +69,22 @@ impl Staged {
         })
     }
 
+    /// [`Staged::sync`] as a job for another thread (`store/sync_pool.rs`), over
+    /// a second descriptor of the same file.
+    pub(super) fn sync_job(&self) -> impl FnOnce() -> Result<(), WriteError> + Send + 'static {
+        let path = self.path.display().to_string();
+        let file = self.tmp.as_file().try_clone();
+        move || {
+            file.and_then(|f| f.sync_all())
+                .map_err(|source| WriteError { path, source })
+        }
+    }
+
+    /// The record's final path.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Rename into place, then sync the folder so the rename itself survives a
     /// crash (what is announced after this is on disk before its announcement).
     fn commit(self) -> Result<String, WriteError> {

@@ -25,6 +25,7 @@ use crate::store::durable::off_the_worker;
 use crate::store::fault::{crash_point, injected_failure};
 use crate::store::layout;
 use crate::store::run::{append_held, Gate, RunHandle, StoreError};
+use crate::store::sync_pool;
 
 /// One queued write, its bytes already redacted.
 #[derive(Debug)]
@@ -250,15 +251,23 @@ impl RunHandle {
         staged: &[Staged],
         last_intent: u64,
     ) -> Result<(), StoreError> {
-        let (files, intents) = std::thread::scope(|s| {
-            let files: Vec<_> = staged.iter().map(|f| s.spawn(|| f.sync())).collect();
-            let intents = self.sync_through(last_intent);
-            let files: Vec<_> = files
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect();
-            (files, intents)
-        });
+        // On the kept sync threads while this one syncs the log.
+        let files: Vec<_> = staged
+            .iter()
+            .map(|f| (f.path(), sync_pool::start(f.sync_job())))
+            .collect();
+        let intents = self.sync_through(last_intent);
+        let files: Vec<_> = files
+            .into_iter()
+            .map(|(path, pending)| {
+                pending.wait().unwrap_or_else(|| {
+                    Err(WriteError {
+                        path: path.display().to_string(),
+                        source: std::io::Error::other("the thread syncing it panicked"),
+                    })
+                })
+            })
+            .collect();
         intents?;
         for synced in files {
             synced.map_err(|e| self.failed(e))?;
@@ -277,19 +286,25 @@ impl RunHandle {
 /// disk before its announcement is written. Best effort, as before: a folder
 /// that cannot be opened or synced does not fail the write.
 fn sync_folders(folders: &[&Path]) {
-    let sync = |dir: &Path| {
+    fn sync(dir: &Path) {
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }
+    }
+    let Some((first, rest)) = folders.split_first() else {
+        return;
     };
-    match folders {
-        [] => {}
-        [one] => sync(one),
-        many => std::thread::scope(|s| {
-            for dir in many {
-                s.spawn(move || sync(dir));
-            }
-        }),
+    // The others on the kept sync threads, the first here.
+    let pending: Vec<_> = rest
+        .iter()
+        .map(|dir| {
+            let dir = dir.to_path_buf();
+            sync_pool::start(move || sync(&dir))
+        })
+        .collect();
+    sync(first);
+    for p in pending {
+        p.wait();
     }
 }
 

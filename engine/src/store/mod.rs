@@ -21,6 +21,7 @@ mod reader;
 pub mod records;
 mod run;
 mod select;
+mod sync_pool;
 mod tamper;
 pub mod tree_lock;
 
