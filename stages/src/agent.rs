@@ -29,6 +29,8 @@ pub struct AgentSetup {
     /// run, when a stage that allows Bash is first assembled; `None` when not
     /// checked (a dry run), where such a stage is assembled as if it could.
     pub sandbox: Option<Arc<specbridge_engine::sandbox::SandboxProbe>>,
+    /// The run store's state between agent attempts (`store_check.rs`).
+    pub store: Arc<crate::store_check::StoreBaseline>,
 }
 
 /// Where replayed stages come from (docs/replay.md).

@@ -30,10 +30,11 @@ use crate::context::RunContext;
 use crate::continuation;
 use crate::error::StageError;
 use crate::flow::{run_attempt, Attempt, AttemptKind};
+use crate::store_check::{run_store_violations, StoreCheck};
 use crate::verify::run_verification;
 use crate::working_tree::{
-    attribute_run_made, foreign_changes, protected_paths, run_store_violations, snapshot,
-    working_tree_object, write_snapshot,
+    attribute_run_made, foreign_changes, protected_paths, snapshot, working_tree_object,
+    write_snapshot,
 };
 
 /// Runs one attempt of an execute stage (or fan-out instance).
@@ -91,12 +92,12 @@ impl AttemptKind for Execute {
         p: &Prepared,
         outcome: &InvocationOutcome,
         before: &GitSnapshot,
-        store_changed: &[String],
+        store: StoreCheck,
         report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError> {
         // Until it is judged, the evidence has failed.
         report.evidence_status = Some(EvidenceStatus::Failed);
-        let gathered = gather(a, p, outcome, before, self.diff_base.take(), store_changed).await?;
+        let gathered = gather(a, p, outcome, before, self.diff_base.take(), store).await?;
         report.evidence_status = Some(gathered.decision.status);
         let violations = gathered.violations.clone();
         self.gathered = Some(gathered);
@@ -210,7 +211,7 @@ async fn gather(
     outcome: &InvocationOutcome,
     before: &GitSnapshot,
     diff_base: Option<String>,
-    store_changed: &[String],
+    store: StoreCheck,
 ) -> Result<Gathered, StageError> {
     let (ctx, ledger, sr) = (a.ctx, a.ledger, a.sr);
     let (run, attempt_rel) = (&sr.run, a.attempt_rel.as_str());
@@ -224,7 +225,7 @@ async fn gather(
     )
     .map_err(StageError::record(attempt::CHANGED_FILES))?;
     ledger.record(&changed, &after);
-    let mut violations = run_store_violations(store_changed);
+    let mut violations = run_store_violations(store);
     violations.extend(protected_paths(ctx).violations(&changed, before, &after));
 
     let mut base = after.clone();

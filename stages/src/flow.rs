@@ -15,7 +15,8 @@ use crate::agent::AgentSetup;
 use crate::attempt::{prepare, report_of, run_agent, stopped, Prepared};
 use crate::context::RunContext;
 use crate::error::StageError;
-use crate::working_tree::{snapshot, write_snapshot, RunStoreState, TreeLedger};
+use crate::store_check::{RunStoreState, StoreCheck};
+use crate::working_tree::{snapshot, write_snapshot, TreeLedger};
 
 /// What one attempt of an agent stage reads.
 pub struct Attempt<'a> {
@@ -77,14 +78,15 @@ pub(crate) trait AttemptKind {
     }
 
     /// After the agent ended: the after-snapshot and the evidence records. Returns
-    /// the safety violations; may note the evidence in `report`.
+    /// the safety violations; may note the evidence in `report`. `store` is the
+    /// run store's comparison, still being taken: asked after the after-snapshot.
     async fn evidence(
         &mut self,
         a: &Attempt<'_>,
         p: &Prepared,
         outcome: &InvocationOutcome,
         before: &GitSnapshot,
-        store_changed: &[String],
+        store: StoreCheck,
         report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError>;
 
@@ -101,15 +103,20 @@ pub(crate) trait AttemptKind {
 
 /// Runs one attempt of an agent stage of kind `K`.
 pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) -> StageReport {
-    // The snapshot reads the working tree and `prepare` reads the stage's inputs:
-    // neither writes, so they run side by side and the wait for git is hidden.
-    let (prepared, before) = std::thread::scope(|scope| {
+    // The snapshot reads the working tree, the run store's state reads
+    // `.specbridge/` (a walk only when no exact baseline is left) and `prepare`
+    // reads the stage's inputs: none of them writes, so they run side by side and
+    // the waits for git and for the walk are hidden.
+    let (prepared, before, store_before) = std::thread::scope(|scope| {
         let before = scope.spawn(|| snapshot(&a.ctx.root));
+        let store_before = scope.spawn(|| {
+            let own = a.run().dir().file_name().unwrap_or_default();
+            a.agent.store.before(&own.to_string_lossy(), || {
+                RunStoreState::take(&a.ctx.root, a.run())
+            })
+        });
         let prepared = prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION);
-        let before = before
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (prepared, before)
+        (prepared, joined(before), joined(store_before))
     });
     let p = match prepared {
         Ok(p) => p,
@@ -134,12 +141,11 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         Err(e) => return not_started(e),
     };
 
-    let store_before = RunStoreState::take(&a.ctx.root, run);
     let outcome = run_agent(a.ctx, &p, a.sr).await;
     let mut report = report_of(&outcome, &p);
-    let store_changed = RunStoreState::take(&a.ctx.root, run).changed_since(&store_before);
+    let store = StoreCheck::start(&a.ctx.root, run, store_before, a.agent.store.clone());
     let violations = match kind
-        .evidence(a, &p, &outcome, &before, &store_changed, &mut report)
+        .evidence(a, &p, &outcome, &before, store, &mut report)
         .await
     {
         Ok(v) => v,
@@ -161,6 +167,12 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         e.end(&mut report, redactor);
     }
     report
+}
+
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// The reason of a stage that broke a safety rule: the first violation, and how

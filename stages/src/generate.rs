@@ -26,7 +26,8 @@ use crate::attempt::Prepared;
 use crate::context::RunContext;
 use crate::error::StageError;
 use crate::flow::{run_attempt, Attempt, AttemptKind};
-use crate::working_tree::{run_store_violations, snapshot, write_snapshot, TreeLedger};
+use crate::store_check::{run_store_violations, StoreCheck};
+use crate::working_tree::{snapshot, write_snapshot, TreeLedger};
 
 /// Runs one attempt of a generate stage.
 pub(crate) async fn run_generate(
@@ -58,10 +59,10 @@ impl AttemptKind for Generate {
         _p: &Prepared,
         _outcome: &InvocationOutcome,
         before: &GitSnapshot,
-        store_changed: &[String],
+        store: StoreCheck,
         _report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError> {
-        read_only_evidence(a, before, store_changed)
+        read_only_evidence(a, before, store)
     }
 
     fn accept(
@@ -85,7 +86,7 @@ impl AttemptKind for Generate {
 fn read_only_evidence(
     a: &Attempt<'_>,
     before: &GitSnapshot,
-    store_changed: &[String],
+    store: StoreCheck,
 ) -> Result<Vec<Violation>, StageError> {
     let (run, attempt_rel) = (a.run(), a.attempt_rel.as_str());
     let after = snapshot(&a.ctx.root)?;
@@ -98,7 +99,7 @@ fn read_only_evidence(
     .map_err(StageError::record(attempt::CHANGED_FILES))?;
     let diff = attempt_diff(&a.ctx.root, &changed, &after, DEFAULT_DIFF_MAX_BYTES)?;
     let (diff_info, findings) = crate::secrets::keep_diff(a.ctx, run, attempt_rel, diff)?;
-    let mut violations = run_store_violations(store_changed);
+    let mut violations = run_store_violations(store);
     violations.extend(generate_violations(&changed, before, &after));
     let reasons = if violations.is_empty() {
         vec!["the working tree is as it was before the attempt".to_string()]

@@ -20,6 +20,7 @@ mod report;
 mod resume;
 mod retry;
 mod run_checks;
+mod run_store;
 mod sandbox;
 mod secrets;
 mod signals;

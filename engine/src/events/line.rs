@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::RunEvent;
 use crate::store::events::{verify_chain_with, ChainCheck, EventError};
@@ -33,22 +33,26 @@ pub struct UnknownEvent {
 /// The event a parsed line carries. The envelope fields are set aside first, so
 /// that a payload's unknown-field check sees only the payload.
 pub fn parse(line: &Value) -> Result<RunEvent, UnknownEvent> {
+    parse_owned(line.clone())
+}
+
+/// [`parse`] of a line the caller no longer needs: its fields are moved into the
+/// event, not copied (a resume reads every line of a log this way).
+pub fn parse_owned(line: Value) -> Result<RunEvent, UnknownEvent> {
     let kind = line
         .get("type")
         .and_then(Value::as_str)
         .unwrap_or("?")
         .to_string();
-    let Value::Object(fields) = line else {
+    let Value::Object(mut payload) = line else {
         return Err(UnknownEvent {
             kind,
             message: "not an object".into(),
         });
     };
-    let payload: Map<String, Value> = fields
-        .iter()
-        .filter(|(k, _)| !ENVELOPE.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    for field in ENVELOPE {
+        payload.remove(field);
+    }
     serde_json::from_value(Value::Object(payload)).map_err(|e| UnknownEvent {
         kind,
         message: e.to_string(),
@@ -63,15 +67,13 @@ pub fn read_with(
     mut visit: impl FnMut(u64, Result<EventLine, UnknownEvent>),
 ) -> Result<ChainCheck, EventError> {
     verify_chain_with(path, |line, ev| {
-        let parsed = parse(ev).map(|event| EventLine {
-            seq: ev.get("seq").and_then(Value::as_u64).unwrap_or(line),
-            at: ev
-                .get("at")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            event,
-        });
+        let seq = ev.get("seq").and_then(Value::as_u64).unwrap_or(line);
+        let at = ev
+            .get("at")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let parsed = parse_owned(ev).map(|event| EventLine { seq, at, event });
         visit(line, parsed);
     })
 }

@@ -240,7 +240,7 @@ pub fn verify_chain(path: &Path) -> Result<ChainCheck, EventError> {
 /// Like [`verify_chain`], handing each parsed event to `visit` (line number, event).
 pub(crate) fn verify_chain_with(
     path: &Path,
-    mut visit: impl FnMut(u64, &Value),
+    mut visit: impl FnMut(u64, Value),
 ) -> Result<ChainCheck, EventError> {
     let read_err = |source| EventError::Read {
         path: path.to_path_buf(),
@@ -293,7 +293,7 @@ pub(crate) fn verify_chain_with(
                             .push(problem(format!("`{field}` is missing")));
                     }
                 }
-                visit(line_no, &ev);
+                visit(line_no, ev);
             }
             Err(e) => check
                 .problems

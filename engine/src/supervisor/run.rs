@@ -2,6 +2,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -30,6 +31,16 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// millisecond, and counting it recorded `orphansKilled: true` for a third of
 /// confined stages that left nothing behind (and cost each a 10 ms poll).
 const SETTLE: Duration = Duration::from_millis(15);
+
+/// How many processes this process has started (or tried to) through [`run`].
+/// Whoever compares state around one child can tell from it whether another
+/// child started in between (`stages/src/store_check.rs`).
+static SPAWNED: AtomicU64 = AtomicU64::new(0);
+
+/// The number of children [`run`] has tried to start so far in this process.
+pub fn spawned() -> u64 {
+    SPAWNED.load(Ordering::SeqCst)
+}
 
 /// Runs `spec` to completion and returns its record. `on_spawn` gets the pid and
 /// process group id as soon as the process exists, before anything else happens,
@@ -94,6 +105,9 @@ pub async fn run(
 
     let started_at = now_millis();
     let started = Instant::now();
+    // Counted before the child exists: a walk that reads the count after this
+    // cannot have begun before the child could act.
+    SPAWNED.fetch_add(1, Ordering::SeqCst);
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(source) => {

@@ -1,0 +1,146 @@
+//! The run store (`.specbridge/` outside the run's own folder) compared around
+//! every agent attempt: a change there is a safety violation of the attempt that
+//! made it, and of no other (`stages/src/store_check.rs`).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::{read_json, TestContext};
+
+const RUNNER: &str = "  timeout: 20s
+  killGrace: 300ms
+";
+
+const ONE_STAGE: &str = "  - id: notes
+    kind: generate
+    prompt: prompts/notes.md
+    output: { schema: builtin:document, document: docs/notes.md }
+";
+
+fn run_dirs(ctx: &TestContext) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(ctx.path(".specbridge/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn evidence(run: &Path, stage: &str) -> Value {
+    read_json(&run.join(format!("stages/{stage}/attempt-001/evidence.json")))
+}
+
+/// The `.specbridge/…` paths an attempt's evidence names as run-store changes.
+fn store_violations(ev: &Value) -> Vec<String> {
+    ev["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["kind"] == "protected-path-changed" && v["rule"] == ".specbridge")
+        .map(|v| v["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn an_agent_editing_an_earlier_runs_record_in_place_is_a_safety_violation() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/notes.md", "Write the notes.\n");
+    ctx.write_agent_pipeline(RUNNER, ONE_STAGE);
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let earlier = run_dirs(&ctx).pop().unwrap();
+    let id = earlier.file_name().unwrap().to_string_lossy().into_owned();
+    let before = std::fs::read(earlier.join("run.json")).unwrap();
+
+    // The record an auditor reads first, appended to where it lies.
+    let target = format!(".specbridge/runs/{id}/run.json");
+    ctx.set_env("FAKE_CLAUDE_SCENARIO", "touch-protected");
+    ctx.set_env("FAKE_CLAUDE_PROTECTED", &target);
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    assert_ne!(std::fs::read(earlier.join("run.json")).unwrap(), before);
+    let second = run_dirs(&ctx)
+        .into_iter()
+        .find(|d| *d != earlier)
+        .expect("a second run");
+    let stage = read_json(&second.join("stages/notes/stage.json"));
+    assert_eq!(stage["status"], "safety-violation", "{stage:#}");
+    assert_eq!(store_violations(&evidence(&second, "notes")), vec![target]);
+}
+
+#[test]
+fn of_consecutive_agent_stages_only_the_one_that_touched_the_store_is_blamed() {
+    // The second stage's "before" is the first one's "after", taken once.
+    let mut ctx = TestContext::with_claude_script(
+        r#"[
+            {"match": "Write the notes", "scenario": "success"},
+            {"match": "Write the summary", "scenario": "touch-protected"},
+            {"match": "Write the tail", "scenario": "success"}
+        ]"#,
+    );
+    ctx.set_env("FAKE_CLAUDE_PROTECTED", ".specbridge/notes.txt");
+    ctx.write("prompts/notes.md", "Write the notes.\n");
+    ctx.write("prompts/summary.md", "Write the summary.\n");
+    ctx.write("prompts/tail.md", "Write the tail.\n");
+    ctx.write_agent_pipeline(
+        RUNNER,
+        &format!(
+            "{ONE_STAGE}  - id: summary
+    kind: generate
+    needs: [notes]
+    prompt: prompts/summary.md
+    output: {{ schema: builtin:document, document: docs/summary.md }}
+  - id: tail
+    kind: generate
+    needs: [notes]
+    prompt: prompts/tail.md
+    output: {{ schema: builtin:document, document: docs/tail.md }}
+"
+        ),
+    );
+    let out = ctx.run(&["run", "--concurrency", "1"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    let run = ctx.only_run_dir();
+    assert!(store_violations(&evidence(&run, "notes")).is_empty());
+    assert_eq!(
+        store_violations(&evidence(&run, "summary")),
+        vec![".specbridge/notes.txt"]
+    );
+    // The stage after the one that changed the store (ids start in order) starts
+    // from the store as that stage left it: the change is not blamed twice.
+    let tail = read_json(&run.join("stages/tail/stage.json"));
+    assert_eq!(tail["status"], "succeeded", "{tail:#}");
+    assert!(store_violations(&evidence(&run, "tail")).is_empty());
+}
+
+#[test]
+fn a_command_between_agent_stages_that_writes_the_store_is_not_blamed_on_the_next_agent() {
+    // An unconfined check may write under `.specbridge/`: it is the user's own
+    // command, and the agent after it did not make the change.
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/notes.md", "Write the notes.\n");
+    ctx.write("prompts/summary.md", "Write the summary.\n");
+    ctx.write_agent_pipeline(
+        RUNNER,
+        &format!(
+            "{ONE_STAGE}  - id: tidy
+    kind: check
+    needs: [notes]
+    sandbox: off
+    argv: [sh, -c, 'echo kept > .specbridge/notes.txt']
+  - id: summary
+    kind: generate
+    needs: [tidy]
+    prompt: prompts/summary.md
+    output: {{ schema: builtin:document, document: docs/summary.md }}
+"
+        ),
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(ctx.read(".specbridge/notes.txt"), "kept\n");
+    let run = ctx.only_run_dir();
+    assert!(store_violations(&evidence(&run, "summary")).is_empty());
+}
