@@ -1,6 +1,6 @@
 //! What an agent attempt changed under `.specbridge/` outside its own run folder
 //! (docs/evidence.md): git snapshots never list the run store, so the store is
-//! compared file by file (size, modification time, mode) before and after the
+//! compared file by file (size, modification and change times, mode) before and after the
 //! agent, and every difference is a `protected-path-changed` violation.
 //!
 //! A store keeps every earlier run, so the comparison walks thousands of files in
@@ -29,8 +29,11 @@ pub struct RunStoreState {
     files: HashMap<String, FileId>,
 }
 
-/// Size, modification time (ns) and mode.
-type FileId = (u64, i128, u32);
+/// Size, modification time and change time (ns), and mode. The change time is
+/// what an agent cannot put back: a file edited in place to the same size with
+/// its modification time restored (`touch -r`) keeps size and mtime, but every
+/// write, `utimensat`, `chmod` and new hard link sets its ctime to now.
+type FileId = (u64, i128, i128, u32);
 
 impl RunStoreState {
     /// Everything under `.specbridge/` except this run's own folder, which
@@ -264,9 +267,14 @@ fn walk(dir: &Path, rel: &mut String, own: Option<(u64, u64)>, out: &mut HashMap
             // does not follow a symlink.
             Ok(_) => {
                 if let Ok(meta) = entry.metadata() {
-                    let mtime =
-                        i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-                    out.insert(rel.clone(), (meta.len(), mtime, meta.mode()));
+                    let ns = |s: i64, ns: i64| i128::from(s) * 1_000_000_000 + i128::from(ns);
+                    let id = (
+                        meta.len(),
+                        ns(meta.mtime(), meta.mtime_nsec()),
+                        ns(meta.ctime(), meta.ctime_nsec()),
+                        meta.mode(),
+                    );
+                    out.insert(rel.clone(), id);
                 }
             }
             Err(_) => {}
@@ -284,7 +292,7 @@ mod tests {
         let state = |files: &[(&str, u64)]| RunStoreState {
             files: files
                 .iter()
-                .map(|(p, len)| (p.to_string(), (*len, 0, 0o644)))
+                .map(|(p, len)| (p.to_string(), (*len, 0, 0, 0o644)))
                 .collect(),
         };
         let before = state(&[("runs/a/run.json", 1), ("config", 1)]);
@@ -350,6 +358,35 @@ mod tests {
                 ".specbridge/runs/old/link",
                 ".specbridge/runs/old/stages/a/stage.json",
             ]
+        );
+    }
+
+    #[test]
+    fn an_edit_in_place_with_the_modification_time_put_back_is_found() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path();
+        store(root, &[("runs/old/run.json", "{\"status\": \"failed\"}")]);
+        let dir = root.join(RUN_STORE_DIR);
+        let record = dir.join("runs/old/run.json");
+        let mtime = std::fs::metadata(&record).unwrap().modified().unwrap();
+        let before = RunStoreState::of(&dir, None);
+        // Ensure the change time can move on a coarse clock.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&record, "{\"status\": \"passed\"}").unwrap();
+        let file = std::fs::File::options().write(true).open(&record).unwrap();
+        file.set_modified(mtime).unwrap();
+        drop(file);
+        let meta = std::fs::metadata(&record).unwrap();
+        assert_eq!(
+            meta.modified().unwrap(),
+            mtime,
+            "the forgery put mtime back"
+        );
+        assert_eq!(meta.len(), "{\"status\": \"failed\"}".len() as u64);
+        let after = RunStoreState::of(&dir, None);
+        assert_eq!(
+            after.changed_since(&before),
+            vec![".specbridge/runs/old/run.json"]
         );
     }
 
