@@ -1,7 +1,8 @@
 //! What an agent attempt changed under `.specbridge/` outside its own run folder
 //! (docs/evidence.md): git snapshots never list the run store, so the store is
 //! compared file by file (size, modification and change times, mode) before and after the
-//! agent, and every difference is a `protected-path-changed` violation.
+//! agent, and every difference is a `protected-path-changed` violation. A run
+//! folder another process works on is its writer's to guard, and is left out.
 //!
 //! A store keeps every earlier run, so the comparison walks thousands of files in
 //! a repository used for a while: about 15 ms for 300 earlier runs on the 2-core
@@ -27,6 +28,13 @@ pub struct RunStoreState {
     /// By path relative to `.specbridge/`. Hashed, not ordered: the paths share
     /// long prefixes, which an ordered map compares byte by byte on every insert.
     files: HashMap<String, FileId>,
+    /// `runs/<id>` of the run folders another process was working on (it held
+    /// their `.lock`) when the walk ended. Such a folder changes under its own
+    /// writer, which re-hashes its records after each of its agent attempts and
+    /// whose audit checks every file against the record's announcements, so it
+    /// is left out of the comparison: two runs in one repository do not blame
+    /// each other's agents for their own records.
+    live: HashSet<String>,
 }
 
 /// Size, modification time and change time (ns), and mode. The change time is
@@ -55,6 +63,7 @@ impl RunStoreState {
         let mut state = RunStoreState::default();
         let mut rel = String::new();
         walk(store, &mut rel, own, &mut state.files);
+        state.live = live_runs(&store.join(layout::RUNS_DIR));
         state
     }
 
@@ -63,6 +72,9 @@ impl RunStoreState {
     pub(crate) fn changed_since(&self, before: &RunStoreState) -> Vec<String> {
         let runs_before: HashSet<&str> = before.files.keys().filter_map(|k| run_of(k)).collect();
         let new_run = |path: &str| run_of(path).is_some_and(|run| !runs_before.contains(run));
+        let live = |path: &str| {
+            run_of(path).is_some_and(|run| self.live.contains(run) || before.live.contains(run))
+        };
         let mut changed: Vec<String> = self
             .files
             .iter()
@@ -78,11 +90,25 @@ impl RunStoreState {
                     .filter(|path| !self.files.contains_key(*path))
                     .cloned(),
             )
+            .filter(|path| !live(path))
             .map(|path| format!("{RUN_STORE_DIR}/{path}"))
             .collect();
         changed.sort();
         changed
     }
+}
+
+/// `runs/<id>` of each folder in `runs` whose `.lock` a process holds now.
+fn live_runs(runs: &Path) -> HashSet<String> {
+    let held = specbridge_engine::store::held_flocks();
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return HashSet::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| specbridge_engine::store::is_held(&e.path().join(layout::LOCK), &held))
+        .map(|e| format!("{}/{}", layout::RUNS_DIR, e.file_name().to_string_lossy()))
+        .collect()
 }
 
 /// `runs/<id>` of a path inside a run folder.
@@ -294,6 +320,7 @@ mod tests {
                 .iter()
                 .map(|(p, len)| (p.to_string(), (*len, 0, 0, 0o644)))
                 .collect(),
+            live: HashSet::new(),
         };
         let before = state(&[("runs/a/run.json", 1), ("config", 1)]);
         let after = state(&[
@@ -387,6 +414,38 @@ mod tests {
         assert_eq!(
             after.changed_since(&before),
             vec![".specbridge/runs/old/run.json"]
+        );
+    }
+
+    #[test]
+    fn a_run_folder_another_process_works_on_is_left_out() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path();
+        store(
+            root,
+            &[("runs/done/run.json", "{}"), ("runs/busy/run.json", "{}")],
+        );
+        let dir = root.join(RUN_STORE_DIR);
+        let busy = dir.join("runs/busy");
+        let before = RunStoreState::of(&dir, None);
+        // Taken by "another process" during the attempt, which writes its run.
+        let lock = specbridge_engine::store::RunLock::acquire(&busy, "busy").unwrap();
+        std::fs::write(busy.join("run.json"), "{\"status\": \"running\"}").unwrap();
+        std::fs::write(busy.join("plan.json"), "{}").unwrap();
+        std::fs::write(dir.join("runs/done/run.json"), "{\"forged\": 1}").unwrap();
+        let after = RunStoreState::of(&dir, None);
+        assert_eq!(
+            after.changed_since(&before),
+            vec![".specbridge/runs/done/run.json"]
+        );
+        // Once nobody holds it, a change there is found again.
+        drop(lock);
+        let quiet = RunStoreState::of(&dir, None);
+        std::fs::write(busy.join("run.json"), "{}").unwrap();
+        let later = RunStoreState::of(&dir, None);
+        assert_eq!(
+            later.changed_since(&quiet),
+            vec![".specbridge/runs/busy/run.json"]
         );
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::{read_json, TestContext};
+use crate::common::{fake_claude_bin, read_json, TestContext};
 
 const RUNNER: &str = "  timeout: 20s
   killGrace: 300ms
@@ -143,4 +143,71 @@ fn a_command_between_agent_stages_that_writes_the_store_is_not_blamed_on_the_nex
     assert_eq!(ctx.read(".specbridge/notes.txt"), "kept\n");
     let run = ctx.only_run_dir();
     assert!(store_violations(&evidence(&run, "summary")).is_empty());
+}
+
+#[test]
+fn a_run_working_beside_the_agent_in_the_same_repository_is_not_blamed_on_it() {
+    // Run `b` (checks only, no working-tree lock) waits in a check until run `a`'s
+    // agent has started, then ends and writes its records while that agent works.
+    let ctx = TestContext::with_fake_claude("success");
+    let started = ctx.aux_path("agent-started");
+    let agent = ctx.aux_path("slow-claude");
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\ncase \"$*\" in *--print*) touch '{}'; sleep 1;; esac\nexec '{}' \"$@\"\n",
+            started.display(),
+            fake_claude_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    ctx.write("prompts/notes.md", "Write the notes.\n");
+    ctx.write(
+        "a.yaml",
+        &format!(
+            "version: 1\nname: a\nrunner:\n  command: {}\n{RUNNER}stages:\n{ONE_STAGE}",
+            agent.display()
+        ),
+    );
+    ctx.write(
+        "b.yaml",
+        &format!(
+            "version: 1\nname: b\nstages:
+  - id: wait
+    kind: check
+    sandbox: off
+    argv: [sh, -c, 'while [ ! -e {} ]; do sleep 0.02; done']
+  - {{ id: after, kind: check, needs: [wait], argv: ['true'] }}
+",
+            started.display()
+        ),
+    );
+    ctx.commit_all("two pipelines");
+
+    let mut b = ctx
+        .command()
+        .args(["run", "-f", "b.yaml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ctx.path(".specbridge/runs").is_dir()
+        || std::fs::read_dir(ctx.path(".specbridge/runs"))
+            .unwrap()
+            .count()
+            == 0
+    {
+        assert!(std::time::Instant::now() < deadline, "run b never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = ctx.run(&["run", "-f", "a.yaml"]);
+    assert_eq!(b.wait().unwrap().code(), Some(0), "run b failed");
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let a = run_dirs(&ctx)
+        .into_iter()
+        .find(|d| d.join("stages/notes").is_dir())
+        .expect("run a");
+    assert!(store_violations(&evidence(&a, "notes")).is_empty());
 }

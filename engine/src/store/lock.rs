@@ -1,6 +1,7 @@
 //! The OS lock a process holds on a run while it works on it. The kernel drops a
 //! flock when its holder dies, so a crashed run can always be taken again.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -63,9 +64,72 @@ impl RunLock {
     }
 }
 
+/// The files some process holds a `flock` on right now, as (major, minor, inode)
+/// of their device and inode, read from `/proc/locks`. Reading it disturbs no
+/// holder: taking a run's lock to see whether it is free, even for a moment, could
+/// make another process's `run` or `resume` of that run fail. Empty where
+/// `/proc/locks` cannot be read.
+pub fn held_flocks() -> HashSet<(u32, u32, u64)> {
+    std::fs::read_to_string("/proc/locks")
+        .map(|text| text.lines().filter_map(parse_lock_line).collect())
+        .unwrap_or_default()
+}
+
+/// Whether `path` is a file `held` lists, such as a run's `.lock` while a
+/// process works on the run.
+pub fn is_held(path: &Path, held: &HashSet<(u32, u32, u64)>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).is_ok_and(|m| {
+        let dev = m.dev();
+        held.contains(&(libc::major(dev), libc::minor(dev), m.ino()))
+    })
+}
+
+/// `1: FLOCK  ADVISORY  WRITE 4321 fd:01:123456 0 EOF`: a held flock's device
+/// (major and minor in hex) and inode. A waiter (`1: -> FLOCK …`) holds nothing.
+fn parse_lock_line(line: &str) -> Option<(u32, u32, u64)> {
+    let mut fields = line.split_whitespace().skip(1);
+    if fields.next()? != "FLOCK" {
+        return None;
+    }
+    let file = fields.nth(3)?;
+    let mut parts = file.split(':');
+    let major = u32::from_str_radix(parts.next()?, 16).ok()?;
+    let minor = u32::from_str_radix(parts.next()?, 16).ok()?;
+    let inode = parts.next()?.parse().ok()?;
+    Some((major, minor, inode))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_locks_lines_give_the_files_under_flock() {
+        assert_eq!(
+            parse_lock_line("1: FLOCK  ADVISORY  WRITE 4321 fd:01:123456 0 EOF"),
+            Some((0xfd, 0x01, 123_456))
+        );
+        assert_eq!(
+            parse_lock_line("2: POSIX  ADVISORY  WRITE 4321 fd:01:123456 0 EOF"),
+            None
+        );
+        assert_eq!(
+            parse_lock_line("1: -> FLOCK  ADVISORY  WRITE 99 fd:01:123456 0 EOF"),
+            None
+        );
+        assert_eq!(parse_lock_line("garbage"), None);
+    }
+
+    #[test]
+    fn a_held_run_lock_is_seen_and_a_released_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join(crate::store::layout::LOCK);
+        let held = RunLock::acquire(dir.path(), "r1").unwrap();
+        assert!(is_held(&lock, &held_flocks()));
+        drop(held);
+        assert!(!is_held(&lock, &held_flocks()));
+    }
 
     #[test]
     fn second_lock_is_refused_until_the_first_is_dropped() {
