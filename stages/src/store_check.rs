@@ -29,11 +29,14 @@ pub struct RunStoreState {
     /// long prefixes, which an ordered map compares byte by byte on every insert.
     files: HashMap<String, FileId>,
     /// `runs/<id>` of the run folders another process was working on (it held
-    /// their `.lock`) when the walk ended. Such a folder changes under its own
-    /// writer, which re-hashes its records after each of its agent attempts and
-    /// whose audit checks every file against the record's announcements, so it
-    /// is left out of the comparison: two runs in one repository do not blame
-    /// each other's agents for their own records.
+    /// their `.lock`) when the walk ended. Such a folder, when it was being
+    /// worked on before the attempt, changes under its own writer, which
+    /// re-hashes its records after each of its agent attempts and whose audit
+    /// checks every file against the record's announcements, so it is left out
+    /// of the comparison: two runs in one repository do not blame each other's
+    /// agents for their own records. Only the "before" counts: a folder that
+    /// became held during the attempt is compared as any other (an agent could
+    /// link a held lock file into an earlier run to hide a change there).
     live: HashSet<String>,
 }
 
@@ -72,9 +75,7 @@ impl RunStoreState {
     pub(crate) fn changed_since(&self, before: &RunStoreState) -> Vec<String> {
         let runs_before: HashSet<&str> = before.files.keys().filter_map(|k| run_of(k)).collect();
         let new_run = |path: &str| run_of(path).is_some_and(|run| !runs_before.contains(run));
-        let live = |path: &str| {
-            run_of(path).is_some_and(|run| self.live.contains(run) || before.live.contains(run))
-        };
+        let live = |path: &str| run_of(path).is_some_and(|run| before.live.contains(run));
         let mut changed: Vec<String> = self
             .files
             .iter()
@@ -417,6 +418,49 @@ mod tests {
         );
     }
 
+    /// Another process holding `lock` (util-linux `flock`), until dropped.
+    struct Holder(std::process::Child, PathBuf);
+
+    impl Holder {
+        fn hold(lock: &Path) -> Holder {
+            use std::os::unix::process::CommandExt;
+            let child = std::process::Command::new("flock")
+                .arg(lock)
+                .args(["sleep", "30"])
+                .process_group(0)
+                .spawn()
+                .expect("util-linux flock");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !specbridge_engine::store::is_held(lock, &specbridge_engine::store::held_flocks())
+            {
+                assert!(std::time::Instant::now() < deadline, "never held");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Holder(child, lock.to_path_buf())
+        }
+    }
+
+    impl Drop for Holder {
+        fn drop(&mut self) {
+            // `flock` and its `sleep` share the group and the lock.
+            let group = -i32::try_from(self.0.id()).unwrap();
+            std::process::Command::new("kill")
+                .args(["-KILL", "--", &group.to_string()])
+                .status()
+                .unwrap();
+            let _ = self.0.wait();
+            // The `sleep` is reaped by whoever adopted it: wait for the lock to go.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while specbridge_engine::store::is_held(
+                &self.1,
+                &specbridge_engine::store::held_flocks(),
+            ) {
+                assert!(std::time::Instant::now() < deadline, "still held");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
+
     #[test]
     fn a_run_folder_another_process_works_on_is_left_out() {
         let root = tempfile::tempdir().unwrap();
@@ -427,11 +471,12 @@ mod tests {
         );
         let dir = root.join(RUN_STORE_DIR);
         let busy = dir.join("runs/busy");
+        let holder = Holder::hold(&busy.join(layout::LOCK));
         let before = RunStoreState::of(&dir, None);
-        // Taken by "another process" during the attempt, which writes its run.
-        let lock = specbridge_engine::store::RunLock::acquire(&busy, "busy").unwrap();
+        // The other process writes its run, and is done before the "after".
         std::fs::write(busy.join("run.json"), "{\"status\": \"running\"}").unwrap();
         std::fs::write(busy.join("plan.json"), "{}").unwrap();
+        drop(holder);
         std::fs::write(dir.join("runs/done/run.json"), "{\"forged\": 1}").unwrap();
         let after = RunStoreState::of(&dir, None);
         assert_eq!(
@@ -439,13 +484,37 @@ mod tests {
             vec![".specbridge/runs/done/run.json"]
         );
         // Once nobody holds it, a change there is found again.
-        drop(lock);
-        let quiet = RunStoreState::of(&dir, None);
         std::fs::write(busy.join("run.json"), "{}").unwrap();
         let later = RunStoreState::of(&dir, None);
         assert_eq!(
-            later.changed_since(&quiet),
+            later.changed_since(&after),
             vec![".specbridge/runs/busy/run.json"]
+        );
+    }
+
+    #[test]
+    fn a_held_lock_linked_into_an_earlier_run_during_the_attempt_hides_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path();
+        store(
+            root,
+            &[("runs/old/run.json", "{}"), ("runs/other/run.json", "{}")],
+        );
+        let dir = root.join(RUN_STORE_DIR);
+        let other_lock = dir.join("runs/other").join(layout::LOCK);
+        let _holder = Holder::hold(&other_lock);
+        let before = RunStoreState::of(&dir, None);
+        // The agent makes the earlier run look worked on, then edits it.
+        std::fs::hard_link(&other_lock, dir.join("runs/old").join(layout::LOCK)).unwrap();
+        std::fs::write(dir.join("runs/old/run.json"), "{\"forged\": 1}").unwrap();
+        let after = RunStoreState::of(&dir, None);
+        assert!(after.live.contains("runs/old"), "the link is held");
+        assert_eq!(
+            after.changed_since(&before),
+            vec![
+                ".specbridge/runs/old/.lock",
+                ".specbridge/runs/old/run.json"
+            ]
         );
     }
 

@@ -64,51 +64,62 @@ impl RunLock {
     }
 }
 
-/// The files some process holds a `flock` on right now, as (major, minor, inode)
-/// of their device and inode, read from `/proc/locks`. Reading it disturbs no
-/// holder: taking a run's lock to see whether it is free, even for a moment, could
-/// make another process's `run` or `resume` of that run fail. Empty where
-/// `/proc/locks` cannot be read.
+/// The files another process holds a `flock` on right now, as (major, minor,
+/// inode) of their device and inode, read from `/proc/locks`. Reading it disturbs
+/// no holder: taking a run's lock to see whether it is free, even for a moment,
+/// could make another process's `run` or `resume` of that run fail. Locks this
+/// process holds are not listed: what it holds, an agent it started could link
+/// anywhere. Empty where `/proc/locks` cannot be read.
 pub fn held_flocks() -> HashSet<(u32, u32, u64)> {
+    let me = std::process::id();
     std::fs::read_to_string("/proc/locks")
-        .map(|text| text.lines().filter_map(parse_lock_line).collect())
+        .map(|text| {
+            text.lines()
+                .filter_map(parse_lock_line)
+                .filter(|(pid, _)| *pid != me)
+                .map(|(_, file)| file)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
-/// Whether `path` is a file `held` lists, such as a run's `.lock` while a
-/// process works on the run.
+/// Whether `path` itself (a symlink is not followed) is a file `held` lists, such
+/// as a run's `.lock` while another process works on the run.
 pub fn is_held(path: &Path, held: &HashSet<(u32, u32, u64)>) -> bool {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).is_ok_and(|m| {
+    std::fs::symlink_metadata(path).is_ok_and(|m| {
         let dev = m.dev();
-        held.contains(&(libc::major(dev), libc::minor(dev), m.ino()))
+        m.is_file() && held.contains(&(libc::major(dev), libc::minor(dev), m.ino()))
     })
 }
 
-/// `1: FLOCK  ADVISORY  WRITE 4321 fd:01:123456 0 EOF`: a held flock's device
-/// (major and minor in hex) and inode. A waiter (`1: -> FLOCK …`) holds nothing.
-fn parse_lock_line(line: &str) -> Option<(u32, u32, u64)> {
+/// `1: FLOCK  ADVISORY  WRITE 4321 fd:01:123456 0 EOF`: the holder's pid and the
+/// held file's device (major and minor in hex) and inode. A waiter
+/// (`1: -> FLOCK …`) holds nothing.
+fn parse_lock_line(line: &str) -> Option<(u32, (u32, u32, u64))> {
     let mut fields = line.split_whitespace().skip(1);
     if fields.next()? != "FLOCK" {
         return None;
     }
-    let file = fields.nth(3)?;
+    let pid = fields.nth(2)?.parse().ok()?;
+    let file = fields.next()?;
     let mut parts = file.split(':');
     let major = u32::from_str_radix(parts.next()?, 16).ok()?;
     let minor = u32::from_str_radix(parts.next()?, 16).ok()?;
     let inode = parts.next()?.parse().ok()?;
-    Some((major, minor, inode))
+    Some((pid, (major, minor, inode)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt;
 
     #[test]
     fn proc_locks_lines_give_the_files_under_flock() {
         assert_eq!(
             parse_lock_line("1: FLOCK  ADVISORY  WRITE 4321 fd:01:123456 0 EOF"),
-            Some((0xfd, 0x01, 123_456))
+            Some((4321, (0xfd, 0x01, 123_456)))
         );
         assert_eq!(
             parse_lock_line("2: POSIX  ADVISORY  WRITE 4321 fd:01:123456 0 EOF"),
@@ -122,13 +133,39 @@ mod tests {
     }
 
     #[test]
-    fn a_held_run_lock_is_seen_and_a_released_one_is_not() {
+    fn a_lock_another_process_holds_is_seen_and_one_of_this_process_is_not() {
         let dir = tempfile::tempdir().unwrap();
         let lock = dir.path().join(crate::store::layout::LOCK);
-        let held = RunLock::acquire(dir.path(), "r1").unwrap();
-        assert!(is_held(&lock, &held_flocks()));
-        drop(held);
-        assert!(!is_held(&lock, &held_flocks()));
+        let mine = RunLock::acquire(dir.path(), "r1").unwrap();
+        assert!(!is_held(&lock, &held_flocks()), "this process's own lock");
+        drop(mine);
+        // `flock FILE sleep 30`: the lock is held by both; both are ended below.
+        let mut other = std::process::Command::new("flock")
+            .arg(&lock)
+            .args(["sleep", "30"])
+            .process_group(0)
+            .spawn()
+            .expect("util-linux flock");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !is_held(&lock, &held_flocks()) {
+            assert!(std::time::Instant::now() < deadline, "never seen held");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // A symlink to a held lock is not a held lock.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&lock, &link).unwrap();
+        assert!(!is_held(&link, &held_flocks()));
+        let group = nix::unistd::Pid::from_raw(other.id() as i32);
+        nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+        other.wait().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while is_held(&lock, &held_flocks()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still held once ended"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     #[test]
