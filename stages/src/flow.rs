@@ -110,10 +110,8 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     let (prepared, before, store_before) = std::thread::scope(|scope| {
         let before = scope.spawn(|| snapshot(&a.ctx.root));
         let store_before = scope.spawn(|| {
-            let own = a.run().dir().file_name().unwrap_or_default();
-            a.agent.store.before(&own.to_string_lossy(), || {
-                RunStoreState::take(&a.ctx.root, a.run())
-            })
+            let walk_now = || RunStoreState::take(&a.ctx.root, a.run());
+            a.agent.store.before(a.run().id(), walk_now)
         });
         let prepared = prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION);
         (prepared, joined(before), joined(store_before))

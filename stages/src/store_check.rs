@@ -1,15 +1,17 @@
 //! What an agent attempt changed under `.specbridge/` outside its own run folder
 //! (docs/evidence.md): git snapshots never list the run store, so the store is
-//! compared file by file (size, modification and change times, mode) before and after the
-//! agent, and every difference is a `protected-path-changed` violation. A run
-//! folder another process works on is its writer's to guard, and is left out.
+//! compared file by file (size, modification and change times, mode) before and
+//! after the agent, and every difference is a `protected-path-changed` violation.
+//! A run folder another process works on is its writer's to guard, and is left
+//! out.
 //!
 //! A store keeps every earlier run, so the comparison walks thousands of files in
-//! a repository used for a while: about 15 ms for 300 earlier runs on the 2-core
-//! machine of docs/performance.md, where the agent stage itself costs 25 ms of
-//! specbridge's time. So no walk waits on another: the state after an attempt is
-//! taken on a thread beside the after-snapshot ([`StoreCheck`]), and the state
-//! before it comes from a [`StoreBaseline`] when one is still exact.
+//! a repository used for a while (about 3.4 µs a file on the 2-core machine of
+//! docs/performance.md: 20 ms for 300 earlier runs of one agent stage, where the
+//! stage itself costs 22 ms of specbridge's time). So no walk waits on another:
+//! the state after an attempt is taken on a thread beside the after-snapshot
+//! ([`StoreCheck`]), and the state before it comes from a [`StoreBaseline`] when
+//! one is still exact.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -148,17 +150,23 @@ struct Taken {
     spawned: u64,
 }
 
+impl Taken {
+    /// A walk of the store folder `store` now (leaving out `own`), with the number
+    /// of processes the run had started when it began.
+    fn now(store: &Path, own: Option<&Path>) -> Taken {
+        let spawned = supervisor::spawned();
+        let state = Arc::new(RunStoreState::of(store, own));
+        Taken { state, spawned }
+    }
+}
+
 impl StoreBaseline {
     /// Starts walking the store of the repository at `root` on a thread of its
     /// own, leaving out the run folder `own` (a resumed run's; a new run has none
     /// yet, and a run folder made later is never taken for a change).
     pub fn start(root: &Path, own: Option<PathBuf>) -> StoreBaseline {
         let store = root.join(RUN_STORE_DIR);
-        let walk = std::thread::spawn(move || {
-            let spawned = supervisor::spawned();
-            let state = Arc::new(RunStoreState::of(&store, own.as_deref()));
-            Taken { state, spawned }
-        });
+        let walk = std::thread::spawn(move || Taken::now(&store, own.as_deref()));
         StoreBaseline {
             inner: Mutex::new(Some(Baseline::Walking(walk))),
         }
@@ -184,8 +192,8 @@ impl StoreBaseline {
     }
 
     /// A state taken after an attempt's agent ended, offered to the next attempt.
-    fn offer(&self, state: Arc<RunStoreState>, spawned: u64) {
-        *self.lock() = Some(Baseline::Ready(Taken { state, spawned }));
+    fn offer(&self, taken: Taken) {
+        *self.lock() = Some(Baseline::Ready(taken));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Baseline>> {
@@ -227,9 +235,9 @@ impl StoreCheck {
         let store = root.join(RUN_STORE_DIR);
         let own = run.dir().to_path_buf();
         let after = std::thread::spawn(move || {
-            let spawned = supervisor::spawned();
-            let after = Arc::new(RunStoreState::of(&store, Some(&own)));
-            baseline.offer(Arc::clone(&after), spawned);
+            let taken = Taken::now(&store, Some(&own));
+            let after = Arc::clone(&taken.state);
+            baseline.offer(taken);
             after
         });
         StoreCheck { before, after }
@@ -421,6 +429,19 @@ mod tests {
     /// Another process holding `lock` (util-linux `flock`), until dropped.
     struct Holder(std::process::Child, PathBuf);
 
+    fn held(lock: &Path) -> bool {
+        specbridge_engine::store::is_held(lock, &specbridge_engine::store::held_flocks())
+    }
+
+    /// Waits up to 10 s for `lock` to be held (or free), as `/proc/locks` shows.
+    fn wait_until_held(lock: &Path, want: bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while held(lock) != want {
+            assert!(std::time::Instant::now() < deadline, "held: never {want}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     impl Holder {
         fn hold(lock: &Path) -> Holder {
             use std::os::unix::process::CommandExt;
@@ -430,12 +451,7 @@ mod tests {
                 .process_group(0)
                 .spawn()
                 .expect("util-linux flock");
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while !specbridge_engine::store::is_held(lock, &specbridge_engine::store::held_flocks())
-            {
-                assert!(std::time::Instant::now() < deadline, "never held");
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
+            wait_until_held(lock, true);
             Holder(child, lock.to_path_buf())
         }
     }
@@ -450,14 +466,7 @@ mod tests {
                 .unwrap();
             let _ = self.0.wait();
             // The `sleep` is reaped by whoever adopted it: wait for the lock to go.
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while specbridge_engine::store::is_held(
-                &self.1,
-                &specbridge_engine::store::held_flocks(),
-            ) {
-                assert!(std::time::Instant::now() < deadline, "still held");
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
+            wait_until_held(&self.1, false);
         }
     }
 
@@ -535,10 +544,16 @@ mod tests {
         assert_ne!(*walked, *first);
 
         // A state walked before the run started another process is not exact.
-        baseline.offer(Arc::clone(&first), supervisor::spawned().wrapping_sub(1));
+        baseline.offer(Taken {
+            state: Arc::clone(&first),
+            spawned: supervisor::spawned().wrapping_sub(1),
+        });
         assert_eq!(*baseline.before("mine", walk_now), walk_now());
         let offered = Arc::new(walk_now());
-        baseline.offer(Arc::clone(&offered), supervisor::spawned());
+        baseline.offer(Taken {
+            state: Arc::clone(&offered),
+            spawned: supervisor::spawned(),
+        });
         assert!(Arc::ptr_eq(
             &baseline.before("mine", || panic!("exact")),
             &offered

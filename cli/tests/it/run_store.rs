@@ -18,6 +18,18 @@ const ONE_STAGE: &str = "  - id: notes
     output: { schema: builtin:document, document: docs/notes.md }
 ";
 
+/// A generate stage `id` needing `need`, its prompt `prompts/<id>.md`.
+fn generate_after(id: &str, need: &str) -> String {
+    format!(
+        "  - id: {id}
+    kind: generate
+    needs: [{need}]
+    prompt: prompts/{id}.md
+    output: {{ schema: builtin:document, document: docs/{id}.md }}
+"
+    )
+}
+
 fn run_dirs(ctx: &TestContext) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(ctx.path(".specbridge/runs"))
         .unwrap()
@@ -87,17 +99,9 @@ fn of_consecutive_agent_stages_only_the_one_that_touched_the_store_is_blamed() {
     ctx.write_agent_pipeline(
         RUNNER,
         &format!(
-            "{ONE_STAGE}  - id: summary
-    kind: generate
-    needs: [notes]
-    prompt: prompts/summary.md
-    output: {{ schema: builtin:document, document: docs/summary.md }}
-  - id: tail
-    kind: generate
-    needs: [notes]
-    prompt: prompts/tail.md
-    output: {{ schema: builtin:document, document: docs/tail.md }}
-"
+            "{ONE_STAGE}{}{}",
+            generate_after("summary", "notes"),
+            generate_after("tail", "notes")
         ),
     );
     let out = ctx.run(&["run", "--concurrency", "1"]);
@@ -130,12 +134,8 @@ fn a_command_between_agent_stages_that_writes_the_store_is_not_blamed_on_the_nex
     needs: [notes]
     sandbox: off
     argv: [sh, -c, 'echo kept > .specbridge/notes.txt']
-  - id: summary
-    kind: generate
-    needs: [tidy]
-    prompt: prompts/summary.md
-    output: {{ schema: builtin:document, document: docs/summary.md }}
-"
+{}",
+            generate_after("summary", "tidy")
         ),
     );
     let out = ctx.run(&["run"]);
