@@ -153,7 +153,7 @@ for n in $SHOW_SIZES; do
     d=$scratch/random-$n
     [ -d "$d" ] || d=$(repo random "$n")
     # One complete run to show and to resume.
-    [ -d "$d/.specbridge" ] || "$bin" -C "$d" run --json >/dev/null
+    [ -d "$d/.specbridge" ] || "$bin" -C "$d" run --json >/dev/null 2>&1
     echo "| runs show latest, random $n | $(ms "$(mean true "$bin -C $d runs show latest")") ms$(cpu) | $(rss "$bin" -C "$d" runs show latest) MiB |"
     # A resume records itself in the run (its decisions, a resume entry): each
     # timed resume starts from the run as it was finished, or the later ones would

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use specbridge_stages::session::{
-    ReplaySettings, RunSession, ScaffoldSettings, SessionKind, SessionSettings,
+    ReplaySettings, RunSession, ScaffoldSettings, SessionEnd, SessionKind, SessionSettings,
 };
 
 use crate::args::{ReplayMissing, RunArgs};
@@ -43,7 +43,13 @@ pub(super) fn run(ws: &Workspace, printer: Printer, args: RunArgs) -> CliResult 
     watcher.finish();
     let end = end?;
     summary::ended(printer, &end, json_out);
-    Ok(end.exit_code())
+    let code = end.exit_code();
+    if matches!(end, SessionEnd::Planned { .. }) {
+        // The process ends once the plan is printed (as `validate` does with
+        // its pipeline): freeing every planned stage returns nothing to anyone.
+        std::mem::forget(end);
+    }
+    Ok(code)
 }
 
 /// A path given on the command line, relative to the current directory.

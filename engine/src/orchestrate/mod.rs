@@ -137,6 +137,14 @@ pub(crate) fn final_nodes(outcome: &RunOutcome) -> Vec<crate::store::PlanNode> {
 /// Nodes in dependency order, ties broken by id: the order `plan.json`, the
 /// summary and `runs show` list stages in.
 pub fn plan_order(nodes: &[Node]) -> Vec<&Node> {
+    plan_order_indexes(nodes)
+        .into_iter()
+        .map(|i| &nodes[i])
+        .collect()
+}
+
+/// [`plan_order`] as indexes into `nodes`, for a caller that moves them.
+pub fn plan_order_indexes(nodes: &[Node]) -> Vec<usize> {
     let graph = crate::dag::StageGraph::from_needs(
         nodes
             .iter()
@@ -146,8 +154,11 @@ pub fn plan_order(nodes: &[Node]) -> Vec<&Node> {
         .topo_order()
         .unwrap_or_else(|_| nodes.iter().map(|n| n.id.clone()).collect());
     // By id, not by a scan per id: that is quadratic in the plan's size.
-    let by_id: std::collections::HashMap<&str, &Node> =
-        nodes.iter().map(|n| (n.id.as_str(), n)).collect();
+    let by_id: std::collections::HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.id.as_str(), i))
+        .collect();
     order
         .iter()
         .filter_map(|id| by_id.get(id.as_str()).copied())
