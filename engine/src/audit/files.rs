@@ -110,13 +110,19 @@ fn parent(rel: &str) -> &str {
     rel.rsplit_once('/').map_or("", |(dir, _)| dir)
 }
 
-/// Hash and scan every regular file; compare with the announcements.
-/// Returns how many files were read, and what the walk found.
-pub(crate) fn check_files(
-    run_dir: &Path,
-    facts: &EventFacts,
-    findings: &mut Vec<Finding>,
-) -> Result<(u64, RunFiles), AuditError> {
+/// Every regular file of a run hashed and scanned, before any comparison with
+/// the event log: what [`compare`] needs, read without the log, so that the two
+/// can be read at once.
+pub(crate) struct FileScans {
+    run: RunFiles,
+    scans: BTreeMap<String, FileScan>,
+    /// Secrets found and files that could not be read, in the walk's order.
+    findings: Vec<Finding>,
+}
+
+/// Hash and scan every regular file of the run in `run_dir`.
+pub(crate) fn scan_files(run_dir: &Path) -> Result<FileScans, AuditError> {
+    let mut findings = Vec::new();
     let mut run = RunFiles {
         root: run_dir.to_path_buf(),
         ..Default::default()
@@ -173,6 +179,27 @@ pub(crate) fn check_files(
         }
     }
 
+    Ok(FileScans {
+        run,
+        scans,
+        findings,
+    })
+}
+
+/// Compare the files scanned with the announcements of the event log. Returns
+/// how many files were read, and what the walk found.
+pub(crate) fn compare(
+    scanned: FileScans,
+    run_dir: &Path,
+    facts: &EventFacts,
+    findings: &mut Vec<Finding>,
+) -> (u64, RunFiles) {
+    let FileScans {
+        run,
+        scans,
+        findings: found,
+    } = scanned;
+    findings.extend(found);
     for (rel, ann) in &facts.announced {
         if rel.is_empty() || rel.split('/').any(|c| !is_safe_component(c)) {
             findings.push(Finding::new(
@@ -234,7 +261,7 @@ pub(crate) fn check_files(
             );
         }
     }
-    Ok((scans.len() as u64, run))
+    (scans.len() as u64, run)
 }
 
 /// Whether `rel` holds exactly what a pending `record-intent` announced.
@@ -321,7 +348,8 @@ mod tests {
         std::fs::write(dir.path().join("stages/a/big.json"), &big).unwrap();
         std::fs::write(dir.path().join("stages/a/small.json"), "{\"k\": 1}").unwrap();
         let mut findings = Vec::new();
-        let (count, run) = check_files(dir.path(), &EventFacts::default(), &mut findings).unwrap();
+        let scanned = scan_files(dir.path()).unwrap();
+        let (count, run) = compare(scanned, dir.path(), &EventFacts::default(), &mut findings);
         assert_eq!(count, 2);
         let secrets: Vec<_> = findings
             .iter()
