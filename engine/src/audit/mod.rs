@@ -61,12 +61,10 @@ pub(crate) fn audit_run_with(
     // The file pass (every file hashed and scanned for secrets) needs nothing
     // from the event log until the comparison: it runs on a second core while
     // the log is read and its chain checked, which take about as long.
-    let (facts, scanned) = std::thread::scope(|scope| {
-        let scanning = scope.spawn(|| files::scan_files(run_dir));
-        let facts = events::read_events(run_dir, &mut findings, also);
-        let scanned = scanning.join().expect("the file pass does not panic");
-        (facts, scanned)
-    });
+    let (scanned, facts) = crate::beside::beside(
+        || files::scan_files(run_dir),
+        || events::read_events(run_dir, &mut findings, also),
+    );
     let facts = facts?;
     set_aside_tails(run_dir, &mut findings)?;
     let (checked_files, run_files) = files::compare(scanned?, run_dir, &facts, &mut findings);

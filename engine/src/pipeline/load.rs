@@ -160,21 +160,17 @@ pub(crate) fn load_bytes(
         }
     }
     let sha256 = hex::encode(Sha256::digest(&raw));
-    // The structural check and the typed reading both read the document alone:
-    // the check on a second core while the typed file is read. A typed file read
-    // beside a failed check is dropped unused.
-    let (mut problems, typed) = std::thread::scope(|scope| {
-        let structural = (!checked.is_some_and(|c| c.vouches_for(&sha256)))
-            .then(|| scope.spawn(|| schema_errors::check(&document, &index, path)));
-        // The document already holds every value: reading the typed file from it
-        // saves a second YAML parse. Only when that fails is the YAML read again,
-        // for serde_yaml's located message (or its reading, where the two differ).
-        let typed: Option<PipelineFile> = serde::Deserialize::deserialize(&document).ok();
-        let problems = structural.map_or_else(Vec::new, |h| {
-            h.join().expect("the structural check does not panic")
-        });
-        (problems, typed)
-    });
+    // The document already holds every value: reading the typed file from it
+    // saves a second YAML parse. Only when that fails is the YAML read again,
+    // for serde_yaml's located message (or its reading, where the two differ).
+    // The structural check reads the document alone too: it runs beside the
+    // typed reading, whose result is dropped unused when the check fails.
+    let read_typed = || -> Option<PipelineFile> { serde::Deserialize::deserialize(&document).ok() };
+    let (mut problems, typed) = if checked.is_some_and(|c| c.vouches_for(&sha256)) {
+        (Vec::new(), read_typed())
+    } else {
+        crate::beside::beside(|| schema_errors::check(&document, &index, path), read_typed)
+    };
     if !problems.is_empty() {
         // A bypass attempt is reported even in a file that is otherwise broken.
         problems.extend(forbidden::scan(&document, &index, path));

@@ -91,16 +91,16 @@ fn check(pipeline: &LoadedPipeline, repo_root: &Path) -> (Vec<Diagnostic>, Stage
     // The safety scan reads the document alone: on a second core beside the
     // semantic checks, which read the typed file (a 10,000-stage pipeline's
     // checks take about as long as its scan).
-    let graph = std::thread::scope(|scope| {
-        let scan =
-            scope.spawn(|| forbidden::scan(&pipeline.document, &pipeline.index, &pipeline.path));
-        c.top_level();
-        let graph = c.stages();
-        c.gate();
-        c.out
-            .extend(scan.join().expect("the safety scan does not panic"));
-        graph
-    });
+    let (scan, graph) = crate::beside::beside(
+        || forbidden::scan(&pipeline.document, &pipeline.index, &pipeline.path),
+        || {
+            c.top_level();
+            let graph = c.stages();
+            c.gate();
+            graph
+        },
+    );
+    c.out.extend(scan);
     // After the scan: a value it already refused is not reported twice.
     c.policy();
     load::sort(&mut c.out);

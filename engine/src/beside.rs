@@ -1,0 +1,90 @@
+//! Two pieces of work at once, on two cores, with nothing to lose on one.
+//!
+//! Validation and the audit each have two passes that read the same input and
+//! none of each other's results. [`beside`] runs one on a scoped thread while the
+//! caller's thread runs the other. A machine that will not give a thread (a
+//! process limit reached) gets the same results one after the other: a missing
+//! thread is never an error, and never a panic.
+
+use std::sync::Mutex;
+use std::thread;
+
+/// `(aside(), here())`, `aside` on a thread of its own when one can be had.
+/// A panic in `aside` is raised again on the caller's thread.
+pub(crate) fn beside<A, B>(aside: impl FnOnce() -> A + Send, here: impl FnOnce() -> B) -> (A, B)
+where
+    A: Send,
+{
+    beside_or_inline(aside, here, true)
+}
+
+/// [`beside`]; with `on_a_thread` false, as when the spawn is refused.
+fn beside_or_inline<A, B>(
+    aside: impl FnOnce() -> A + Send,
+    here: impl FnOnce() -> B,
+    on_a_thread: bool,
+) -> (A, B)
+where
+    A: Send,
+{
+    // `aside` goes to the thread through this slot, so that a refused spawn
+    // leaves it here to run inline.
+    let slot = Mutex::new(Some(aside));
+    let take = || slot.lock().ok().and_then(|mut s| s.take());
+    thread::scope(|scope| {
+        let spawned = if on_a_thread {
+            thread::Builder::new()
+                .name("specbridge-beside".into())
+                .spawn_scoped(scope, || take().map(|f| f()))
+        } else {
+            Err(std::io::Error::from(std::io::ErrorKind::WouldBlock))
+        };
+        let b = here();
+        let a = match spawned {
+            Ok(handle) => match handle.join() {
+                Ok(Some(a)) => a,
+                Ok(None) => unreachable!("the slot is filled before the spawn"),
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            Err(_) => take().expect("a refused spawn ran nothing")(),
+        };
+        (a, b)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_results_come_back_in_order() {
+        let data = vec![1, 2, 3];
+        let (a, b) = beside(|| data.iter().sum::<i32>(), || data.len());
+        assert_eq!((a, b), (6, 3));
+    }
+
+    #[test]
+    fn the_aside_work_runs_on_another_thread() {
+        let here = thread::current().id();
+        let (there, _) = beside(|| thread::current().id(), || ());
+        assert_ne!(there, here);
+    }
+
+    #[test]
+    fn a_refused_thread_runs_both_here_with_the_same_results() {
+        let here = thread::current().id();
+        let data = vec![1, 2, 3];
+        let (a, b) = beside_or_inline(
+            || (data.iter().sum::<i32>(), thread::current().id()),
+            || data.len(),
+            false,
+        );
+        assert_eq!((a, b), ((6, here), 3));
+    }
+
+    #[test]
+    #[should_panic(expected = "aside failed")]
+    fn a_panic_aside_reaches_the_caller() {
+        beside(|| panic!("aside failed"), || ());
+    }
+}
