@@ -58,7 +58,7 @@ mod tests {
 
     #[test]
     fn both_results_come_back_in_order() {
-        let data = vec![1, 2, 3];
+        let data = [1, 2, 3];
         let (a, b) = beside(|| data.iter().sum::<i32>(), || data.len());
         assert_eq!((a, b), (6, 3));
     }
@@ -73,7 +73,7 @@ mod tests {
     #[test]
     fn a_refused_thread_runs_both_here_with_the_same_results() {
         let here = thread::current().id();
-        let data = vec![1, 2, 3];
+        let data = [1, 2, 3];
         let (a, b) = beside_or_inline(
             || (data.iter().sum::<i32>(), thread::current().id()),
             || data.len(),
