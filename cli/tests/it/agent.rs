@@ -424,6 +424,31 @@ fn an_undefined_template_variable_fails_the_stage_with_its_line() {
 }
 
 #[test]
+fn a_temporary_folder_that_cannot_be_made_fails_the_attempt_before_the_spawn() {
+    // The invocation's own temporary folder is made inside the one that
+    // `CLAUDE_CODE_TMPDIR` names (docs/claude-code-runner.md).
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/requirements.md", PROMPT);
+    ctx.write_agent_pipeline(
+        &format!("{QUICK_RUNNER}  env:\n    CLAUDE_CODE_TMPDIR: /nonexistent/agent-tmp\n"),
+        GENERATE_STAGE,
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 4, "{}", out.snapshot());
+    let stage = read_json(&ctx.only_run_dir().join("stages/requirements/stage.json"));
+    assert_eq!(stage["status"], "failed", "{stage:#}");
+    let outcome = stage["outcome"].as_str().unwrap();
+    assert!(
+        outcome
+            .contains("failed to create a temporary folder for the CLI in /nonexistent/agent-tmp"),
+        "{outcome}"
+    );
+    assert!(ctx.fake_agent_runs().is_empty(), "the agent was started");
+    let result = read_json(&attempt_dir(&ctx).join("result.json"));
+    assert_eq!(result["outcome"], "failed", "{result:#}");
+}
+
+#[test]
 fn upstream_outputs_and_documents_reach_downstream_prompts() {
     let ctx = TestContext::with_claude_script(
         r##"[{"scenario": "success", "match": "REQ", "output": {"summary": "req summary", "markdown": "# Requirements\nqueue"}},

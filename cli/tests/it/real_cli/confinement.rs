@@ -521,3 +521,45 @@ fn an_allowed_bash_rule_runs_inside_the_sandbox() {
     let request = sandbox.attempt_json("implement", 1, "request.json");
     assert_eq!(request["toolPolicy"]["sandbox"]["status"], "on");
 }
+
+/// Each invocation's temporary files are in a folder of its own, removed when
+/// the attempt ends. The CLI's sandbox mounts a file named after the hash of the
+/// `--settings` value from its temporary folder; in the shared
+/// `/tmp/claude-<uid>/`, two invocations with the same settings shared it, and
+/// the first to end removed it from under the other's shell commands
+/// (docs/claude-code-runner.md, "A temporary folder per invocation").
+#[test]
+fn the_cli_gets_a_temporary_folder_of_its_own_removed_after_the_attempt() {
+    let Some((sandbox, outside)) = sandbox_with(|_, _| {
+        vec![
+            bash(
+                "t_tmp",
+                "bash -c 'echo \"$TMPDIR\"; echo hello > notes.txt'",
+            ),
+            task_result(&["notes.txt"]),
+        ]
+    }) else {
+        return;
+    };
+    sandbox.write_pipeline(
+        "  maxTurns: 8\n  tools: [Read, Glob, Grep, Edit, Write, Bash]\n  allowedBashRules: [\"Bash(bash *)\"]\n",
+        EXECUTE,
+    );
+    let out = sandbox.run(&["run"]);
+    let shell = tool_result(&sandbox, "t_tmp");
+    assert!(!shell.is_error, "{shell:?}\n{}", out.snapshot());
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    // The CLI's own `claude-<uid>` inside the invocation's folder.
+    let shell_tmp = PathBuf::from(shell.text().lines().next().unwrap_or_default().trim());
+    let own = shell_tmp
+        .ancestors()
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("specbridge-agent-"))
+        })
+        .unwrap_or_else(|| {
+            panic!("the shell's TMPDIR is in no folder of the invocation's own: {shell_tmp:?}")
+        });
+    assert!(!own.exists(), "{own:?} was left behind");
+    outside.assert_untouched();
+}

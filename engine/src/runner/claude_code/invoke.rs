@@ -25,6 +25,7 @@ use super::observe::{
     check_calls, check_init, describe_violation, CallContext, InitExpectation, InitMismatch,
 };
 use super::outcome::{classify, Classification, ClassifyInput, SchemaDelivery};
+use super::private_tmp::{self, PrivateTmp};
 use super::record::ResultRecord;
 use super::request::{RequestContext, RequestRecord};
 use super::stream::{LineKind, Progress, StreamState};
@@ -263,6 +264,23 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         return outcome;
     }
 
+    // Made before the logs, so that a folder that cannot be made ends the
+    // attempt with nothing opened; none for a playback, which starts nothing.
+    let private_tmp = match spec.replay {
+        Some(_) => None,
+        None => match PrivateTmp::create(&spec.runner.env) {
+            Ok(tmp) => Some(tmp),
+            Err(e) => {
+                let outcome = InvocationOutcome::not_spawned(
+                    attempt_rel.clone(),
+                    StageStatus::Failed,
+                    redactor.redact_str(&crate::error_chain(&e)),
+                );
+                write_unspawned_result(&spec, &attempt_rel, &outcome);
+                return outcome;
+            }
+        },
+    };
     let logs = spec
         .run
         .log(&rel(attempt::RAW_STDOUT))
@@ -298,10 +316,18 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         args: spec.request.argv.clone(),
         redacted_argv: full_argv,
         cwd: spec.cwd.to_path_buf(),
+        // The private folder last: it wins over a `CLAUDE_CODE_TMPDIR` given
+        // in `runner.env`, which is where it was made.
         env: runner
             .env
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(private_tmp.as_ref().map(|tmp| {
+                (
+                    private_tmp::VAR.to_string(),
+                    tmp.path().display().to_string(),
+                )
+            }))
             .collect(),
         env_remove: scrubbed.clone(),
         stdin: Some(spec.prompt.as_bytes().to_vec()),

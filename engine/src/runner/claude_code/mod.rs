@@ -11,6 +11,7 @@ pub mod invoke;
 pub mod known;
 pub mod observe;
 pub mod outcome;
+mod private_tmp;
 pub mod probe;
 pub mod record;
 pub mod request;

@@ -1,0 +1,86 @@
+//! A temporary folder of its own for each invocation of the CLI.
+//!
+//! Claude Code keeps its temporary files in `$CLAUDE_CODE_TMPDIR/claude-<uid>/`
+//! (`/tmp/claude-<uid>/` without the variable), shared by every process of the
+//! user. Among them is the file its sandbox mounts for a `--settings` value,
+//! named after the value's hash: two invocations with the same settings (two
+//! agent stages at once, or two runs) share one file, and the first to end
+//! removes it while the other's sandbox still mounts it, which fails the other's
+//! shell command. Each invocation gets a fresh folder instead, removed when the
+//! invocation ends, so nothing one agent leaves there is seen by another.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The variable the CLI reads its temporary folder's parent from.
+pub(super) const VAR: &str = "CLAUDE_CODE_TMPDIR";
+
+/// The folder, removed when dropped.
+#[derive(Debug)]
+pub(super) struct PrivateTmp(tempfile::TempDir);
+
+impl PrivateTmp {
+    /// A fresh folder (mode 0700) inside the one the user named with
+    /// `CLAUDE_CODE_TMPDIR` (in `runner.env`, else inherited), else inside the
+    /// system's temporary folder.
+    pub(super) fn create(env: &BTreeMap<String, String>) -> Result<Self, PrivateTmpError> {
+        let base = env
+            .get(VAR)
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os(VAR).map(PathBuf::from))
+            .unwrap_or_else(std::env::temp_dir);
+        tempfile::Builder::new()
+            .prefix("specbridge-agent-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(&base)
+            .map(PrivateTmp)
+            .map_err(|source| PrivateTmpError { base, source })
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("failed to create a temporary folder for the CLI in {}", base.display())]
+pub(super) struct PrivateTmpError {
+    base: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_invocation_gets_a_private_folder_removed_at_the_end() {
+        let base = tempfile::tempdir().unwrap();
+        let env = BTreeMap::from([(VAR.to_string(), base.path().display().to_string())]);
+        let (a, b) = (
+            PrivateTmp::create(&env).unwrap(),
+            PrivateTmp::create(&env).unwrap(),
+        );
+        assert_ne!(a.path(), b.path());
+        assert_eq!(a.path().parent(), Some(base.path()));
+        let mode = std::fs::metadata(a.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let kept = a.path().to_path_buf();
+        std::fs::write(kept.join("claude-settings-x.json"), "{}").unwrap();
+        drop(a);
+        assert!(!kept.exists());
+        assert!(b.path().is_dir());
+    }
+
+    #[test]
+    fn a_folder_that_cannot_be_made_says_where() {
+        let env = BTreeMap::from([(VAR.to_string(), "/nonexistent/specbridge-tmp".to_string())]);
+        let e = PrivateTmp::create(&env).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "failed to create a temporary folder for the CLI in /nonexistent/specbridge-tmp"
+        );
+    }
+}
