@@ -21,30 +21,17 @@ command -v hyperfine >/dev/null || {
     echo "hyperfine is missing: apt-get install hyperfine" >&2
     exit 2
 }
-target=${CARGO_TARGET_DIR:-target}
+# shellcheck source=benches/model-server.sh
+. benches/model-server.sh
 if [ -z "${BIN:-}" ]; then
     cargo build --release --quiet -p specbridge
 fi
-if [ -z "${SERVER:-}" ]; then
-    cargo build --release --quiet -p specbridge-testkit --bin scripted-model-server
-fi
 bin=$(realpath "${BIN:-$target/release/specbridge}")
-server=$(realpath "${SERVER:-$target/release/scripted-model-server}")
-scratch=$(mktemp -d)
-server_pid=
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
-    rm -rf "$scratch"
-}
-trap cleanup EXIT
 
 cat >"$scratch/script.json" <<'EOF'
 [{"type": "structured_output", "input": {"summary": "s", "markdown": "# Notes\n"}, "repeat": "forever"}]
 EOF
-"$server" --script "$scratch/script.json" --port-file "$scratch/port" 2>/dev/null &
-server_pid=$!
-for _ in $(seq 100); do [ -s "$scratch/port" ] && break; sleep 0.05; done
-port=$(cat "$scratch/port")
+start_model_server "$scratch/script.json"
 
 repo=$scratch/repo
 mkdir -p "$repo/prompts"

@@ -20,24 +20,14 @@ CLAUDE=${CLAUDE:-$HOME/.cache/specbridge/claude-code-2.1.332/node_modules/.bin/c
     echo "no Claude Code CLI at $CLAUDE (set CLAUDE=…; .ci/install-claude-code installs it)" >&2
     exit 2
 }
-target=${CARGO_TARGET_DIR:-target}
-cargo build --release --quiet -p specbridge-testkit --bin scripted-model-server
-scratch=$(mktemp -d)
-server_pid=
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
-    rm -rf "$scratch"
-}
-trap cleanup EXIT
+# shellcheck source=benches/model-server.sh
+. benches/model-server.sh
 
 # Every request gets a Bash call: each CLI runs it until --max-turns.
 cat >"$scratch/script.json" <<'EOF'
 [{"type": "tool_use", "calls": [{"name": "Bash", "input": {"command": "echo hi", "description": "say hi"}}], "repeat": "forever"}]
 EOF
-"$target/release/scripted-model-server" --script "$scratch/script.json" --port-file "$scratch/port" 2>/dev/null &
-server_pid=$!
-for _ in $(seq 100); do [ -s "$scratch/port" ] && break; sleep 0.05; done
-port=$(cat "$scratch/port")
+start_model_server "$scratch/script.json"
 settings='{"sandbox":{"enabled":true,"failIfUnavailable":true,"autoAllowBashIfSandboxed":true,"allowUnsandboxedCommands":false}}'
 
 round() { # private(0|1) → "failed/total"
