@@ -255,13 +255,12 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     let mut full_argv = vec![spec.request.program.clone()];
     full_argv.extend(spec.request.argv.iter().cloned());
     if let Err(e) = assert_argv_safe(&full_argv) {
-        let outcome = InvocationOutcome::not_spawned(
-            attempt_rel.clone(),
+        return unspawned(
+            &spec,
+            &attempt_rel,
             StageStatus::SafetyViolation,
             e.to_string(),
         );
-        write_unspawned_result(&spec, &attempt_rel, &outcome);
-        return outcome;
     }
 
     // Made before the logs, so that a folder that cannot be made ends the
@@ -271,13 +270,8 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         None => match PrivateTmp::create(&spec.runner.env) {
             Ok(tmp) => Some(tmp),
             Err(e) => {
-                let outcome = InvocationOutcome::not_spawned(
-                    attempt_rel.clone(),
-                    StageStatus::Failed,
-                    redactor.redact_str(&crate::error_chain(&e)),
-                );
-                write_unspawned_result(&spec, &attempt_rel, &outcome);
-                return outcome;
+                let reason = redactor.redact_str(&crate::error_chain(&e));
+                return unspawned(&spec, &attempt_rel, StageStatus::Failed, reason);
             }
         },
     };
@@ -299,15 +293,12 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
                 outcome.replayed = true;
                 outcome
             }
-            Err(reason) => {
-                let outcome = InvocationOutcome::not_spawned(
-                    attempt_rel.clone(),
-                    StageStatus::Failed,
-                    redactor.redact_str(&reason),
-                );
-                write_unspawned_result(&spec, &attempt_rel, &outcome);
-                outcome
-            }
+            Err(reason) => unspawned(
+                &spec,
+                &attempt_rel,
+                StageStatus::Failed,
+                redactor.redact_str(&reason),
+            ),
         };
     }
     let runner = spec.runner;
@@ -368,13 +359,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
                 ),
                 other => (StageStatus::Failed, crate::error_chain(other)),
             };
-            let outcome = InvocationOutcome::not_spawned(
-                attempt_rel.clone(),
-                status,
-                redactor.redact_str(&reason),
-            );
-            write_unspawned_result(&spec, &attempt_rel, &outcome);
-            return outcome;
+            return unspawned(&spec, &attempt_rel, status, redactor.redact_str(&reason));
         }
     };
 
@@ -636,8 +621,16 @@ fn play_back(
     Ok((record, state))
 }
 
-/// `result.json` of an invocation that never ran: the outcome and why.
-fn write_unspawned_result(spec: &InvokeSpec<'_>, attempt_rel: &str, outcome: &InvocationOutcome) {
+/// The outcome of an invocation that never ran, with its `result.json` saying
+/// why. `reason` as it is to be recorded (redacted by the caller where it may
+/// hold a secret).
+fn unspawned(
+    spec: &InvokeSpec<'_>,
+    attempt_rel: &str,
+    status: StageStatus,
+    reason: String,
+) -> InvocationOutcome {
+    let outcome = InvocationOutcome::not_spawned(attempt_rel.to_string(), status, reason);
     let classification = Classification {
         status: outcome.status,
         failure_reason: outcome.failure_reason.clone(),
@@ -659,6 +652,7 @@ fn write_unspawned_result(spec: &InvokeSpec<'_>, attempt_rel: &str, outcome: &In
     {
         tracing::warn!("failed to write {} of {attempt_rel}: {e}", attempt::RESULT);
     }
+    outcome
 }
 
 #[cfg(test)]
