@@ -113,7 +113,9 @@ impl RunSession {
             Origin::Resume { opened, .. } => opened.pipeline_checked(),
             Origin::Fresh => None,
         };
-        let source = load(&path, &root, checked.as_ref(), dry_run, observer.as_ref())?;
+        let (source, validation) = load(&path, &root, checked.as_ref(), observer.as_ref())?;
+        // Kept only by a dry run, which leaves it unfreed (below); a run drops it now.
+        let validation = dry_run.then_some(validation);
         let options = resolve_options(&settings.given, recorded.map(|r| &r.options), &source.file);
 
         let nodes = match &origin {
@@ -227,8 +229,11 @@ impl RunSession {
                 .into_iter()
                 .map(|at| (at, executor.describe(&nodes[at])))
                 .collect();
-            // As with what the checks built (`load`): the process ends next.
-            std::mem::forget((executor, source));
+            // The process ends once the plan is printed: freeing what the checks
+            // built and the run's context node by node (several milliseconds for
+            // 10,000 stages) returns nothing to anyone. On another thread it
+            // costs more, contending for the allocator's lock.
+            std::mem::forget((validation, executor, source));
             let mut nodes: Vec<Option<_>> = nodes.into_iter().map(Some).collect();
             let stages = planned
                 .into_iter()
@@ -297,14 +302,22 @@ impl RunSession {
     }
 }
 
-/// The pipeline file, loaded and validated; its warnings told.
+/// What validation built that a run does not use: the document as JSON, the
+/// source index, the stage graph.
+type Checked = (
+    serde_json::Value,
+    specbridge_engine::pipeline::locate::SourceIndex,
+    specbridge_engine::dag::StageGraph,
+);
+
+/// The pipeline file, loaded and validated; its warnings told. What the checks
+/// built is handed back for the caller to drop when it sees fit.
 fn load(
     path: &Path,
     root: &Path,
     checked: Option<&CheckedBefore>,
-    dry_run: bool,
     observer: &dyn SessionObserver,
-) -> Result<PipelineSource, SessionError> {
+) -> Result<(PipelineSource, Checked), SessionError> {
     match load_and_validate_checked(path, root, checked) {
         Ok(v) => {
             observer.pipeline_warnings(&v.warnings);
@@ -314,15 +327,7 @@ fn load(
                 bytes: v.pipeline.raw,
                 file: std::sync::Arc::new(v.pipeline.file),
             };
-            let checked = (v.pipeline.document, v.pipeline.index, v.graph);
-            if dry_run {
-                // The process ends once the plan is printed: freeing what the
-                // checks built node by node (several milliseconds for 10,000
-                // stages) returns nothing to anyone. On another thread it
-                // costs more, contending for the allocator's lock.
-                std::mem::forget(checked);
-            }
-            Ok(source)
+            Ok((source, (v.pipeline.document, v.pipeline.index, v.graph)))
         }
         Err(diagnostics) => Err(SessionError::Invalid {
             path: PathBuf::from(path),
