@@ -79,6 +79,13 @@ fn bash(id: &str, command: &str) -> Reply {
     call(id, "Bash", json!({"command": command, "description": id}))
 }
 
+/// The runner keys of an execute stage that may use Bash under one allow rule.
+fn bash_runner(rule: &str) -> String {
+    format!(
+        "  maxTurns: 8\n  tools: [Read, Glob, Grep, Edit, Write, Bash]\n  allowedBashRules: [\"{rule}\"]\n"
+    )
+}
+
 fn task_result(changed: &[&str]) -> Reply {
     Reply::structured_output(json!({
         "status": "completed",
@@ -376,10 +383,7 @@ fn user_settings_that_allow_bash_are_not_loaded() {
         r#"{"permissions":{"allow":["Bash","Write","Edit","Read"]}}"#,
     )
     .unwrap();
-    sandbox.write_pipeline(
-        "  maxTurns: 8\n  tools: [Read, Glob, Grep, Edit, Write, Bash]\n  allowedBashRules: [\"Bash(git status *)\"]\n",
-        EXECUTE,
-    );
+    sandbox.write_pipeline(&bash_runner("Bash(git status *)"), EXECUTE);
     run_verified(&sandbox, &outside, &["t_touch"]);
     assert!(!sandbox.ctx.path("pwned.txt").exists());
     let request = sandbox.attempt_json("implement", 1, "request.json");
@@ -413,10 +417,7 @@ fn repository_settings_with_a_permissive_rule_and_a_hook_are_not_loaded() {
         })
         .to_string(),
     );
-    sandbox.write_pipeline(
-        "  maxTurns: 8\n  tools: [Read, Glob, Grep, Edit, Write, Bash]\n  allowedBashRules: [\"Bash(git status *)\"]\n",
-        EXECUTE,
-    );
+    sandbox.write_pipeline(&bash_runner("Bash(git status *)"), EXECUTE);
     run_verified(&sandbox, &outside, &["t_touch"]);
     assert!(!hook_marker.exists(), "a repository hook ran");
     assert!(!sandbox.ctx.path("pwned.txt").exists());
@@ -439,10 +440,7 @@ fn a_bash_command_outside_the_rules_is_refused() {
         return;
     };
     sandbox.ctx.write("src/lib.txt", "library\n");
-    sandbox.write_pipeline(
-        "  maxTurns: 8\n  tools: [Read, Glob, Grep, Edit, Write, Bash]\n  allowedBashRules: [\"Bash(git status *)\"]\n",
-        EXECUTE,
-    );
+    sandbox.write_pipeline(&bash_runner("Bash(git status *)"), EXECUTE);
     run_verified(&sandbox, &outside, &["t_write_out", "t_rm"]);
     assert!(!tool_result(&sandbox, "t_status").is_error);
     assert_eq!(sandbox.ctx.read("src/lib.txt"), "library\n");
@@ -493,10 +491,7 @@ fn an_allowed_bash_rule_runs_inside_the_sandbox() {
     }) else {
         return;
     };
-    sandbox.write_pipeline(
-        "  maxTurns: 8\n  tools: [Read, Glob, Grep, Edit, Write, Bash]\n  allowedBashRules: [\"Bash(bash *)\"]\n",
-        EXECUTE,
-    );
+    sandbox.write_pipeline(&bash_runner("Bash(bash *)"), EXECUTE);
     let out = sandbox.run(&["run"]);
     let inside = tool_result(&sandbox, "t_inside");
     assert!(!inside.is_error, "{inside:?}\n{}", out.snapshot());
@@ -541,10 +536,7 @@ fn the_cli_gets_a_temporary_folder_of_its_own_removed_after_the_attempt() {
     }) else {
         return;
     };
-    sandbox.write_pipeline(
-        "  maxTurns: 8\n  tools: [Read, Glob, Grep, Edit, Write, Bash]\n  allowedBashRules: [\"Bash(bash *)\"]\n",
-        EXECUTE,
-    );
+    sandbox.write_pipeline(&bash_runner("Bash(bash *)"), EXECUTE);
     let out = sandbox.run(&["run"]);
     let shell = tool_result(&sandbox, "t_tmp");
     assert!(!shell.is_error, "{shell:?}\n{}", out.snapshot());
