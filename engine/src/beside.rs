@@ -1,7 +1,7 @@
 //! Two pieces of work at once, on two cores, with nothing to lose on one.
 //!
-//! Validation and the audit each have two passes that read the same input and
-//! none of each other's results. [`beside`] runs one on a scoped thread while the
+//! Validation, the audit and an agent attempt's start each have passes that read
+//! the same input and none of each other's results. [`beside`] runs one on a scoped thread while the
 //! caller's thread runs the other. A machine that will not give a thread (a
 //! process limit reached) gets the same results one after the other: a missing
 //! thread is never an error, and never a panic.
@@ -11,7 +11,7 @@ use std::thread;
 
 /// `(aside(), here())`, `aside` on a thread of its own when one can be had.
 /// A panic in `aside` is raised again on the caller's thread.
-pub(crate) fn beside<A, B>(aside: impl FnOnce() -> A + Send, here: impl FnOnce() -> B) -> (A, B)
+pub fn beside<A, B>(aside: impl FnOnce() -> A + Send, here: impl FnOnce() -> B) -> (A, B)
 where
     A: Send,
 {

@@ -6,7 +6,7 @@
 
 pub mod audit;
 pub mod bash_rule;
-mod beside;
+pub mod beside;
 pub mod builtin_schemas;
 pub mod compiled_schema;
 pub mod dag;

@@ -3,6 +3,7 @@
 //! violation against the runner's own status, and accept the output. What differs
 //! between the kinds is an [`AttemptKind`].
 
+use specbridge_engine::beside::beside;
 use specbridge_engine::evidence::{GitSnapshot, Violation};
 use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
 use specbridge_engine::runner::claude_code::{InvocationOutcome, Operation};
@@ -107,15 +108,18 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // `.specbridge/` (a walk only when no exact baseline is left) and `prepare`
     // reads the stage's inputs: none of them writes, so they run side by side and
     // the waits for git and for the walk are hidden.
-    let (prepared, before, store_before) = std::thread::scope(|scope| {
-        let before = scope.spawn(|| snapshot(&a.ctx.root));
-        let store_before = scope.spawn(|| {
-            let walk_now = || RunStoreState::take(&a.ctx.root, a.run());
-            a.agent.store.before(a.run().id(), walk_now)
-        });
-        let prepared = prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION);
-        (prepared, joined(before), joined(store_before))
-    });
+    let ((before, store_before), prepared) = beside(
+        || {
+            beside(
+                || snapshot(&a.ctx.root),
+                || {
+                    let walk_now = || RunStoreState::take(&a.ctx.root, a.run());
+                    a.agent.store.before(a.run().id(), walk_now)
+                },
+            )
+        },
+        || prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION),
+    );
     let p = match prepared {
         Ok(p) => p,
         Err(report) => return *report,
@@ -165,12 +169,6 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         e.end(&mut report, redactor);
     }
     report
-}
-
-fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    handle
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// The reason of a stage that broke a safety rule: the first violation, and how
