@@ -66,8 +66,17 @@ impl RunSession {
         let RunSession { settings, observer } = self;
         settings.given.check()?;
         let dry_run = settings.dry_run;
-        if !dry_run {
-            specbridge_engine::redact::warm_up();
+        // The redactor's patterns are compiled on a thread of their own before the
+        // first record is written. A resume starts them once its audit is done:
+        // the audit's two passes have the two cores of a small machine to
+        // themselves, and the compilation overlaps the pipeline's loading.
+        let warm_up = || {
+            if !dry_run {
+                specbridge_engine::redact::warm_up();
+            }
+        };
+        if matches!(settings.kind, SessionKind::Run { .. }) {
+            warm_up();
         }
         let (origin, replay, scaffold) = match &settings.kind {
             SessionKind::Run { replay, scaffold } => {
@@ -87,6 +96,7 @@ impl RunSession {
                 reverify,
             } => {
                 let opened = open_for_resume(&settings.root, run)?;
+                warm_up();
                 observer.resume_opened(&opened.findings, opened.torn_tail, dry_run);
                 let origin = Origin::Resume {
                     opened: Box::new(opened),
