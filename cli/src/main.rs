@@ -15,6 +15,9 @@ use crate::args::{Cli, ColorChoice};
 use crate::error::{error_json, CliError};
 use crate::printer::Printer;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     // `--json` asked for on the command line, even when the rest does not parse.
     let args: Vec<String> = std::env::args().collect();
