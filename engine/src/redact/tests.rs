@@ -397,3 +397,49 @@ proptest::proptest! {
         proptest::prop_assert_eq!(out, want);
     }
 }
+
+/// Redaction as it was before the one-pattern gate: every shape tried in turn.
+fn every_shape_in_turn(r: &Redactor, bytes: &[u8]) -> Vec<u8> {
+    let mut out = match &r.literal_re {
+        Some(re) => re.replace_all(bytes, REDACTED.as_bytes()).into_owned(),
+        None => bytes.to_vec(),
+    };
+    for (re, _) in super::SHAPE_RES.iter() {
+        out = re
+            .replace_all(&out, |caps: &regex::bytes::Captures<'_>| {
+                let kept = caps.name("keep").or_else(|| caps.name("esc"));
+                let mut with = kept.map_or_else(Vec::new, |m| m.as_bytes().to_vec());
+                with.extend_from_slice(REDACTED.as_bytes());
+                with
+            })
+            .into_owned();
+    }
+    out
+}
+
+proptest::proptest! {
+    /// The gate in front of the shapes is exact: text made of the shapes' own
+    /// prefixes, token characters, escapes and separators redacts to the same
+    /// bytes with and without it, and wherever a shape matches the gate does.
+    #[test]
+    fn the_one_pattern_gate_lets_every_shape_through(
+        pieces in proptest::collection::vec(
+            proptest::prop_oneof![
+                3 => "sk-ant-|sk-|sk-proj-|ghp_|github_pat_|glpat-|AKIA|ASIA|xoxb-|sk_live_|rk_test_|AIza|npm_|eyJ|Bearer |bearer\t|aws_secret_access_key=|Secret_Access_Key: \"|-----BEGIN RSA PRIVATE KEY-----|-----END RSA PRIVATE KEY-----",
+                3 => "[A-Za-z0-9]{4,44}",
+                2 => "[._\\-/+=:\"' \n]|\\\\n|\\\\t",
+            ],
+            0..24,
+        ),
+    ) {
+        let text = pieces.concat();
+        let r = Redactor::from_pairs([("CANARY_PASSWORD", "canary-Zq81xw-p")]);
+        let any_shape = super::SHAPE_RES.iter().any(|(re, _)| re.is_match(text.as_bytes()));
+        proptest::prop_assert!(!any_shape || super::may_hold_a_shape(text.as_bytes()), "{text:?}");
+        proptest::prop_assert_eq!(
+            r.redact_bytes(text.as_bytes()),
+            every_shape_in_turn(&r, text.as_bytes()),
+            "{:?}", text
+        );
+    }
+}

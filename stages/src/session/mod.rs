@@ -66,18 +66,6 @@ impl RunSession {
         let RunSession { settings, observer } = self;
         settings.given.check()?;
         let dry_run = settings.dry_run;
-        // The redactor's patterns are compiled on a thread of their own before the
-        // first record is written. A resume starts them once its audit is done:
-        // the audit's two passes have the two cores of a small machine to
-        // themselves, and the compilation overlaps the pipeline's loading.
-        let warm_up = || {
-            if !dry_run {
-                specbridge_engine::redact::warm_up();
-            }
-        };
-        if matches!(settings.kind, SessionKind::Run { .. }) {
-            warm_up();
-        }
         let (origin, replay, scaffold) = match &settings.kind {
             SessionKind::Run { replay, scaffold } => {
                 let scaffold = match scaffold {
@@ -96,7 +84,6 @@ impl RunSession {
                 reverify,
             } => {
                 let opened = open_for_resume(&settings.root, run)?;
-                warm_up();
                 observer.resume_opened(&opened.findings, opened.torn_tail, dry_run);
                 let origin = Origin::Resume {
                     opened: Box::new(opened),
@@ -124,6 +111,13 @@ impl RunSession {
             Origin::Fresh => None,
         };
         let (source, validation) = load(&path, &root, checked.as_ref(), observer.as_ref())?;
+        if !dry_run {
+            // The redactor's pattern compiles on a thread of its own while the run
+            // is planned and checked, before the first record is written. Not
+            // earlier: on the two cores of a small machine it would slow a
+            // resume's audit and the loading's own passes for as long as it takes.
+            specbridge_engine::redact::warm_up();
+        }
         // Kept only by a dry run, which leaves it unfreed (below); a run drops it now.
         let validation = dry_run.then_some(validation);
         let options = resolve_options(&settings.given, recorded.map(|r| &r.options), &source.file);
