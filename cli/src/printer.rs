@@ -73,6 +73,21 @@ impl Printer {
         let _ = writeln!(e, "{}", text.as_ref());
     }
 
+    /// Messages on stderr through one buffer, as [`Printer::out_lines`] does for
+    /// stdout: a warning for each of 10,000 stages costs a few writes, not 20,000
+    /// (stderr itself is unbuffered).
+    pub(crate) fn err_lines<I>(&self, lines: I)
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let mut e = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr().lock());
+        for line in lines {
+            let _ = writeln!(e, "{}", line.as_ref());
+        }
+        let _ = e.flush();
+    }
+
     pub(crate) fn paint(&self, text: &str, ansi: &str) -> String {
         if self.color {
             format!("\x1b[{ansi}m{text}\x1b[0m")

@@ -86,9 +86,9 @@ impl SessionObserver for Watcher {
     }
 
     fn warnings(&self, warnings: &[String]) {
-        for w in warnings {
-            self.warn(w);
-        }
+        let label = self.printer.warning_label();
+        self.printer
+            .err_lines(warnings.iter().map(|w| format!("{label}: {w}")));
     }
 
     fn run_started(&self, run_id: &str, resumed: bool) {
