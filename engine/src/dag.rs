@@ -24,6 +24,52 @@ impl fmt::Display for Cycle {
     }
 }
 
+/// [`StageGraph::topo_order`] of `stages` as indexes into it, without building
+/// the graph: every stage after all it needs, the smallest id first among stages
+/// ready together. None when the needs have a cycle (a self-dependency counts).
+/// Needs naming no stage in the list are left out; ids are expected to be
+/// unique (validation makes them so), the first stage with an id being its node.
+pub fn order_indexes<'a, N>(stages: &[(&'a str, N)]) -> Option<Vec<usize>>
+where
+    N: Clone + IntoIterator<Item = &'a str>,
+{
+    let mut by_id: HashMap<&str, usize> = HashMap::with_capacity(stages.len());
+    for (i, (id, _)) in stages.iter().enumerate() {
+        by_id.entry(*id).or_insert(i);
+    }
+    // A need given twice is counted twice and met twice: the same order as the
+    // graph's one edge per pair.
+    let mut waiting = vec![0usize; stages.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); stages.len()];
+    for (i, (_, needs)) in stages.iter().enumerate() {
+        for a in needs
+            .clone()
+            .into_iter()
+            .filter_map(|n| by_id.get(n).copied())
+        {
+            waiting[i] += 1;
+            dependents[a].push(i);
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<(&str, usize)>> = waiting
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| **w == 0)
+        .map(|(i, _)| Reverse((stages[i].0, i)))
+        .collect();
+    let mut order = Vec::with_capacity(stages.len());
+    while let Some(Reverse((_, i))) = ready.pop() {
+        order.push(i);
+        for &next in &dependents[i] {
+            waiting[next] -= 1;
+            if waiting[next] == 0 {
+                ready.push(Reverse((stages[next].0, next)));
+            }
+        }
+    }
+    (order.len() == stages.len()).then_some(order)
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct StageGraph {
     graph: DiGraph<String, ()>,

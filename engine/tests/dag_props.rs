@@ -148,3 +148,32 @@ proptest! {
         }
     }
 }
+
+/// A random graph that may have cycles and needs of unknown stages: stage j may
+/// need any stage number below `n + 2` (two of them do not exist), itself included.
+fn any_needs() -> impl Strategy<Value = (usize, Vec<Vec<usize>>)> {
+    (1usize..12).prop_flat_map(|n| {
+        (
+            Just(n),
+            proptest::collection::vec(proptest::collection::vec(0..n + 2, 0..4), n),
+        )
+    })
+}
+
+proptest! {
+    /// The index-level order is the graph's order, stage for stage, and fails
+    /// exactly where the graph finds a cycle.
+    #[test]
+    fn the_order_by_index_is_the_graphs_order((n, needs) in any_needs()) {
+        let ids: Vec<String> = (0..n + 2).map(id).collect();
+        let named: Vec<(&str, Vec<&str>)> = (0..n)
+            .map(|j| (ids[j].as_str(), needs[j].iter().map(|&i| ids[i].as_str()).collect()))
+            .collect();
+        let stages: Vec<(&str, std::iter::Copied<std::slice::Iter<'_, &str>>)> =
+            named.iter().map(|(id, needs)| (*id, needs.iter().copied())).collect();
+        let graph = StageGraph::from_needs(named.iter().map(|(id, needs)| (*id, needs.iter().copied())));
+        let by_index = specbridge_engine::dag::order_indexes(&stages)
+            .map(|order| order.into_iter().map(|i| ids[i].clone()).collect::<Vec<_>>());
+        prop_assert_eq!(by_index, graph.topo_order().ok());
+    }
+}

@@ -143,26 +143,14 @@ pub fn plan_order(nodes: &[Node]) -> Vec<&Node> {
         .collect()
 }
 
-/// [`plan_order`] as indexes into `nodes`, for a caller that moves them.
+/// [`plan_order`] as indexes into `nodes`, for a caller that moves them. Nodes
+/// whose needs have a cycle (validation refuses those) stay in the plan's order.
 pub fn plan_order_indexes(nodes: &[Node]) -> Vec<usize> {
-    let graph = crate::dag::StageGraph::from_needs(
-        nodes
-            .iter()
-            .map(|n| (n.id.as_str(), n.needs.iter().map(String::as_str))),
-    );
-    let order = graph
-        .topo_order()
-        .unwrap_or_else(|_| nodes.iter().map(|n| n.id.clone()).collect());
-    // By id, not by a scan per id: that is quadratic in the plan's size.
-    let by_id: std::collections::HashMap<&str, usize> = nodes
+    let stages: Vec<(&str, _)> = nodes
         .iter()
-        .enumerate()
-        .map(|(i, n)| (n.id.as_str(), i))
+        .map(|n| (n.id.as_str(), n.needs.iter().map(String::as_str)))
         .collect();
-    order
-        .iter()
-        .filter_map(|id| by_id.get(id.as_str()).copied())
-        .collect()
+    crate::dag::order_indexes(&stages).unwrap_or_else(|| (0..nodes.len()).collect())
 }
 
 /// The fan-out expansions of a scheduled plan, for `plan.json`.
