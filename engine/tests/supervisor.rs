@@ -155,6 +155,26 @@ async fn a_grandchild_left_behind_by_a_finished_leader_is_ended() {
     assert_group_gone(record.pgid);
 }
 
+/// An orphan is reparented to specbridge, the subreaper of what it starts, and
+/// reaped there once it exits: nothing of the group is left after the run, not
+/// even a zombie waiting for a PID 1 that reaps every few seconds (some
+/// containers' do), which made each confined stage scan `/proc`.
+#[tokio::test]
+async fn an_orphan_that_exits_is_reaped_by_specbridge_not_left_a_zombie() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = run_plain(sh(dir.path(), "sleep 0.002 & exit 0")).await;
+
+    assert_eq!(record.exit_code, Some(0));
+    assert_eq!(nix::sys::prctl::get_child_subreaper(), Ok(true));
+    let probe = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(record.pgid), None);
+    assert_eq!(
+        probe,
+        Err(nix::errno::Errno::ESRCH),
+        "something of group {} is left, a zombie at least",
+        record.pgid
+    );
+}
+
 /// Runs `spec` in a task, and cancels through `cancel_with` once the child printed
 /// its first line.
 async fn cancel_after_first_line(

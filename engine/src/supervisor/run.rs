@@ -108,6 +108,7 @@ pub async fn run(
     // Counted before the child exists: a walk that reads the count after this
     // cannot have begun before the child could act.
     SPAWNED.fetch_add(1, Ordering::SeqCst);
+    super::group::adopt_orphans();
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(source) => {
