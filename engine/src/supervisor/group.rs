@@ -35,7 +35,10 @@ fn signallable(pgid: i32) -> bool {
 
 /// Makes this process the subreaper of its descendants (`PR_SET_CHILD_SUBREAPER`),
 /// once; called before the first child is started. Where the kernel refuses, an
-/// orphan goes to PID 1 as before and is told apart by the scan.
+/// orphan goes to PID 1 as before and is told apart by the scan. A descendant
+/// that left its stage's group (a daemon with a session of its own) is adopted
+/// too but reaped by no group's wait: its zombie stays until specbridge exits
+/// and PID 1 takes it over.
 pub(crate) fn adopt_orphans() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
