@@ -51,23 +51,39 @@ where
             dependents[a].push(i);
         }
     }
+    let deps = &dependents;
+    let order = smallest_id_first(|i| stages[i].0, waiting, |i| deps[i].iter().copied());
+    (order.len() == stages.len()).then_some(order)
+}
+
+/// The walk both orders share: `waiting[i]` is how many needs of node `i` are
+/// unmet, `dependents(i)` the nodes that need it; among nodes ready together the
+/// smallest id goes first. Shorter than the graph where its needs have a cycle.
+fn smallest_id_first<'a, I>(
+    id: impl Fn(usize) -> &'a str,
+    mut waiting: Vec<usize>,
+    dependents: impl Fn(usize) -> I,
+) -> Vec<usize>
+where
+    I: IntoIterator<Item = usize>,
+{
     let mut ready: BinaryHeap<Reverse<(&str, usize)>> = waiting
         .iter()
         .enumerate()
         .filter(|(_, w)| **w == 0)
-        .map(|(i, _)| Reverse((stages[i].0, i)))
+        .map(|(i, _)| Reverse((id(i), i)))
         .collect();
-    let mut order = Vec::with_capacity(stages.len());
+    let mut order = Vec::with_capacity(waiting.len());
     while let Some(Reverse((_, i))) = ready.pop() {
         order.push(i);
-        for &next in &dependents[i] {
+        for next in dependents(i) {
             waiting[next] -= 1;
             if waiting[next] == 0 {
-                ready.push(Reverse((stages[next].0, next)));
+                ready.push(Reverse((id(next), next)));
             }
         }
     }
-    (order.len() == stages.len()).then_some(order)
+    order
 }
 
 #[derive(Debug, Clone, Default)]
@@ -185,7 +201,7 @@ impl StageGraph {
         // Counted and walked by node index: no id is compared except to order
         // the ready nodes. `add_edge` keeps at most one edge per pair, so the
         // edges into a node are its distinct needs.
-        let mut waiting: Vec<usize> = self
+        let waiting: Vec<usize> = self
             .graph
             .node_indices()
             .map(|ix| {
@@ -194,23 +210,18 @@ impl StageGraph {
                     .count()
             })
             .collect();
-        let mut ready: BinaryHeap<Reverse<(&str, NodeIndex)>> = self
-            .graph
-            .node_indices()
-            .filter(|ix| waiting[ix.index()] == 0)
-            .map(|ix| Reverse((self.graph[ix].as_str(), ix)))
-            .collect();
-        let mut order = Vec::with_capacity(self.len());
-        while let Some(Reverse((id, ix))) = ready.pop() {
-            order.push(id.to_string());
-            for next in self.graph.neighbors_directed(ix, Direction::Outgoing) {
-                let n = &mut waiting[next.index()];
-                *n -= 1;
-                if *n == 0 {
-                    ready.push(Reverse((self.graph[next].as_str(), next)));
-                }
-            }
-        }
+        let order: Vec<String> = smallest_id_first(
+            |i| self.graph[NodeIndex::new(i)].as_str(),
+            waiting,
+            |i| {
+                self.graph
+                    .neighbors_directed(NodeIndex::new(i), Direction::Outgoing)
+                    .map(NodeIndex::index)
+            },
+        )
+        .into_iter()
+        .map(|i| self.graph[NodeIndex::new(i)].clone())
+        .collect();
         if order.len() == self.len() {
             Ok(order)
         } else {
