@@ -81,6 +81,24 @@ fn may_hold_a_shape(bytes: &[u8]) -> bool {
     BOUNDARY_RE.is_match(bytes)
 }
 
+/// Every shape replaced in turn, keeping what a shape marks as not secret.
+fn replace_shapes(mut out: Vec<u8>) -> Vec<u8> {
+    for (re, _) in SHAPE_RES.iter() {
+        if re.is_match(&out) {
+            out = re
+                .replace_all(&out, |caps: &regex::bytes::Captures<'_>| {
+                    // `keep` holds the escape when both matched.
+                    let kept = caps.name("keep").or_else(|| caps.name("esc"));
+                    let mut with = kept.map_or_else(Vec::new, |m| m.as_bytes().to_vec());
+                    with.extend_from_slice(REDACTED.as_bytes());
+                    with
+                })
+                .into_owned();
+        }
+    }
+    out
+}
+
 /// A known secret value and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Literal {
@@ -225,27 +243,19 @@ impl Redactor {
     }
 
     pub fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
-        let mut out = match &self.literal_re {
-            Some(re) => re.replace_all(bytes, REDACTED.as_bytes()).into_owned(),
-            None => bytes.to_vec(),
-        };
+        let out = self.replace_literals(bytes);
         if !may_hold_a_shape(&out) {
             return out;
         }
-        for (re, _) in SHAPE_RES.iter() {
-            if re.is_match(&out) {
-                out = re
-                    .replace_all(&out, |caps: &regex::bytes::Captures<'_>| {
-                        // `keep` holds the escape when both matched.
-                        let kept = caps.name("keep").or_else(|| caps.name("esc"));
-                        let mut with = kept.map_or_else(Vec::new, |m| m.as_bytes().to_vec());
-                        with.extend_from_slice(REDACTED.as_bytes());
-                        with
-                    })
-                    .into_owned();
-            }
+        replace_shapes(out)
+    }
+
+    /// Every known secret value replaced.
+    fn replace_literals(&self, bytes: &[u8]) -> Vec<u8> {
+        match &self.literal_re {
+            Some(re) => re.replace_all(bytes, REDACTED.as_bytes()).into_owned(),
+            None => bytes.to_vec(),
         }
-        out
     }
 
     pub fn redact_str(&self, text: &str) -> String {

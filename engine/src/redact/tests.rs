@@ -400,21 +400,7 @@ proptest::proptest! {
 
 /// Redaction as it was before the one-pattern gate: every shape tried in turn.
 fn every_shape_in_turn(r: &Redactor, bytes: &[u8]) -> Vec<u8> {
-    let mut out = match &r.literal_re {
-        Some(re) => re.replace_all(bytes, REDACTED.as_bytes()).into_owned(),
-        None => bytes.to_vec(),
-    };
-    for (re, _) in super::SHAPE_RES.iter() {
-        out = re
-            .replace_all(&out, |caps: &regex::bytes::Captures<'_>| {
-                let kept = caps.name("keep").or_else(|| caps.name("esc"));
-                let mut with = kept.map_or_else(Vec::new, |m| m.as_bytes().to_vec());
-                with.extend_from_slice(REDACTED.as_bytes());
-                with
-            })
-            .into_owned();
-    }
-    out
+    super::replace_shapes(r.replace_literals(bytes))
 }
 
 proptest::proptest! {
