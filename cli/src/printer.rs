@@ -53,11 +53,7 @@ impl Printer {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        let mut o = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-        for line in lines {
-            let _ = writeln!(o, "{}", line.as_ref());
-        }
-        let _ = o.flush();
+        write_lines(std::io::stdout().lock(), lines);
     }
 
     /// A JSON document on stdout, pretty-printed.
@@ -81,11 +77,7 @@ impl Printer {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        let mut e = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr().lock());
-        for line in lines {
-            let _ = writeln!(e, "{}", line.as_ref());
-        }
-        let _ = e.flush();
+        write_lines(std::io::stderr().lock(), lines);
     }
 
     pub(crate) fn paint(&self, text: &str, ansi: &str) -> String {
@@ -103,4 +95,17 @@ impl Printer {
     pub(crate) fn warning_label(&self) -> String {
         self.paint("warning", "1;33")
     }
+}
+
+/// Lines through one 64 KiB buffer, flushed at the end.
+fn write_lines<I>(to: impl Write, lines: I)
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let mut w = std::io::BufWriter::with_capacity(64 * 1024, to);
+    for line in lines {
+        let _ = writeln!(w, "{}", line.as_ref());
+    }
+    let _ = w.flush();
 }
