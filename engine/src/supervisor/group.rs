@@ -151,18 +151,17 @@ pub(crate) async fn wait_gone(pgid: i32, limit: Duration) -> bool {
         if !group_exists(pgid) {
             return true;
         }
-        if !first && !group_alive(pgid) {
+        let now = tokio::time::Instant::now();
+        // The full look: every one but the first, and the last in any case.
+        if (!first || now >= until) && !group_alive(pgid) {
             // Zombies only; those that are this process's go now.
             reap_adopted(pgid);
             return true;
         }
-        first = false;
-        let now = tokio::time::Instant::now();
         if now >= until {
-            // Time is up: the full look, even when it was the first.
-            reap_adopted(pgid);
-            return !group_alive(pgid);
+            return false;
         }
+        first = false;
         tokio::time::sleep(pause.min(until - now)).await;
         pause = (pause * 2).min(POLL);
     }
