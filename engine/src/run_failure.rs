@@ -17,8 +17,13 @@ use crate::store::{RunHandle, RunRecord, StoreError, StoreFailure, Totals};
 pub struct RecordsFailed {
     pub run_id: String,
     pub failure: StoreFailure,
-    /// Whether `run.json` now says `failed`; if not, it still says `running`.
+    /// Whether `run.json` now says `failed`.
     pub settled: bool,
+    /// What `run.json` says when it could not be settled: `running`, or the
+    /// status it was renamed into place with just before the write that failed
+    /// (a failure among the run's last events: the file is on disk, its
+    /// announcement and `run-finished` are not).
+    pub left_as: RunStatus,
 }
 
 impl RecordsFailed {
@@ -40,9 +45,14 @@ impl RecordsFailed {
             );
         }
         let state = if self.settled {
-            "run.json says `failed`"
+            "run.json says `failed`".to_string()
+        } else if self.left_as == RunStatus::Running {
+            "run.json could not be updated either and still says `running` (resume treats the run as interrupted)".to_string()
         } else {
-            "run.json could not be updated either and still says `running` (resume treats the run as interrupted)"
+            format!(
+                "run.json could not be updated either and says `{}`, without the events that end the run (resume writes them)",
+                self.left_as.as_str()
+            )
         };
         format!("{head}; {state}. Free space (or fix the cause), then `specbridge resume {id}`: stages that passed are kept")
     }
@@ -87,9 +97,19 @@ pub fn settle(
         error: Some(failure.message.clone()),
     });
     let settled = run.settle_after_failure(record, finished).is_ok();
+    // Read back rather than assumed: the failed write may have come after the
+    // settle's own `run.json` was renamed into place.
+    let left_as = if settled {
+        RunStatus::Failed
+    } else {
+        crate::store::RunReader::at(run.dir())
+            .run()
+            .map_or(RunStatus::Running, |r| r.status)
+    };
     RecordsFailed {
         run_id: run.id().to_string(),
         failure,
         settled,
+        left_as,
     }
 }
