@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use specbridge_engine::store::{verify_chain, RunLock};
 
 use crate::common::{process_alive, read_json, reused_by_last_resume, TestContext};
@@ -430,7 +430,22 @@ fn sigkill_during_a_stage_leaves_an_orphan_that_resume_ends_before_rerunning() {
         process_alive(pid),
         "the stage's process outlives specbridge"
     );
-    assert_eq!(stage(&ctx, "slow")["status"], "running");
+    // A check stage's first attempt writes no `running` record (its start is in
+    // the log and its attempt folder exists); the run still shows it running.
+    assert!(!ctx.only_run_dir().join("stages/slow/stage.json").exists());
+    let shown = ctx.run(&["runs", "show", "latest", "--json"]);
+    assert_eq!(shown.code, 0, "{}", shown.snapshot());
+    let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+    let slow = shown["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stageId"] == "slow")
+        .unwrap_or_else(|| panic!("slow is shown: {shown:#}"));
+    assert_eq!(
+        (&slow["status"], &slow["attempts"]),
+        (&json!("running"), &json!(1))
+    );
 
     assert_eq!(
         dry_run(&ctx),

@@ -121,7 +121,7 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
     let reader = RunReader::at(&dir);
     let record: RunRecord = reader.run().map_err(unreadable)?;
     let plan: PlanRecord = reader.plan().map_err(unreadable)?.unwrap_or_default();
-    let stages = stage_records_from(&dir, &files).map_err(unreadable)?;
+    let stages = stage_records_from(&dir, &files, &plan).map_err(unreadable)?;
     Ok(OpenedRun {
         id,
         dir,
@@ -138,12 +138,17 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
 
 /// Every `stages/*/stage.json`, by stage id, from the bytes the audit hashed; a
 /// record it did not keep, or that does not parse, is read again by the store's
-/// reader (whose error names the file).
+/// reader (whose error names the file). A stage cut off in an attempt that starts
+/// without a record (`store/started.rs`) is read back `running`, as if it had
+/// written one, so that it is finished as `interrupted` like any other.
 fn stage_records_from(
     dir: &Path,
     files: &crate::audit::files::RunFiles,
+    plan: &PlanRecord,
 ) -> Result<BTreeMap<String, StageRecord>, StoreError> {
     let reader = RunReader::at(dir);
+    let nodes: std::collections::HashMap<&str, &crate::store::PlanNode> =
+        plan.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
     let mut out = BTreeMap::new();
     for id in reader.stage_ids()? {
         let kept = files
@@ -151,7 +156,10 @@ fn stage_records_from(
             .and_then(|b| serde_json::from_slice::<StageRecord>(b).ok());
         let record = match kept {
             Some(rec) => Some(rec),
-            None => reader.stage(&id)?,
+            None => match reader.stage(&id)? {
+                Some(rec) => Some(rec),
+                None => reader.started_stage(&id, nodes.get(id.as_str()).copied())?,
+            },
         };
         if let Some(rec) = record {
             out.insert(rec.stage_id.clone(), rec);

@@ -11,7 +11,7 @@ use super::state::SchedState;
 use super::{write_stage, Node, StageExecutor, StageReport, StageRun};
 use crate::pipeline::StageKind;
 use crate::status::StageStatus;
-use crate::store::{RunHandle, StoreError};
+use crate::store::{writes_running_record, RunHandle, StoreError};
 
 pub(super) type Attempts = tokio::task::JoinSet<(String, u32, StageReport)>;
 
@@ -38,14 +38,17 @@ pub(super) fn start_attempt(
         started_at: Some(crate::store::now_rfc3339()),
         ..Default::default()
     };
-    // The `running` record is the first write of every attempt, queued after
-    // everything queued before it (the records that ended the stages this one
-    // needs). A stage that reads records of the run (its needs' outputs, its
-    // previous attempt's result) finds them on disk: the batch is written before
-    // it starts. One that reads none has it written with its own first records,
-    // in the batch every executor flushes before it spawns anything
+    // The `running` record, where the attempt has one (a check stage's first
+    // does not: `store/started.rs`), is its first write, queued after everything
+    // queued before it (the records that ended the stages this one needs). A
+    // stage that reads records of the run (its needs' outputs, its previous
+    // attempt's result) finds them on disk: the batch is written before it
+    // starts. One that reads none has its start written with its own first
+    // records, in the batch every executor flushes before it spawns anything
     // (docs/run-directory.md, "Writing rules"): one wait for the disk less.
-    write_stage(run, node, StageStatus::Running, Some(&started), attempt)?;
+    if writes_running_record(node.kind, attempt, node.instance_of.is_some()) {
+        write_stage(run, node, StageStatus::Running, Some(&started), attempt)?;
+    }
     let started_at = started.started_at.clone();
     run.defer_event(RunEvent::StageStarted(StageStarted {
         stage: id.clone(),

@@ -21,6 +21,7 @@ mod reader;
 pub mod records;
 mod run;
 mod select;
+mod started;
 mod sync_pool;
 mod tamper;
 pub mod tree_lock;
@@ -39,6 +40,7 @@ pub(crate) use select::run_ids;
 pub use select::{
     is_safe_component, shortest_unique_prefixes, RunSelectError, MAX_ID_BYTES, MAX_NAME_BYTES,
 };
+pub use started::writes_running_record;
 pub use tamper::RecordChange;
 pub use tree_lock::{lock_tree_for, TreeLock, TreeLockError, TREE_LOCK_FILE};
 

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use crate::store::layout::{self, attempt_number};
-use crate::store::records::{PlanRecord, RunRecord, StageRecord};
+use crate::store::records::{PlanNode, PlanRecord, RunRecord, StageRecord};
 use crate::store::select::is_safe_component;
+use crate::store::started::started_record;
 use crate::store::StoreError;
 
 /// One recorded run, read on demand.
@@ -111,27 +112,32 @@ impl RunReader {
     /// Every readable stage record in plan order, then any others by id: for
     /// display, where a stage without a readable record is left out.
     pub fn stages_in_plan_order(&self) -> Result<Vec<StageRecord>, StoreError> {
+        let plan = self.plan().ok().flatten().unwrap_or_default();
+        // Plan position by id: a search per comparison is quadratic in the stages.
+        let order: HashMap<&str, usize> = plan
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id.as_str(), i))
+            .collect();
         let mut stages: Vec<StageRecord> = self
             .stage_ids()?
             .iter()
-            .filter_map(|id| self.stage(id).ok().flatten())
-            .collect();
-        // Plan position by id: a search per comparison is quadratic in the stages.
-        let order: HashMap<String, usize> = self
-            .plan()
-            .ok()
-            .flatten()
-            .map(|p| {
-                p.nodes
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, n)| (n.id, i))
-                    .collect()
+            .filter_map(|id| match self.stage(id) {
+                Ok(Some(rec)) => Some(rec),
+                Ok(None) => {
+                    let node = order.get(id.as_str()).map(|&i| &plan.nodes[i]);
+                    self.started_stage(id, node).ok().flatten()
+                }
+                Err(_) => None,
             })
-            .unwrap_or_default();
+            .collect();
         stages.sort_by_cached_key(|s| {
             (
-                order.get(&s.stage_id).copied().unwrap_or(usize::MAX),
+                order
+                    .get(s.stage_id.as_str())
+                    .copied()
+                    .unwrap_or(usize::MAX),
                 s.stage_id.clone(),
             )
         });
@@ -141,6 +147,21 @@ impl RunReader {
     /// The bytes of `stages/<id>/output.json`; `None` when the stage wrote none.
     pub fn output_bytes(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         self.bytes_if_any(&self.stage_rel_checked(id, layout::output_rel)?)
+    }
+
+    /// The record of stage `id`, which has no `stage.json`, when one of its
+    /// attempts started without writing one (`store/started.rs`): `running`, as
+    /// far as its folders and its `plan.json` node (`node`) tell.
+    pub(crate) fn started_stage(
+        &self,
+        id: &str,
+        node: Option<&PlanNode>,
+    ) -> Result<Option<StageRecord>, StoreError> {
+        let Some(node) = node.filter(|n| n.id == id) else {
+            return Ok(None);
+        };
+        let last = self.attempt_numbers(id)?.last().copied().unwrap_or(0);
+        Ok(started_record(node, last))
     }
 
     /// The numbers of the stage's `attempt-NNN` folders, ascending. A stage with
