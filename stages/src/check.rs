@@ -139,8 +139,9 @@ async fn run_command(
     sr: &StageRun,
 ) -> StageReport {
     let run = &sr.run;
-    // The attempt's `running` record (and whatever was queued before it) is on
-    // disk before its logs exist and its command starts.
+    // The attempt's start — its `stage-started` event, and its `running` record
+    // where it has one (`store/started.rs`) — and whatever was queued before it
+    // are on disk before its logs exist and its command starts.
     if let Err(e) = run.flush() {
         return failed(&StageError::from(e));
     }
