@@ -147,8 +147,6 @@ fn stage_records_from(
     plan: &PlanRecord,
 ) -> Result<BTreeMap<String, StageRecord>, StoreError> {
     let reader = RunReader::at(dir);
-    let nodes: std::collections::HashMap<&str, &crate::store::PlanNode> =
-        plan.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
     let mut out = BTreeMap::new();
     for id in reader.stage_ids()? {
         let kept = files
@@ -156,10 +154,7 @@ fn stage_records_from(
             .and_then(|b| serde_json::from_slice::<StageRecord>(b).ok());
         let record = match kept {
             Some(rec) => Some(rec),
-            None => match reader.stage(&id)? {
-                Some(rec) => Some(rec),
-                None => reader.started_stage(&id, nodes.get(id.as_str()).copied())?,
-            },
+            None => reader.stage_or_started(&id, plan)?,
         };
         if let Some(rec) = record {
             out.insert(rec.stage_id.clone(), rec);

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use crate::store::layout::{self, attempt_number};
-use crate::store::records::{PlanNode, PlanRecord, RunRecord, StageRecord};
+use crate::store::records::{PlanRecord, RunRecord, StageRecord};
 use crate::store::select::is_safe_component;
 use crate::store::started::started_record;
 use crate::store::StoreError;
@@ -123,14 +123,7 @@ impl RunReader {
         let mut stages: Vec<StageRecord> = self
             .stage_ids()?
             .iter()
-            .filter_map(|id| match self.stage(id) {
-                Ok(Some(rec)) => Some(rec),
-                Ok(None) => {
-                    let node = order.get(id.as_str()).map(|&i| &plan.nodes[i]);
-                    self.started_stage(id, node).ok().flatten()
-                }
-                Err(_) => None,
-            })
+            .filter_map(|id| self.stage_or_started(id, &plan).ok().flatten())
             .collect();
         stages.sort_by_cached_key(|s| {
             (
@@ -149,15 +142,19 @@ impl RunReader {
         self.bytes_if_any(&self.stage_rel_checked(id, layout::output_rel)?)
     }
 
-    /// The record of stage `id`, which has no `stage.json`, when one of its
-    /// attempts started without writing one (`store/started.rs`): `running`, as
-    /// far as its folders and its `plan.json` node (`node`) tell.
-    pub(crate) fn started_stage(
+    /// `stages/<id>/stage.json`, or, for a stage that has none because its
+    /// attempt started without writing one (`store/started.rs`), the `running`
+    /// record its attempt folders and its node in `plan` tell.
+    pub(crate) fn stage_or_started(
         &self,
         id: &str,
-        node: Option<&PlanNode>,
+        plan: &PlanRecord,
     ) -> Result<Option<StageRecord>, StoreError> {
-        let Some(node) = node.filter(|n| n.id == id) else {
+        if let Some(rec) = self.stage(id)? {
+            return Ok(Some(rec));
+        }
+        // Only a stage without a record gets here: the few that were running.
+        let Some(node) = plan.nodes.iter().find(|n| n.id == id) else {
             return Ok(None);
         };
         let last = self.attempt_numbers(id)?.last().copied().unwrap_or(0);
