@@ -10,6 +10,8 @@
 #   benches/agent-overhead.sh                       # HISTORY="0 100 300 1000"
 #   HISTORY="0 300" RUNS=40 benches/agent-overhead.sh
 #   OLD=/tmp/specbridge-before benches/agent-overhead.sh   # an older build beside
+#   AGENT_MS=400 benches/agent-overhead.sh   # each agent call takes 400 ms more,
+#                                            # as the real CLI's do
 #
 # Needs hyperfine. Nothing leaves the machine.
 set -euo pipefail
@@ -27,10 +29,19 @@ fi
 cargo build --release --quiet -p specbridge-testkit --bin fake-claude
 bin=$(realpath "${BIN:-$target/release/specbridge}")
 fake=$(realpath "$target/release/fake-claude")
+AGENT_MS=${AGENT_MS:-0}
 scratch=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$scratch"' EXIT
 home=$scratch/home
 mkdir -p "$home"
+if [ "$AGENT_MS" != 0 ]; then
+    # The agent's call (`--print`) waits first; detection's `--version` and `--help`
+    # do not. Both sides of a row run the same wrapper.
+    printf '#!/bin/sh\ncase " $* " in *" --print "*) sleep %s ;; esac\nexec %q "$@"\n' \
+        "$(awk -v ms="$AGENT_MS" 'BEGIN { print ms / 1000 }')" "$fake" >"$scratch/slow-claude"
+    chmod +x "$scratch/slow-claude"
+    fake=$scratch/slow-claude
+fi
 envs=(env -i "PATH=$PATH" "HOME=$home" 'FAKE_CLAUDE_OUTPUT={"summary":"s","markdown":"# Notes\n"}')
 
 # A committed repository with `stages` generate stages in a chain.

@@ -29,7 +29,7 @@ pub struct AgentSetup {
     /// run, when a stage that allows Bash is first assembled; `None` when not
     /// checked (a dry run), where such a stage is assembled as if it could.
     pub sandbox: Option<Arc<specbridge_engine::sandbox::SandboxProbe>>,
-    /// The run store's state between agent attempts (`store_check.rs`).
+    /// The run store's state between agent attempts (`store_check/`).
     pub store: Arc<crate::store_check::StoreBaseline>,
 }
 

@@ -16,7 +16,7 @@ use crate::agent::AgentSetup;
 use crate::attempt::{prepare, report_of, run_agent, stopped, Prepared};
 use crate::context::RunContext;
 use crate::error::StageError;
-use crate::store_check::{RunStoreState, StoreCheck};
+use crate::store_check::StoreCheck;
 use crate::working_tree::{snapshot, write_snapshot, TreeLedger};
 
 /// What one attempt of an agent stage reads.
@@ -104,18 +104,15 @@ pub(crate) trait AttemptKind {
 
 /// Runs one attempt of an agent stage of kind `K`.
 pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) -> StageReport {
-    // The snapshot reads the working tree, the run store's state reads
-    // `.specbridge/` (a walk only when no exact baseline is left) and `prepare`
-    // reads the stage's inputs: none of them writes, so they run side by side and
-    // the waits for git and for the walk are hidden.
+    // The snapshot reads the working tree, the run store's "before" reads the top
+    // of `.specbridge/` (its walk goes on beside the agent) and `prepare` reads
+    // the stage's inputs: none of them writes, so they run side by side and the
+    // waits for git and for the file system are hidden.
     let ((before, store_before), prepared) = beside(
         || {
             beside(
                 || snapshot(&a.ctx.root),
-                || {
-                    let walk_now = || RunStoreState::take(&a.ctx.root, a.run());
-                    a.agent.store.before(a.run().id(), walk_now)
-                },
+                || a.agent.store.before(&a.ctx.root, a.run()),
             )
         },
         || prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION),
@@ -143,6 +140,7 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         Err(e) => return not_started(e),
     };
 
+    let store_before = store_before.at_spawn(run);
     let outcome = run_agent(a.ctx, &p, a.sr).await;
     let mut report = report_of(&outcome, &p);
     let store = StoreCheck::start(&a.ctx.root, run, store_before, a.agent.store.clone());

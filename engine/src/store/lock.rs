@@ -22,7 +22,7 @@ pub enum LockError {
 /// An exclusive lock on one run folder, released on drop.
 #[derive(Debug)]
 pub struct RunLock {
-    _file: File,
+    file: File,
     path: PathBuf,
 }
 
@@ -56,11 +56,28 @@ impl RunLock {
                 source: e,
             });
         }
-        Ok(RunLock { _file: file, path })
+        Ok(RunLock { file, path })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The run store's own clock now, in nanoseconds: the lock file's times are set
+    /// to "now" and its change time read back. A change made to any file of the
+    /// store after this call has a change time at or after it, whatever the file
+    /// system's granularity, and on a network file system the server's clock
+    /// speaks for both (a local clock read could be behind or ahead of it).
+    pub fn store_clock(&self) -> std::io::Result<i128> {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: futimens on a descriptor we own; a null `times` means "now" for
+        // both the access and the modification time, and so for the change time.
+        let rc = unsafe { libc::futimens(self.file.as_raw_fd(), std::ptr::null()) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let meta = self.file.metadata()?;
+        Ok(i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()))
     }
 }
 

@@ -171,7 +171,7 @@ impl RunStore {
 pub struct RunHandle {
     id: String,
     dir: PathBuf,
-    _lock: RunLock,
+    lock: RunLock,
     pub(super) events: Arc<Publisher>,
     pub(super) commit: Arc<GroupCommit>,
     pub(super) redactor: Arc<Redactor>,
@@ -228,7 +228,7 @@ impl RunHandle {
         RunHandle {
             id,
             dir,
-            _lock: lock,
+            lock,
             commit: events.commit(),
             events: Arc::new(Publisher::new(events)),
             redactor: Arc::new(redactor),
@@ -244,6 +244,12 @@ impl RunHandle {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The run store's clock now (`RunLock::store_clock`), for telling what
+    /// changed under `.specbridge/` after this moment.
+    pub fn store_clock(&self) -> std::io::Result<i128> {
+        self.lock.store_clock()
     }
 
     /// The run's redactor, for text that leaves specbridge another way (the

@@ -36,7 +36,6 @@ pub use error::SessionError;
 pub use replay::{ReplaySettings, ScaffoldSettings};
 pub use settings::{PlannedStage, SessionEnd, SessionKind, SessionObserver, SessionSettings};
 
-use crate::store_check::StoreBaseline;
 use crate::{PipelineExecutor, RunContext};
 use specbridge_engine::events::Observed;
 
@@ -139,10 +138,6 @@ impl RunSession {
             }
             Origin::Fresh => None,
         };
-        // The run store's state before the first agent attempt, walked while the
-        // run starts up (`store_check.rs` says when it is still exact).
-        let store_baseline = (!dry_run && nodes.iter().any(|n| n.kind.is_agent()))
-            .then(|| Arc::new(StoreBaseline::start(&root, run_dir.clone())));
         if !dry_run {
             let kept = preflight::check_working_tree(
                 &root,
@@ -221,9 +216,6 @@ impl RunSession {
             }
         }
         agent.replay = replay;
-        if let Some(baseline) = store_baseline {
-            agent.store = baseline;
-        }
         warnings.extend(sandbox.warnings);
         observer.warnings(&warnings);
 

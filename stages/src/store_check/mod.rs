@@ -1,0 +1,194 @@
+//! What an agent attempt changed under `.specbridge/` outside its own run folder
+//! (docs/evidence.md): git snapshots never list the run store, so the store is
+//! compared file by file (size, modification and change times, mode) before and
+//! after the agent, and every difference is a `protected-path-changed` violation.
+//! A run folder another process works on is its writer's to guard, and is left
+//! out.
+//!
+//! A store keeps every earlier run, so the comparison walks thousands of files in
+//! a repository used for a while (about 3.4 µs a file on the 2-core machine of
+//! docs/performance.md: 20 ms for 300 earlier runs of one agent stage, where the
+//! stage itself costs 22 ms of specbridge's time). So no walk waits for the agent
+//! or on another: the state before an attempt is walked while the agent runs
+//! ([`Beside`](state::Beside) says why that is sound) unless a [`StoreBaseline`]
+//! is still exact, and the state after it on a thread beside the after-snapshot
+//! ([`StoreCheck`]).
+
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use specbridge_engine::evidence::{ProtectionReason, Violation, ViolationKind, RUN_STORE_DIR};
+use specbridge_engine::store::layout;
+use specbridge_engine::store::RunHandle;
+use specbridge_engine::supervisor;
+
+pub use state::RunStoreState;
+use state::{listed, live_runs, Beside};
+
+/// The latest state of the store a run took after an attempt, and how many
+/// processes the run had started when that walk began ([`supervisor::spawned`]).
+///
+/// A state taken at any moment before an agent starts is a sound "before" for
+/// it: whatever changed after that moment is found, and only the attribution
+/// widens. It would widen to another process of this run — a check stage with
+/// `sandbox: off`, a verification command, another agent — so a baseline is used
+/// only while the run has started no process since its walk began: after each
+/// attempt, the state the attempt's own check took becomes the "before" of the
+/// next, so consecutive agent stages walk the store once each.
+#[derive(Debug, Default)]
+pub struct StoreBaseline {
+    inner: Mutex<Option<Taken>>,
+}
+
+#[derive(Debug)]
+struct Taken {
+    state: Arc<RunStoreState>,
+    spawned: u64,
+}
+
+/// The state of the store before an attempt's agent starts.
+pub(crate) enum Before {
+    /// Taken before the agent could change anything.
+    Exact(Arc<RunStoreState>),
+    /// Being walked beside the agent.
+    Walking(JoinHandle<RunStoreState>),
+}
+
+impl Before {
+    fn state(self) -> Arc<RunStoreState> {
+        match self {
+            Before::Exact(state) => state,
+            Before::Walking(walk) => Arc::new(
+                walk.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            ),
+        }
+    }
+}
+
+/// What is read of the store while an attempt prepares, for its [`Before`].
+pub(crate) enum BeforeAgent {
+    Exact(Arc<RunStoreState>),
+    /// The run folders held by another process and the top two levels of the
+    /// store (`state::Beside`), read before the agent starts.
+    Read {
+        store: PathBuf,
+        live: HashSet<String>,
+        listed: HashSet<String>,
+    },
+}
+
+impl BeforeAgent {
+    /// Call last before the agent is spawned: reads the store's clock and starts
+    /// the walk that goes on beside the agent. Only where the clock cannot be
+    /// read is the walk waited for here.
+    pub(crate) fn at_spawn(self, run: &RunHandle) -> Before {
+        let (store, live, listed) = match self {
+            BeforeAgent::Exact(state) => return Before::Exact(state),
+            BeforeAgent::Read {
+                store,
+                live,
+                listed,
+            } => (store, live, listed),
+        };
+        let own = run.dir().to_path_buf();
+        let Ok(since) = run.store_clock() else {
+            return Before::Exact(Arc::new(RunStoreState::exact(&store, Some(&own))));
+        };
+        Before::Walking(std::thread::spawn(move || {
+            RunStoreState::beside_agent(&store, Some(&own), live, Beside { since, listed })
+        }))
+    }
+}
+
+impl StoreBaseline {
+    /// The start of the state before an attempt of `run`, while it prepares: the
+    /// baseline while it is exact, else what must be read before the spawn. Read
+    /// beside the working tree's snapshot: listing a folder the run just wrote
+    /// updates its access time, which can wait for the file system's journal.
+    pub(crate) fn before(&self, root: &Path, run: &RunHandle) -> BeforeAgent {
+        if let Some(t) = self.lock().take() {
+            if t.spawned == supervisor::spawned() {
+                return BeforeAgent::Exact(t.state);
+            }
+        }
+        let store = root.join(RUN_STORE_DIR);
+        BeforeAgent::Read {
+            live: live_runs(&store.join(layout::RUNS_DIR)),
+            listed: listed(&store, run.id()),
+            store,
+        }
+    }
+
+    /// A state taken after an attempt's agent ended, offered to the next attempt.
+    fn offer(&self, taken: Taken) {
+        *self.lock() = Some(taken);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Taken>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The run store compared around an agent attempt. Its state after the attempt is
+/// taken on a thread of its own, beside the after-snapshot: both only read, and
+/// both wait for the agent's process group to be gone, so the longer of the two
+/// is on the stage's path instead of their sum.
+pub(crate) struct StoreCheck {
+    before: Before,
+    after: JoinHandle<Arc<RunStoreState>>,
+}
+
+impl StoreCheck {
+    /// Starts taking the state after the attempt (its agent has ended); the state
+    /// becomes `baseline`'s for the next attempt.
+    pub(crate) fn start(
+        root: &Path,
+        run: &RunHandle,
+        before: Before,
+        baseline: Arc<StoreBaseline>,
+    ) -> StoreCheck {
+        let store = root.join(RUN_STORE_DIR);
+        let own = run.dir().to_path_buf();
+        let after = std::thread::spawn(move || {
+            let spawned = supervisor::spawned();
+            let state = Arc::new(RunStoreState::exact(&store, Some(&own)));
+            baseline.offer(Taken {
+                state: Arc::clone(&state),
+                spawned,
+            });
+            state
+        });
+        StoreCheck { before, after }
+    }
+
+    /// The paths the attempt changed under `.specbridge/` (waits for the walks).
+    pub(crate) fn changed(self) -> Vec<String> {
+        let after = self
+            .after
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        after.changed_since(&self.before.state())
+    }
+}
+
+/// A violation for each run-store path the attempt changed.
+pub(crate) fn run_store_violations(store: StoreCheck) -> Vec<Violation> {
+    store
+        .changed()
+        .into_iter()
+        .map(|path| {
+            Violation::new(ViolationKind::ProtectedPathChanged {
+                path,
+                rule: RUN_STORE_DIR.to_string(),
+                reason: ProtectionReason::RunStore,
+            })
+        })
+        .collect()
+}

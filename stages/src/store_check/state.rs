@@ -1,0 +1,259 @@
+//! The state of the run store, one walk of `.specbridge/`, and what changed
+//! between two states.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::Path;
+
+use specbridge_engine::evidence::RUN_STORE_DIR;
+use specbridge_engine::store::layout;
+
+/// Files and folders under `.specbridge/` by path, with what identifies a version
+/// of a file cheaply.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunStoreState {
+    /// By path relative to `.specbridge/`. Hashed, not ordered: the paths share
+    /// long prefixes, which an ordered map compares byte by byte on every insert.
+    pub(super) files: HashMap<String, FileId>,
+    /// Folders by path relative to `.specbridge/`, with their change time (ns)
+    /// when the walk ran beside an agent, else 0 (the listing alone names them).
+    pub(super) dirs: HashMap<String, i128>,
+    /// `runs/<id>` of the run folders another process was working on (it held
+    /// their `.lock`) before the attempt. Such a folder changes under its own
+    /// writer, which re-hashes its records after each of its agent attempts and
+    /// whose audit checks every file against the record's announcements, so it is
+    /// left out of the comparison: two runs in one repository do not blame each
+    /// other's agents for their own records. Only the "before" counts: a folder
+    /// that became held during the attempt is compared as any other (an agent
+    /// could link a held lock file into an earlier run to hide a change there).
+    pub(super) live: HashSet<String>,
+    /// Set on a state walked while the agent may already run.
+    pub(super) beside: Option<Beside>,
+}
+
+/// What makes a walk taken beside the agent a sound "before": the agent may have
+/// changed a file before the walk reached it, so the walk saw the changed file
+/// and nothing differs afterwards. Every such change leaves a change time at or
+/// after `since` (the store's clock before the agent started, which an agent
+/// cannot put back): on the file itself (written, truncated, its mode or links
+/// changed, renamed), or on the folder it was added to or removed from, whose
+/// change time the walk reads after listing it. The store's top two levels — the
+/// entries of `.specbridge/` and of `runs/`, whose folders change whenever another
+/// run starts — are listed before the agent starts instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Beside {
+    pub(super) since: i128,
+    pub(super) listed: HashSet<String>,
+}
+
+/// Size, modification time and change time (ns), and mode. The change time is
+/// what an agent cannot put back: a file edited in place to the same size with
+/// its modification time restored (`touch -r`) keeps size and mtime, but every
+/// write, `utimensat`, `chmod` and new hard link sets its ctime to now.
+pub(super) type FileId = (u64, i128, i128, u32);
+
+/// The store's `worktree.lock`, relative to `.specbridge/`: rewritten by whichever
+/// run takes the working tree, beside this one, so never compared.
+fn tree_lock() -> Option<&'static str> {
+    specbridge_engine::store::TREE_LOCK_FILE
+        .strip_prefix(layout::STORE_DIR)
+        .and_then(|p| p.strip_prefix('/'))
+}
+
+impl RunStoreState {
+    /// The state of the store folder `store` while no agent of the run is at
+    /// work, leaving out the folder `own` (the run's own, which specbridge writes
+    /// while the agent runs: its hash chain protects it).
+    pub(super) fn exact(store: &Path, own: Option<&Path>) -> RunStoreState {
+        let mut state = RunStoreState::of(store, own, false);
+        state.live = live_runs(&store.join(layout::RUNS_DIR));
+        state
+    }
+
+    /// The state of `store` walked while the agent may already run, with what
+    /// was read before it started.
+    pub(super) fn beside_agent(
+        store: &Path,
+        own: Option<&Path>,
+        live: HashSet<String>,
+        beside: Beside,
+    ) -> RunStoreState {
+        let mut state = RunStoreState::of(store, own, true);
+        state.live = live;
+        state.beside = Some(beside);
+        state
+    }
+
+    /// One `statx` per file, relative to the folder being listed, and none for a
+    /// folder unless `stat_dirs`: the listing gives its type and inode, and only a
+    /// folder listed with the own run folder's inode is asked for its device too.
+    fn of(store: &Path, own: Option<&Path>, stat_dirs: bool) -> RunStoreState {
+        use std::os::unix::fs::MetadataExt;
+        let own = own
+            .and_then(|own| std::fs::metadata(own).ok())
+            .map(|m| (m.dev(), m.ino()));
+        let mut state = RunStoreState::default();
+        let mut rel = String::new();
+        walk(store, &mut rel, own, stat_dirs, &mut state);
+        state
+    }
+
+    /// The paths (relative to the repository root) added, changed or removed since
+    /// `before`. A new run folder is another specbridge process's, not the agent's.
+    pub(crate) fn changed_since(&self, before: &RunStoreState) -> Vec<String> {
+        let runs_before: HashSet<&str> = match &before.beside {
+            Some(beside) => beside.listed.iter().filter_map(|k| run_of(k)).collect(),
+            None => before
+                .files
+                .keys()
+                .chain(before.dirs.keys())
+                .filter_map(|k| run_of(k))
+                .collect(),
+        };
+        let since = before.beside.as_ref().map(|b| b.since);
+        let changed_file = |path: &String, id: &FileId| match before.files.get(path) {
+            Some(old) => old != id || since.is_some_and(|t| id.2 >= t),
+            None => true,
+        };
+        let mut changed: BTreeSet<&str> = BTreeSet::new();
+        changed.extend(
+            self.files
+                .iter()
+                .filter(|(path, id)| changed_file(path, id))
+                .map(|(path, _)| path.as_str()),
+        );
+        let gone =
+            |path: &&String| !self.files.contains_key(*path) && !self.dirs.contains_key(*path);
+        changed.extend(before.files.keys().filter(gone).map(String::as_str));
+        changed.extend(before.dirs.keys().filter(gone).map(String::as_str));
+        changed.extend(
+            self.dirs
+                .keys()
+                .filter(|path| !before.dirs.contains_key(*path))
+                .map(String::as_str),
+        );
+        if let Some(beside) = &before.beside {
+            changed.extend(beside.listed.iter().filter(gone).map(String::as_str));
+            changed.extend(
+                before
+                    .dirs
+                    .iter()
+                    .filter(|(path, ctime)| *path != layout::RUNS_DIR && **ctime >= beside.since)
+                    .map(|(path, _)| path.as_str()),
+            );
+        }
+        changed
+            .into_iter()
+            .filter(|path| match run_of(path) {
+                Some(run) => runs_before.contains(run) && !before.live.contains(run),
+                None => true,
+            })
+            .map(|path| format!("{RUN_STORE_DIR}/{path}"))
+            .collect()
+    }
+}
+
+/// The entries of `.specbridge/` and of `runs/` (as `runs/<id>`), leaving out the
+/// run folder named `own` and `worktree.lock`: listed before a walk beside the
+/// agent, which starts after it may have changed them.
+pub(super) fn listed(store: &Path, own: &str) -> HashSet<String> {
+    let names = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let runs = names(&store.join(layout::RUNS_DIR))
+        .into_iter()
+        .filter(|name| name != own)
+        .map(|name| format!("{}/{name}", layout::RUNS_DIR));
+    names(store)
+        .into_iter()
+        .filter(|name| Some(name.as_str()) != tree_lock())
+        .chain(runs)
+        .collect()
+}
+
+/// `runs/<id>` of each folder in `runs` whose `.lock` a process holds now.
+pub(super) fn live_runs(runs: &Path) -> HashSet<String> {
+    let held = specbridge_engine::store::held_flocks();
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return HashSet::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| specbridge_engine::store::is_held(&e.path().join(layout::LOCK), &held))
+        .map(|e| format!("{}/{}", layout::RUNS_DIR, e.file_name().to_string_lossy()))
+        .collect()
+}
+
+/// `runs/<id>` of a run folder or of a path inside one.
+pub(super) fn run_of(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix(layout::RUNS_DIR)?.strip_prefix('/')?;
+    let id = rest.split('/').next().filter(|id| !id.is_empty())?;
+    Some(&path[..layout::RUNS_DIR.len() + 1 + id.len()])
+}
+
+/// Adds the files and folders under `dir` (whose path relative to the store is
+/// `rel`) to `out`; with `stat_dirs`, each folder's change time, read once its
+/// listing is complete (so that an entry removed before the listing shows).
+fn walk(
+    dir: &Path,
+    rel: &mut String,
+    own: Option<(u64, u64)>,
+    stat_dirs: bool,
+    out: &mut RunStoreState,
+) {
+    use std::os::unix::fs::{DirEntryExt, MetadataExt};
+    let ns = |s: i64, ns: i64| i128::from(s) * 1_000_000_000 + i128::from(ns);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let len = rel.len();
+        if !rel.is_empty() {
+            rel.push('/');
+        }
+        rel.push_str(&entry.file_name().to_string_lossy());
+        // A symlink is recorded as the link it is, never followed.
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => {
+                let mine = own.is_some_and(|(dev, ino)| {
+                    entry.ino() == ino
+                        && entry
+                            .metadata()
+                            .is_ok_and(|m| (m.dev(), m.ino()) == (dev, ino))
+                });
+                if !mine {
+                    out.dirs.insert(rel.clone(), 0);
+                    walk(&entry.path(), rel, own, stat_dirs, out);
+                }
+            }
+            Ok(_) if tree_lock() == Some(rel.as_str()) => {}
+            // `DirEntry::metadata` is a `statx` relative to the listed folder that
+            // does not follow a symlink.
+            Ok(_) => {
+                if let Ok(meta) = entry.metadata() {
+                    let id = (
+                        meta.len(),
+                        ns(meta.mtime(), meta.mtime_nsec()),
+                        ns(meta.ctime(), meta.ctime_nsec()),
+                        meta.mode(),
+                    );
+                    out.files.insert(rel.clone(), id);
+                }
+            }
+            Err(_) => {}
+        }
+        rel.truncate(len);
+    }
+    if stat_dirs && !rel.is_empty() {
+        // A folder that cannot be read back now is gone: its listing says so.
+        let ctime =
+            std::fs::symlink_metadata(dir).map_or(i128::MAX, |m| ns(m.ctime(), m.ctime_nsec()));
+        out.dirs.insert(rel.clone(), ctime);
+    }
+}

@@ -1,0 +1,354 @@
+//! The run store's comparison, walked exactly and beside an agent.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use specbridge_engine::store::{layout, RunHandle, RunStore};
+use specbridge_engine::supervisor;
+
+use super::state::{listed, live_runs, Beside};
+use super::*;
+
+#[test]
+fn run_store_changes_ignore_new_run_folders_only() {
+    let state = |files: &[(&str, u64)]| RunStoreState {
+        files: files
+            .iter()
+            .map(|(p, len)| (p.to_string(), (*len, 0, 0, 0o644)))
+            .collect(),
+        ..RunStoreState::default()
+    };
+    let before = state(&[("runs/a/run.json", 1), ("config", 1)]);
+    let after = state(&[
+        ("runs/a/run.json", 2),
+        ("runs/b/run.json", 1),
+        ("notes.txt", 1),
+    ]);
+    assert_eq!(
+        after.changed_since(&before),
+        vec![
+            ".specbridge/config",
+            ".specbridge/notes.txt",
+            ".specbridge/runs/a/run.json"
+        ]
+    );
+}
+
+fn store(root: &Path, files: &[(&str, &str)]) {
+    for (path, content) in files {
+        let path = root.join(RUN_STORE_DIR).join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+}
+
+#[test]
+fn the_walk_finds_every_kind_of_change_and_leaves_out_the_own_run_and_the_tree_lock() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    store(
+        root,
+        &[
+            ("runs/old/run.json", "{}"),
+            ("runs/old/stages/a/stage.json", "{}"),
+            ("runs/gone/run.json", "{}"),
+            ("runs/mine/run.json", "{}"),
+            ("worktree.lock", "run 1"),
+            ("notes", "n"),
+        ],
+    );
+    let dir = root.join(RUN_STORE_DIR);
+    let own = dir.join("runs/mine");
+    let before = RunStoreState::exact(&dir, Some(&own));
+    assert!(before.files.contains_key("runs/old/stages/a/stage.json"));
+    assert!(!before.files.keys().any(|k| k.starts_with("runs/mine")));
+    assert!(!before.files.contains_key("worktree.lock"));
+
+    // In place and the same size: only the modification time tells.
+    std::fs::write(dir.join("runs/old/stages/a/stage.json"), "[]").unwrap();
+    std::fs::remove_dir_all(dir.join("runs/gone")).unwrap();
+    std::fs::write(dir.join("runs/old/extra"), "x").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("runs/old/link")).unwrap();
+    std::fs::write(dir.join("runs/mine/run.json"), "{\"changed\": true}").unwrap();
+    std::fs::write(dir.join("worktree.lock"), "run 2").unwrap();
+    store(root, &[("runs/new/run.json", "{}")]);
+    let after = RunStoreState::exact(&dir, Some(&own));
+    assert_eq!(
+        after.changed_since(&before),
+        vec![
+            ".specbridge/runs/gone",
+            ".specbridge/runs/gone/run.json",
+            ".specbridge/runs/old/extra",
+            ".specbridge/runs/old/link",
+            ".specbridge/runs/old/stages/a/stage.json",
+        ]
+    );
+}
+
+#[test]
+fn an_edit_in_place_with_the_modification_time_put_back_is_found() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    store(root, &[("runs/old/run.json", "{\"status\": \"failed\"}")]);
+    let dir = root.join(RUN_STORE_DIR);
+    let record = dir.join("runs/old/run.json");
+    let mtime = std::fs::metadata(&record).unwrap().modified().unwrap();
+    let before = RunStoreState::exact(&dir, None);
+    // Ensure the change time can move on a coarse clock.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&record, "{\"status\": \"passed\"}").unwrap();
+    let file = std::fs::File::options().write(true).open(&record).unwrap();
+    file.set_modified(mtime).unwrap();
+    drop(file);
+    let meta = std::fs::metadata(&record).unwrap();
+    assert_eq!(
+        meta.modified().unwrap(),
+        mtime,
+        "the forgery put mtime back"
+    );
+    assert_eq!(meta.len(), "{\"status\": \"failed\"}".len() as u64);
+    let after = RunStoreState::exact(&dir, None);
+    assert_eq!(
+        after.changed_since(&before),
+        vec![".specbridge/runs/old/run.json"]
+    );
+}
+
+/// Another process holding `lock` (util-linux `flock`), until dropped.
+struct Holder(std::process::Child, PathBuf);
+
+fn held(lock: &Path) -> bool {
+    specbridge_engine::store::is_held(lock, &specbridge_engine::store::held_flocks())
+}
+
+/// Waits up to 10 s for `lock` to be held (or free), as `/proc/locks` shows.
+fn wait_until_held(lock: &Path, want: bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while held(lock) != want {
+        assert!(std::time::Instant::now() < deadline, "held: never {want}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+impl Holder {
+    fn hold(lock: &Path) -> Holder {
+        use std::os::unix::process::CommandExt;
+        let child = std::process::Command::new("flock")
+            .arg(lock)
+            .args(["sleep", "30"])
+            .process_group(0)
+            .spawn()
+            .expect("util-linux flock");
+        wait_until_held(lock, true);
+        Holder(child, lock.to_path_buf())
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        // `flock` and its `sleep` share the group and the lock.
+        let group = -i32::try_from(self.0.id()).unwrap();
+        std::process::Command::new("kill")
+            .args(["-KILL", "--", &group.to_string()])
+            .status()
+            .unwrap();
+        let _ = self.0.wait();
+        // The `sleep` is reaped by whoever adopted it: wait for the lock to go.
+        wait_until_held(&self.1, false);
+    }
+}
+
+#[test]
+fn a_run_folder_another_process_works_on_is_left_out() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    store(
+        root,
+        &[("runs/done/run.json", "{}"), ("runs/busy/run.json", "{}")],
+    );
+    let dir = root.join(RUN_STORE_DIR);
+    let busy = dir.join("runs/busy");
+    let holder = Holder::hold(&busy.join(layout::LOCK));
+    let before = RunStoreState::exact(&dir, None);
+    // The other process writes its run, and is done before the "after".
+    std::fs::write(busy.join("run.json"), "{\"status\": \"running\"}").unwrap();
+    std::fs::write(busy.join("plan.json"), "{}").unwrap();
+    drop(holder);
+    std::fs::write(dir.join("runs/done/run.json"), "{\"forged\": 1}").unwrap();
+    let after = RunStoreState::exact(&dir, None);
+    assert_eq!(
+        after.changed_since(&before),
+        vec![".specbridge/runs/done/run.json"]
+    );
+    // Once nobody holds it, a change there is found again.
+    std::fs::write(busy.join("run.json"), "{}").unwrap();
+    let later = RunStoreState::exact(&dir, None);
+    assert_eq!(
+        later.changed_since(&after),
+        vec![".specbridge/runs/busy/run.json"]
+    );
+}
+
+#[test]
+fn a_held_lock_linked_into_an_earlier_run_during_the_attempt_hides_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    store(
+        root,
+        &[("runs/old/run.json", "{}"), ("runs/other/run.json", "{}")],
+    );
+    let dir = root.join(RUN_STORE_DIR);
+    let other_lock = dir.join("runs/other").join(layout::LOCK);
+    let _holder = Holder::hold(&other_lock);
+    let before = RunStoreState::exact(&dir, None);
+    // The agent makes the earlier run look worked on, then edits it.
+    std::fs::hard_link(&other_lock, dir.join("runs/old").join(layout::LOCK)).unwrap();
+    std::fs::write(dir.join("runs/old/run.json"), "{\"forged\": 1}").unwrap();
+    let after = RunStoreState::exact(&dir, None);
+    assert!(after.live.contains("runs/old"), "the link is held");
+    assert_eq!(
+        after.changed_since(&before),
+        vec![
+            ".specbridge/runs/old/.lock",
+            ".specbridge/runs/old/run.json"
+        ]
+    );
+}
+
+/// A run of its own in the repository at `root`, as the agent's attempt has.
+fn own_run(root: &Path) -> RunHandle {
+    RunStore::new(root).create(Default::default()).unwrap()
+}
+
+/// What `StoreBaseline::before` reads before the spawn, and then a walk beside
+/// the agent taken after `agent` acted: as if the agent had got to every change
+/// before the walk reached it.
+fn walked_after_the_agent(root: &Path, run: &RunHandle, agent: impl FnOnce()) -> RunStoreState {
+    let dir = root.join(RUN_STORE_DIR);
+    let live = live_runs(&dir.join(layout::RUNS_DIR));
+    let listed = listed(&dir, run.id());
+    let since = run.store_clock().unwrap();
+    agent();
+    RunStoreState::beside_agent(&dir, Some(run.dir()), live, Beside { since, listed })
+}
+
+#[test]
+fn what_the_agent_changed_before_the_walk_beside_it_got_there_is_found() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    store(
+        root,
+        &[
+            ("runs/old/run.json", "{\"status\": \"failed\"}"),
+            ("runs/old/stages/a/stage.json", "{}"),
+            ("runs/gone/run.json", "{}"),
+            ("runs/emptied/stages/a/stage.json", "{}"),
+            ("notes", "n"),
+        ],
+    );
+    let run = own_run(root);
+    let dir = root.join(RUN_STORE_DIR);
+    let before = walked_after_the_agent(root, &run, || {
+        // In place, the same size, the modification time put back: the walk
+        // sees the forged file, and nothing differs after the attempt.
+        let record = dir.join("runs/old/run.json");
+        let mtime = std::fs::metadata(&record).unwrap().modified().unwrap();
+        std::fs::write(&record, "{\"status\": \"passed\"}").unwrap();
+        let file = std::fs::File::options().write(true).open(&record).unwrap();
+        file.set_modified(mtime).unwrap();
+        drop(file);
+        // Gone before the walk listed them: neither walk sees them.
+        std::fs::remove_dir_all(dir.join("runs/gone")).unwrap();
+        std::fs::remove_file(dir.join("runs/emptied/stages/a/stage.json")).unwrap();
+        std::fs::write(dir.join("runs/old/extra"), "x").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join("notes"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+    });
+    assert!(before.files.contains_key("runs/old/run.json"));
+    assert!(!before
+        .files
+        .keys()
+        .any(|k| k.starts_with(&format!("runs/{}", run.id()))));
+    let after = RunStoreState::exact(&dir, Some(run.dir()));
+    assert_eq!(
+        after.changed_since(&before),
+        vec![
+            ".specbridge/notes",
+            ".specbridge/runs/emptied/stages/a",
+            ".specbridge/runs/gone",
+            ".specbridge/runs/old",
+            ".specbridge/runs/old/extra",
+            ".specbridge/runs/old/run.json",
+        ]
+    );
+}
+
+#[test]
+fn beside_the_agent_what_others_did_before_it_started_and_a_new_run_are_not_blamed() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    store(root, &[("runs/old/run.json", "{}"), ("notes", "n")]);
+    let run = own_run(root);
+    let dir = root.join(RUN_STORE_DIR);
+    // Another run ends just before the agent starts (a coarse clock is given a
+    // tick to move on).
+    std::fs::write(dir.join("runs/old/run.json"), "{\"status\": \"done\"}").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let before = walked_after_the_agent(root, &run, || {
+        // A run another process starts while the agent works.
+        store(
+            root,
+            &[
+                ("runs/new/run.json", "{}"),
+                ("runs/new/stages/a/stage.json", "{}"),
+            ],
+        );
+        std::fs::write(run.dir().join("own-record"), "written by this run").unwrap();
+    });
+    let after = RunStoreState::exact(&dir, Some(run.dir()));
+    assert_eq!(after.changed_since(&before), Vec::<String>::new());
+}
+
+#[test]
+fn a_baseline_is_used_once_and_only_while_no_process_was_started_since_its_walk() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    store(root, &[("runs/old/run.json", "{}")]);
+    let run = own_run(root);
+    let dir = root.join(RUN_STORE_DIR);
+    let baseline = StoreBaseline::default();
+    // Nothing taken yet: the first attempt walks beside its agent.
+    let first = baseline.before(root, &run).at_spawn(&run);
+    assert!(matches!(first, Before::Walking(_)));
+    let first = first.state();
+    assert!(first.beside.is_some());
+    assert_eq!(
+        first.files,
+        RunStoreState::exact(&dir, Some(run.dir())).files
+    );
+
+    let offered = Arc::new(RunStoreState::exact(&dir, Some(run.dir())));
+    baseline.offer(Taken {
+        state: Arc::clone(&offered),
+        spawned: supervisor::spawned(),
+    });
+    match baseline.before(root, &run).at_spawn(&run) {
+        Before::Exact(state) => assert!(Arc::ptr_eq(&state, &offered)),
+        Before::Walking(_) => panic!("the baseline was exact"),
+    }
+    // Used up: the next attempt walks.
+    assert!(matches!(
+        baseline.before(root, &run).at_spawn(&run),
+        Before::Walking(_)
+    ));
+    // A state walked before the run started another process is not exact.
+    baseline.offer(Taken {
+        state: offered,
+        spawned: supervisor::spawned().wrapping_sub(1),
+    });
+    assert!(matches!(
+        baseline.before(root, &run).at_spawn(&run),
+        Before::Walking(_)
+    ));
+}
