@@ -211,3 +211,38 @@ fn a_run_working_beside_the_agent_in_the_same_repository_is_not_blamed_on_it() {
         .expect("run a");
     assert!(store_violations(&evidence(&a, "notes")).is_empty());
 }
+
+#[test]
+fn an_agent_removing_an_earlier_run_or_changing_a_records_mode_is_found_whenever_it_acts() {
+    // The "before" of a run's first agent attempt is walked beside the agent: the
+    // agent may act before that walk or after it, and either way it is found.
+    let mut ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/notes.md", "Write the notes.\n");
+    ctx.write_agent_pipeline(RUNNER, ONE_STAGE);
+    for _ in 0..2 {
+        let out = ctx.run(&["run"]);
+        assert_eq!(out.code, 0, "{}", out.snapshot());
+    }
+    let earlier = run_dirs(&ctx);
+    let id = |d: &PathBuf| d.file_name().unwrap().to_string_lossy().into_owned();
+    let (gone, kept) = (id(&earlier[0]), id(&earlier[1]));
+    ctx.set_env("FAKE_CLAUDE_SCENARIO", "run-command");
+    ctx.set_env(
+        "FAKE_CLAUDE_COMMAND",
+        &format!("rm -rf .specbridge/runs/{gone} && chmod 600 .specbridge/runs/{kept}/run.json"),
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    assert!(!earlier[0].exists(), "the command ran");
+    let third = run_dirs(&ctx)
+        .into_iter()
+        .find(|d| *d != earlier[1])
+        .expect("a third run");
+    let found = store_violations(&evidence(&third, "notes"));
+    for path in [
+        format!(".specbridge/runs/{gone}"),
+        format!(".specbridge/runs/{kept}/run.json"),
+    ] {
+        assert!(found.contains(&path), "{path} not in {found:#?}");
+    }
+}

@@ -8,8 +8,8 @@
 //! A store keeps every earlier run, so the comparison walks thousands of files in
 //! a repository used for a while (about 3.4 µs a file on the 2-core machine of
 //! docs/performance.md: 20 ms for 300 earlier runs of one agent stage, where the
-//! stage itself costs 22 ms of specbridge's time). So no walk waits for the agent
-//! or on another: the state before an attempt is walked while the agent runs
+//! stage itself costs 22 ms of specbridge's time). So the agent never waits for
+//! a walk: the state before an attempt is walked while the agent runs
 //! ([`Beside`](state::Beside) says why that is sound) unless a [`StoreBaseline`]
 //! is still exact, and the state after it on a thread beside the after-snapshot
 //! ([`StoreCheck`]).
