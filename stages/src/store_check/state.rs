@@ -92,8 +92,7 @@ impl RunStoreState {
             .and_then(|own| std::fs::metadata(own).ok())
             .map(|m| (m.dev(), m.ino()));
         let mut state = RunStoreState::default();
-        let mut rel = String::new();
-        walk(store, &mut rel, own, stat_dirs, &mut state);
+        Walker { own, stat_dirs }.walk(store, &mut String::new(), &mut state);
         state
     }
 
@@ -197,22 +196,88 @@ pub(super) fn run_of(path: &str) -> Option<&str> {
     Some(&path[..layout::RUNS_DIR.len() + 1 + id.len()])
 }
 
-/// Adds the files and folders under `dir` (whose path relative to the store is
-/// `rel`) to `out`; with `stat_dirs`, each folder's change time, read once its
-/// listing is complete (so that an entry removed before the listing shows).
-fn walk(
-    dir: &Path,
-    rel: &mut String,
+/// How the store is walked: which folder is the run's own (device and inode),
+/// and whether folders are asked for their change time.
+struct Walker {
     own: Option<(u64, u64)>,
     stat_dirs: bool,
-    out: &mut RunStoreState,
-) {
-    use std::os::unix::fs::{DirEntryExt, MetadataExt};
-    let ns = |s: i64, ns: i64| i128::from(s) * 1_000_000_000 + i128::from(ns);
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
+}
+
+/// Run folders a walking thread takes at least: fewer are not worth a thread.
+pub(super) const RUNS_A_THREAD: usize = 32;
+
+impl Walker {
+    /// Adds the files and folders under `dir` (whose path relative to the store
+    /// is `rel`) to `out`; with `stat_dirs`, each folder's change time, read once
+    /// its listing is complete (so that an entry removed before the listing
+    /// shows).
+    fn walk(&self, dir: &Path, rel: &mut String, out: &mut RunStoreState) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        if rel == layout::RUNS_DIR {
+            self.walk_runs(entries.flatten().collect(), rel, out);
+        } else {
+            for entry in entries.flatten() {
+                self.entry(&entry, rel, out);
+            }
+        }
+        if self.stat_dirs && !rel.is_empty() {
+            // A folder that cannot be read back now is gone: its listing says so.
+            let ctime = std::fs::symlink_metadata(dir).map_or(i128::MAX, |m| ctime_ns(&m));
+            out.dirs.insert(rel.clone(), ctime);
+        }
+    }
+
+    /// The run folders, shared out among up to one thread a core: a long
+    /// history is most of the store, and each of its files is a `statx` that
+    /// waits in the kernel, which the other core can do beside it.
+    fn walk_runs(
+        &self,
+        entries: Vec<std::fs::DirEntry>,
+        rel: &mut String,
+        out: &mut RunStoreState,
+    ) {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = cores.min(4).min(entries.len() / RUNS_A_THREAD).max(1);
+        if threads == 1 {
+            for entry in &entries {
+                self.entry(entry, rel, out);
+            }
+            return;
+        }
+        let base = rel.clone();
+        let parts: Vec<RunStoreState> = std::thread::scope(|scope| {
+            let walks: Vec<_> = entries
+                .chunks(entries.len().div_ceil(threads))
+                .map(|share| {
+                    let mut rel = base.clone();
+                    scope.spawn(move || {
+                        let mut part = RunStoreState::default();
+                        for entry in share {
+                            self.entry(entry, &mut rel, &mut part);
+                        }
+                        part
+                    })
+                })
+                .collect();
+            walks
+                .into_iter()
+                .map(|walk| {
+                    walk.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+        for part in parts {
+            out.files.extend(part.files);
+            out.dirs.extend(part.dirs);
+        }
+    }
+
+    /// Adds one listed entry of the folder at `rel` (and what is under it).
+    fn entry(&self, entry: &std::fs::DirEntry, rel: &mut String, out: &mut RunStoreState) {
+        use std::os::unix::fs::{DirEntryExt, MetadataExt};
         let len = rel.len();
         if !rel.is_empty() {
             rel.push('/');
@@ -221,7 +286,7 @@ fn walk(
         // A symlink is recorded as the link it is, never followed.
         match entry.file_type() {
             Ok(t) if t.is_dir() => {
-                let mine = own.is_some_and(|(dev, ino)| {
+                let mine = self.own.is_some_and(|(dev, ino)| {
                     entry.ino() == ino
                         && entry
                             .metadata()
@@ -229,7 +294,7 @@ fn walk(
                 });
                 if !mine {
                     out.dirs.insert(rel.clone(), 0);
-                    walk(&entry.path(), rel, own, stat_dirs, out);
+                    self.walk(&entry.path(), rel, out);
                 }
             }
             Ok(_) if tree_lock() == Some(rel.as_str()) => {}
@@ -239,8 +304,8 @@ fn walk(
                 if let Ok(meta) = entry.metadata() {
                     let id = (
                         meta.len(),
-                        ns(meta.mtime(), meta.mtime_nsec()),
-                        ns(meta.ctime(), meta.ctime_nsec()),
+                        i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+                        ctime_ns(&meta),
                         meta.mode(),
                     );
                     out.files.insert(rel.clone(), id);
@@ -250,10 +315,9 @@ fn walk(
         }
         rel.truncate(len);
     }
-    if stat_dirs && !rel.is_empty() {
-        // A folder that cannot be read back now is gone: its listing says so.
-        let ctime =
-            std::fs::symlink_metadata(dir).map_or(i128::MAX, |m| ns(m.ctime(), m.ctime_nsec()));
-        out.dirs.insert(rel.clone(), ctime);
-    }
+}
+
+fn ctime_ns(meta: &std::fs::Metadata) -> i128 {
+    use std::os::unix::fs::MetadataExt;
+    i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec())
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use specbridge_engine::store::{layout, RunHandle, RunStore};
 use specbridge_engine::supervisor;
 
-use super::state::{listed, live_runs, Beside};
+use super::state::{listed, live_runs, Beside, RUNS_A_THREAD};
 use super::*;
 
 #[test]
@@ -351,4 +351,41 @@ fn a_baseline_is_used_once_and_only_while_no_process_was_started_since_its_walk(
         baseline.before(root, &run).at_spawn(&run),
         Before::Walking(_)
     ));
+}
+
+#[test]
+fn a_long_history_walked_on_several_threads_is_the_same_state() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let files: Vec<(String, &str)> = (0..4 * RUNS_A_THREAD)
+        .flat_map(|i| {
+            [
+                (format!("runs/r{i:03}/run.json"), "{}"),
+                (
+                    format!("runs/r{i:03}/stages/a/attempt-001/result.json"),
+                    "{}",
+                ),
+            ]
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), *c)).collect();
+    store(root, &refs);
+    let dir = root.join(RUN_STORE_DIR);
+    let before = RunStoreState::exact(&dir, None);
+    assert_eq!(before.files.len(), files.len());
+    assert!(before.dirs.contains_key("runs/r077/stages/a/attempt-001"));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(dir.join("runs/r077/stages/a/attempt-001/result.json"), "[]").unwrap();
+    std::fs::remove_dir_all(dir.join("runs/r100/stages")).unwrap();
+    let after = RunStoreState::exact(&dir, None);
+    assert_eq!(
+        after.changed_since(&before),
+        vec![
+            ".specbridge/runs/r077/stages/a/attempt-001/result.json",
+            ".specbridge/runs/r100/stages",
+            ".specbridge/runs/r100/stages/a",
+            ".specbridge/runs/r100/stages/a/attempt-001",
+            ".specbridge/runs/r100/stages/a/attempt-001/result.json",
+        ]
+    );
 }
