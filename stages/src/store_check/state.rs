@@ -238,7 +238,7 @@ impl Walker {
         rel: &mut String,
         out: &mut RunStoreState,
     ) {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let threads = cores.min(4).min(entries.len() / RUNS_A_THREAD).max(1);
         if threads == 1 {
             for entry in &entries {
