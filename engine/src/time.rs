@@ -16,6 +16,20 @@ pub(crate) fn now_millis() -> DateTime<Utc> {
     Utc::now().trunc_subsecs(3)
 }
 
+/// A file's modification time in nanoseconds since the epoch, as the file system
+/// keeps it (whatever its granularity).
+pub fn mtime_ns(meta: &std::fs::Metadata) -> i128 {
+    use std::os::unix::fs::MetadataExt;
+    i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec())
+}
+
+/// A file's change time in nanoseconds since the epoch, as the file system keeps
+/// it: what no one but the kernel sets.
+pub fn ctime_ns(meta: &std::fs::Metadata) -> i128 {
+    use std::os::unix::fs::MetadataExt;
+    i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec())
+}
+
 /// A time in the record format.
 pub fn format_rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)

@@ -69,15 +69,13 @@ impl RunLock {
     /// system's granularity, and on a network file system the server's clock
     /// speaks for both (a local clock read could be behind or ahead of it).
     pub fn store_clock(&self) -> std::io::Result<i128> {
-        use std::os::unix::fs::MetadataExt;
         // SAFETY: futimens on a descriptor we own; a null `times` means "now" for
         // both the access and the modification time, and so for the change time.
         let rc = unsafe { libc::futimens(self.file.as_raw_fd(), std::ptr::null()) };
         if rc != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let meta = self.file.metadata()?;
-        Ok(i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()))
+        Ok(crate::time::ctime_ns(&self.file.metadata()?))
     }
 }
 

@@ -24,12 +24,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use specbridge_engine::evidence::{ProtectionReason, Violation, ViolationKind, RUN_STORE_DIR};
-use specbridge_engine::store::layout;
 use specbridge_engine::store::RunHandle;
 use specbridge_engine::supervisor;
 
 pub use state::RunStoreState;
-use state::{listed, live_runs, Beside};
+use state::{held_runs, listed, run_of, Beside};
 
 /// The latest state of the store a run took after an attempt, and how many
 /// processes the run had started when that walk began ([`supervisor::spawned`]).
@@ -119,9 +118,11 @@ impl StoreBaseline {
             }
         }
         let store = root.join(RUN_STORE_DIR);
+        let listed = listed(&store, run.id());
+        let runs = listed.iter().filter(|k| run_of(k) == Some(k.as_str()));
         BeforeAgent::Read {
-            live: live_runs(&store.join(layout::RUNS_DIR)),
-            listed: listed(&store, run.id()),
+            live: held_runs(&store, runs),
+            listed,
             store,
         }
     }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use specbridge_engine::evidence::RUN_STORE_DIR;
 use specbridge_engine::store::layout;
+use specbridge_engine::time::{ctime_ns, mtime_ns};
 
 /// Files and folders under `.specbridge/` by path, with what identifies a version
 /// of a file cheaply.
@@ -65,7 +66,8 @@ impl RunStoreState {
     /// while the agent runs: its hash chain protects it).
     pub(super) fn exact(store: &Path, own: Option<&Path>) -> RunStoreState {
         let mut state = RunStoreState::of(store, own, false);
-        state.live = live_runs(&store.join(layout::RUNS_DIR));
+        let runs = state.dirs.keys().filter(|k| run_of(k) == Some(k.as_str()));
+        state.live = held_runs(store, runs);
         state
     }
 
@@ -176,16 +178,15 @@ pub(super) fn listed(store: &Path, own: &str) -> HashSet<String> {
         .collect()
 }
 
-/// `runs/<id>` of each folder in `runs` whose `.lock` a process holds now.
-pub(super) fn live_runs(runs: &Path) -> HashSet<String> {
+/// Those of the run folders `runs` (as `runs/<id>`) whose `.lock` a process
+/// holds now.
+pub(super) fn held_runs<'a>(
+    store: &Path,
+    runs: impl Iterator<Item = &'a String>,
+) -> HashSet<String> {
     let held = specbridge_engine::store::held_flocks();
-    let Ok(entries) = std::fs::read_dir(runs) else {
-        return HashSet::new();
-    };
-    entries
-        .flatten()
-        .filter(|e| specbridge_engine::store::is_held(&e.path().join(layout::LOCK), &held))
-        .map(|e| format!("{}/{}", layout::RUNS_DIR, e.file_name().to_string_lossy()))
+    runs.filter(|run| specbridge_engine::store::is_held(&store.join(run).join(layout::LOCK), &held))
+        .cloned()
         .collect()
 }
 
@@ -302,12 +303,7 @@ impl Walker {
             // does not follow a symlink.
             Ok(_) => {
                 if let Ok(meta) = entry.metadata() {
-                    let id = (
-                        meta.len(),
-                        i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-                        ctime_ns(&meta),
-                        meta.mode(),
-                    );
+                    let id = (meta.len(), mtime_ns(&meta), ctime_ns(&meta), meta.mode());
                     out.files.insert(rel.clone(), id);
                 }
             }
@@ -315,9 +311,4 @@ impl Walker {
         }
         rel.truncate(len);
     }
-}
-
-fn ctime_ns(meta: &std::fs::Metadata) -> i128 {
-    use std::os::unix::fs::MetadataExt;
-    i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec())
 }

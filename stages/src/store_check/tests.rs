@@ -6,7 +6,7 @@ use std::sync::Arc;
 use specbridge_engine::store::{layout, RunHandle, RunStore};
 use specbridge_engine::supervisor;
 
-use super::state::{listed, live_runs, Beside, RUNS_A_THREAD};
+use super::state::{Beside, RUNS_A_THREAD};
 use super::*;
 
 #[test]
@@ -85,6 +85,15 @@ fn the_walk_finds_every_kind_of_change_and_leaves_out_the_own_run_and_the_tree_l
     );
 }
 
+/// Rewrites `record` with `content` and puts its modification time back, as a
+/// forger hiding an edit would.
+fn forge_in_place(record: &Path, content: &str) {
+    let mtime = std::fs::metadata(record).unwrap().modified().unwrap();
+    std::fs::write(record, content).unwrap();
+    let file = std::fs::File::options().write(true).open(record).unwrap();
+    file.set_modified(mtime).unwrap();
+}
+
 #[test]
 fn an_edit_in_place_with_the_modification_time_put_back_is_found() {
     let root = tempfile::tempdir().unwrap();
@@ -96,10 +105,7 @@ fn an_edit_in_place_with_the_modification_time_put_back_is_found() {
     let before = RunStoreState::exact(&dir, None);
     // Ensure the change time can move on a coarse clock.
     std::thread::sleep(std::time::Duration::from_millis(20));
-    std::fs::write(&record, "{\"status\": \"passed\"}").unwrap();
-    let file = std::fs::File::options().write(true).open(&record).unwrap();
-    file.set_modified(mtime).unwrap();
-    drop(file);
+    forge_in_place(&record, "{\"status\": \"passed\"}");
     let meta = std::fs::metadata(&record).unwrap();
     assert_eq!(
         meta.modified().unwrap(),
@@ -224,12 +230,17 @@ fn own_run(root: &Path) -> RunHandle {
 /// the agent taken after `agent` acted: as if the agent had got to every change
 /// before the walk reached it.
 fn walked_after_the_agent(root: &Path, run: &RunHandle, agent: impl FnOnce()) -> RunStoreState {
-    let dir = root.join(RUN_STORE_DIR);
-    let live = live_runs(&dir.join(layout::RUNS_DIR));
-    let listed = listed(&dir, run.id());
+    let BeforeAgent::Read {
+        store,
+        live,
+        listed,
+    } = StoreBaseline::default().before(root, run)
+    else {
+        panic!("no baseline was offered")
+    };
     let since = run.store_clock().unwrap();
     agent();
-    RunStoreState::beside_agent(&dir, Some(run.dir()), live, Beside { since, listed })
+    RunStoreState::beside_agent(&store, Some(run.dir()), live, Beside { since, listed })
 }
 
 #[test]
@@ -251,12 +262,7 @@ fn what_the_agent_changed_before_the_walk_beside_it_got_there_is_found() {
     let before = walked_after_the_agent(root, &run, || {
         // In place, the same size, the modification time put back: the walk
         // sees the forged file, and nothing differs after the attempt.
-        let record = dir.join("runs/old/run.json");
-        let mtime = std::fs::metadata(&record).unwrap().modified().unwrap();
-        std::fs::write(&record, "{\"status\": \"passed\"}").unwrap();
-        let file = std::fs::File::options().write(true).open(&record).unwrap();
-        file.set_modified(mtime).unwrap();
-        drop(file);
+        forge_in_place(&dir.join("runs/old/run.json"), "{\"status\": \"passed\"}");
         // Gone before the walk listed them: neither walk sees them.
         std::fs::remove_dir_all(dir.join("runs/gone")).unwrap();
         std::fs::remove_file(dir.join("runs/emptied/stages/a/stage.json")).unwrap();

@@ -132,7 +132,7 @@ fn key_of(path: &Path) -> Option<Key> {
     let meta = std::fs::metadata(path).ok()?;
     Some(Key {
         size: meta.size(),
-        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        mtime_ns: crate::time::mtime_ns(&meta),
         inode: meta.ino(),
         specbridge_version: env!("CARGO_PKG_VERSION").to_string(),
     })
