@@ -17,6 +17,7 @@
 mod state;
 #[cfg(test)]
 mod tests;
+mod walk;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -98,7 +99,12 @@ impl BeforeAgent {
         };
         let own = run.dir().to_path_buf();
         let Ok(since) = run.store_clock() else {
-            return Before::Exact(Arc::new(RunStoreState::exact(&store, Some(&own))));
+            return Before::Exact(Arc::new(RunStoreState::exact(
+                &store,
+                Some(&own),
+                None,
+                None,
+            )));
         };
         Before::Walking(std::thread::spawn(move || {
             RunStoreState::beside_agent(&store, Some(&own), live, Beside { since, listed })
@@ -140,10 +146,11 @@ impl StoreBaseline {
 /// The run store compared around an agent attempt. Its state after the attempt is
 /// taken on a thread of its own, beside the after-snapshot: both only read, and
 /// both wait for the agent's process group to be gone, so the longer of the two
-/// is on the stage's path instead of their sum.
+/// is on the stage's path instead of their sum. That walk takes the "before"
+/// state's listings of the folders that did not change (`walk.rs`), so it waits
+/// for the walk beside the agent to end first.
 pub(crate) struct StoreCheck {
-    before: Before,
-    after: JoinHandle<Arc<RunStoreState>>,
+    walks: JoinHandle<(Arc<RunStoreState>, Arc<RunStoreState>)>,
 }
 
 impl StoreCheck {
@@ -157,25 +164,28 @@ impl StoreCheck {
     ) -> StoreCheck {
         let store = root.join(RUN_STORE_DIR);
         let own = run.dir().to_path_buf();
-        let after = std::thread::spawn(move || {
+        let clock = run.store_clock().ok();
+        let walks = std::thread::spawn(move || {
+            let before = before.state();
             let spawned = supervisor::spawned();
-            let state = Arc::new(RunStoreState::exact(&store, Some(&own)));
+            let after = RunStoreState::exact(&store, Some(&own), clock, Some(&before));
+            let after = Arc::new(after);
             baseline.offer(Taken {
-                state: Arc::clone(&state),
+                state: Arc::clone(&after),
                 spawned,
             });
-            state
+            (before, after)
         });
-        StoreCheck { before, after }
+        StoreCheck { walks }
     }
 
     /// The paths the attempt changed under `.specbridge/` (waits for the walks).
     pub(crate) fn changed(self) -> Vec<String> {
-        let after = self
-            .after
+        let (before, after) = self
+            .walks
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        after.changed_since(&self.before.state())
+        after.changed_since(&before)
     }
 }
 

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use specbridge_engine::evidence::RUN_STORE_DIR;
 use specbridge_engine::store::layout;
-use specbridge_engine::time::{ctime_ns, mtime_ns};
+
+use super::walk::{Folder, Walker};
 
 /// Files and folders under `.specbridge/` by path, with what identifies a version
 /// of a file cheaply.
@@ -15,9 +16,15 @@ pub struct RunStoreState {
     /// By path relative to `.specbridge/`. Hashed, not ordered: the paths share
     /// long prefixes, which an ordered map compares byte by byte on every insert.
     pub(super) files: HashMap<String, FileId>,
-    /// Folders by path relative to `.specbridge/`, with their change time (ns)
-    /// when the walk ran beside an agent, else 0 (the listing alone names them).
-    pub(super) dirs: HashMap<String, i128>,
+    /// Folders by path relative to `.specbridge/`, with their change time and
+    /// listing.
+    pub(super) dirs: HashMap<String, Folder>,
+    /// `.specbridge/` itself.
+    pub(super) root: Option<Folder>,
+    /// The store's clock read before the walk began, where it could be: what
+    /// tells whether a folder's listing still holds for a later walk
+    /// (`walk.rs`).
+    pub(super) clock: Option<i128>,
     /// `runs/<id>` of the run folders another process was working on (it held
     /// their `.lock`) before the attempt. Such a folder changes under its own
     /// writer, which re-hashes its records after each of its agent attempts and
@@ -54,7 +61,7 @@ pub(super) type FileId = (u64, i128, i128, u32);
 
 /// The store's `worktree.lock`, relative to `.specbridge/`: rewritten by whichever
 /// run takes the working tree, beside this one, so never compared.
-fn tree_lock() -> Option<&'static str> {
+pub(super) fn tree_lock() -> Option<&'static str> {
     specbridge_engine::store::TREE_LOCK_FILE
         .strip_prefix(layout::STORE_DIR)
         .and_then(|p| p.strip_prefix('/'))
@@ -63,9 +70,17 @@ fn tree_lock() -> Option<&'static str> {
 impl RunStoreState {
     /// The state of the store folder `store` while no agent of the run is at
     /// work, leaving out the folder `own` (the run's own, which specbridge writes
-    /// while the agent runs: its hash chain protects it).
-    pub(super) fn exact(store: &Path, own: Option<&Path>) -> RunStoreState {
-        let mut state = RunStoreState::of(store, own, false);
+    /// while the agent runs: its hash chain protects it). `clock` is the store's
+    /// clock read before the walk; the listings of `known`, an earlier state
+    /// walked with the same `own`, are taken where they still hold.
+    pub(super) fn exact(
+        store: &Path,
+        own: Option<&Path>,
+        clock: Option<i128>,
+        known: Option<&RunStoreState>,
+    ) -> RunStoreState {
+        let mut state = RunStoreState::of(store, own, known);
+        state.clock = clock;
         let runs = state.dirs.keys().filter(|k| run_of(k) == Some(k.as_str()));
         state.live = held_runs(store, runs);
         state
@@ -79,22 +94,22 @@ impl RunStoreState {
         live: HashSet<String>,
         beside: Beside,
     ) -> RunStoreState {
-        let mut state = RunStoreState::of(store, own, true);
+        let mut state = RunStoreState::of(store, own, None);
         state.live = live;
+        state.clock = Some(beside.since);
         state.beside = Some(beside);
         state
     }
 
-    /// One `statx` per file, relative to the folder being listed, and none for a
-    /// folder unless `stat_dirs`: the listing gives its type and inode, and only a
-    /// folder listed with the own run folder's inode is asked for its device too.
-    fn of(store: &Path, own: Option<&Path>, stat_dirs: bool) -> RunStoreState {
+    /// One `statx` per file, relative to the folder being listed, and one per
+    /// folder, after listing it or in place of listing it again.
+    fn of(store: &Path, own: Option<&Path>, known: Option<&RunStoreState>) -> RunStoreState {
         use std::os::unix::fs::MetadataExt;
         let own = own
             .and_then(|own| std::fs::metadata(own).ok())
             .map(|m| (m.dev(), m.ino()));
         let mut state = RunStoreState::default();
-        Walker { own, stat_dirs }.walk(store, &mut String::new(), &mut state);
+        Walker { own, known }.walk(store, &mut String::new(), &mut state);
         state
     }
 
@@ -138,7 +153,7 @@ impl RunStoreState {
                 before
                     .dirs
                     .iter()
-                    .filter(|(path, ctime)| *path != layout::RUNS_DIR && **ctime >= beside.since)
+                    .filter(|(path, dir)| *path != layout::RUNS_DIR && dir.ctime >= beside.since)
                     .map(|(path, _)| path.as_str()),
             );
         }
@@ -195,120 +210,4 @@ pub(super) fn run_of(path: &str) -> Option<&str> {
     let rest = path.strip_prefix(layout::RUNS_DIR)?.strip_prefix('/')?;
     let id = rest.split('/').next().filter(|id| !id.is_empty())?;
     Some(&path[..layout::RUNS_DIR.len() + 1 + id.len()])
-}
-
-/// How the store is walked: which folder is the run's own (device and inode),
-/// and whether folders are asked for their change time.
-struct Walker {
-    own: Option<(u64, u64)>,
-    stat_dirs: bool,
-}
-
-/// Run folders a walking thread takes at least: fewer are not worth a thread.
-pub(super) const RUNS_A_THREAD: usize = 32;
-
-impl Walker {
-    /// Adds the files and folders under `dir` (whose path relative to the store
-    /// is `rel`) to `out`; with `stat_dirs`, each folder's change time, read once
-    /// its listing is complete (so that an entry removed before the listing
-    /// shows).
-    fn walk(&self, dir: &Path, rel: &mut String, out: &mut RunStoreState) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        if rel == layout::RUNS_DIR {
-            self.walk_runs(entries.flatten().collect(), rel, out);
-        } else {
-            for entry in entries.flatten() {
-                self.entry(&entry, rel, out);
-            }
-        }
-        if self.stat_dirs && !rel.is_empty() {
-            // A folder that cannot be read back now is gone: its listing says so.
-            let ctime = std::fs::symlink_metadata(dir).map_or(i128::MAX, |m| ctime_ns(&m));
-            out.dirs.insert(rel.clone(), ctime);
-        }
-    }
-
-    /// The run folders, shared out among up to one thread a core: a long
-    /// history is most of the store, and each of its files is a `statx` that
-    /// waits in the kernel, which the other core can do beside it.
-    fn walk_runs(
-        &self,
-        entries: Vec<std::fs::DirEntry>,
-        rel: &mut String,
-        out: &mut RunStoreState,
-    ) {
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        let threads = cores.min(4).min(entries.len() / RUNS_A_THREAD).max(1);
-        if threads == 1 {
-            for entry in &entries {
-                self.entry(entry, rel, out);
-            }
-            return;
-        }
-        let base = rel.clone();
-        let parts: Vec<RunStoreState> = std::thread::scope(|scope| {
-            let walks: Vec<_> = entries
-                .chunks(entries.len().div_ceil(threads))
-                .map(|share| {
-                    let mut rel = base.clone();
-                    scope.spawn(move || {
-                        let mut part = RunStoreState::default();
-                        for entry in share {
-                            self.entry(entry, &mut rel, &mut part);
-                        }
-                        part
-                    })
-                })
-                .collect();
-            walks
-                .into_iter()
-                .map(|walk| {
-                    walk.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        });
-        for part in parts {
-            out.files.extend(part.files);
-            out.dirs.extend(part.dirs);
-        }
-    }
-
-    /// Adds one listed entry of the folder at `rel` (and what is under it).
-    fn entry(&self, entry: &std::fs::DirEntry, rel: &mut String, out: &mut RunStoreState) {
-        use std::os::unix::fs::{DirEntryExt, MetadataExt};
-        let len = rel.len();
-        if !rel.is_empty() {
-            rel.push('/');
-        }
-        rel.push_str(&entry.file_name().to_string_lossy());
-        // A symlink is recorded as the link it is, never followed.
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => {
-                let mine = self.own.is_some_and(|(dev, ino)| {
-                    entry.ino() == ino
-                        && entry
-                            .metadata()
-                            .is_ok_and(|m| (m.dev(), m.ino()) == (dev, ino))
-                });
-                if !mine {
-                    out.dirs.insert(rel.clone(), 0);
-                    self.walk(&entry.path(), rel, out);
-                }
-            }
-            Ok(_) if tree_lock() == Some(rel.as_str()) => {}
-            // `DirEntry::metadata` is a `statx` relative to the listed folder that
-            // does not follow a symlink.
-            Ok(_) => {
-                if let Ok(meta) = entry.metadata() {
-                    let id = (meta.len(), mtime_ns(&meta), ctime_ns(&meta), meta.mode());
-                    out.files.insert(rel.clone(), id);
-                }
-            }
-            Err(_) => {}
-        }
-        rel.truncate(len);
-    }
 }

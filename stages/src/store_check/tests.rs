@@ -1,12 +1,14 @@
 //! The run store's comparison, walked exactly and beside an agent.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use specbridge_engine::store::{layout, RunHandle, RunStore};
 use specbridge_engine::supervisor;
 
-use super::state::{Beside, RUNS_A_THREAD};
+use super::state::Beside;
+use super::walk::RUNS_A_THREAD;
 use super::*;
 
 #[test]
@@ -42,6 +44,39 @@ fn store(root: &Path, files: &[(&str, &str)]) {
     }
 }
 
+/// The store's clock, read as `RunHandle::store_clock` reads it: the change time
+/// the kernel gives a file written now, beside the store.
+fn clock(root: &Path) -> i128 {
+    let file = root.join("clock");
+    std::fs::write(&file, "tick").unwrap();
+    specbridge_engine::time::ctime_ns(&std::fs::metadata(file).unwrap())
+}
+
+/// A walk of the store with its clock read first, as an attempt's "before" is
+/// when no baseline is exact.
+fn walked(root: &Path, own: Option<&Path>) -> RunStoreState {
+    RunStoreState::exact(&root.join(RUN_STORE_DIR), own, Some(clock(root)), None)
+}
+
+/// A walk as the one after an attempt: it takes `before`'s listings where they
+/// still hold, and must find what a walk that lists every folder finds.
+fn walked_after(root: &Path, own: Option<&Path>, before: &RunStoreState) -> RunStoreState {
+    let dir = root.join(RUN_STORE_DIR);
+    let state = RunStoreState::exact(&dir, own, Some(clock(root)), Some(before));
+    let listed = RunStoreState::exact(&dir, own, None, None);
+    let ctimes = |s: &RunStoreState| -> BTreeMap<String, i128> {
+        s.dirs.iter().map(|(k, d)| (k.clone(), d.ctime)).collect()
+    };
+    assert_eq!(state.files, listed.files, "the files a full listing finds");
+    assert_eq!(
+        ctimes(&state),
+        ctimes(&listed),
+        "the folders a full listing finds"
+    );
+    assert_eq!(state.live, listed.live);
+    state
+}
+
 #[test]
 fn the_walk_finds_every_kind_of_change_and_leaves_out_the_own_run_and_the_tree_lock() {
     let root = tempfile::tempdir().unwrap();
@@ -59,7 +94,7 @@ fn the_walk_finds_every_kind_of_change_and_leaves_out_the_own_run_and_the_tree_l
     );
     let dir = root.join(RUN_STORE_DIR);
     let own = dir.join("runs/mine");
-    let before = RunStoreState::exact(&dir, Some(&own));
+    let before = walked(root, Some(&own));
     assert!(before.files.contains_key("runs/old/stages/a/stage.json"));
     assert!(!before.files.keys().any(|k| k.starts_with("runs/mine")));
     assert!(!before.files.contains_key("worktree.lock"));
@@ -72,7 +107,7 @@ fn the_walk_finds_every_kind_of_change_and_leaves_out_the_own_run_and_the_tree_l
     std::fs::write(dir.join("runs/mine/run.json"), "{\"changed\": true}").unwrap();
     std::fs::write(dir.join("worktree.lock"), "run 2").unwrap();
     store(root, &[("runs/new/run.json", "{}")]);
-    let after = RunStoreState::exact(&dir, Some(&own));
+    let after = walked_after(root, Some(&own), &before);
     assert_eq!(
         after.changed_since(&before),
         vec![
@@ -102,7 +137,7 @@ fn an_edit_in_place_with_the_modification_time_put_back_is_found() {
     let dir = root.join(RUN_STORE_DIR);
     let record = dir.join("runs/old/run.json");
     let mtime = std::fs::metadata(&record).unwrap().modified().unwrap();
-    let before = RunStoreState::exact(&dir, None);
+    let before = walked(root, None);
     // Ensure the change time can move on a coarse clock.
     std::thread::sleep(std::time::Duration::from_millis(20));
     forge_in_place(&record, "{\"status\": \"passed\"}");
@@ -113,7 +148,7 @@ fn an_edit_in_place_with_the_modification_time_put_back_is_found() {
         "the forgery put mtime back"
     );
     assert_eq!(meta.len(), "{\"status\": \"failed\"}".len() as u64);
-    let after = RunStoreState::exact(&dir, None);
+    let after = walked_after(root, None, &before);
     assert_eq!(
         after.changed_since(&before),
         vec![".specbridge/runs/old/run.json"]
@@ -175,20 +210,20 @@ fn a_run_folder_another_process_works_on_is_left_out() {
     let dir = root.join(RUN_STORE_DIR);
     let busy = dir.join("runs/busy");
     let holder = Holder::hold(&busy.join(layout::LOCK));
-    let before = RunStoreState::exact(&dir, None);
+    let before = walked(root, None);
     // The other process writes its run, and is done before the "after".
     std::fs::write(busy.join("run.json"), "{\"status\": \"running\"}").unwrap();
     std::fs::write(busy.join("plan.json"), "{}").unwrap();
     drop(holder);
     std::fs::write(dir.join("runs/done/run.json"), "{\"forged\": 1}").unwrap();
-    let after = RunStoreState::exact(&dir, None);
+    let after = walked_after(root, None, &before);
     assert_eq!(
         after.changed_since(&before),
         vec![".specbridge/runs/done/run.json"]
     );
     // Once nobody holds it, a change there is found again.
     std::fs::write(busy.join("run.json"), "{}").unwrap();
-    let later = RunStoreState::exact(&dir, None);
+    let later = walked_after(root, None, &after);
     assert_eq!(
         later.changed_since(&after),
         vec![".specbridge/runs/busy/run.json"]
@@ -206,11 +241,11 @@ fn a_held_lock_linked_into_an_earlier_run_during_the_attempt_hides_nothing() {
     let dir = root.join(RUN_STORE_DIR);
     let other_lock = dir.join("runs/other").join(layout::LOCK);
     let _holder = Holder::hold(&other_lock);
-    let before = RunStoreState::exact(&dir, None);
+    let before = walked(root, None);
     // The agent makes the earlier run look worked on, then edits it.
     std::fs::hard_link(&other_lock, dir.join("runs/old").join(layout::LOCK)).unwrap();
     std::fs::write(dir.join("runs/old/run.json"), "{\"forged\": 1}").unwrap();
-    let after = RunStoreState::exact(&dir, None);
+    let after = walked_after(root, None, &before);
     assert!(after.live.contains("runs/old"), "the link is held");
     assert_eq!(
         after.changed_since(&before),
@@ -276,7 +311,7 @@ fn what_the_agent_changed_before_the_walk_beside_it_got_there_is_found() {
         .files
         .keys()
         .any(|k| k.starts_with(&format!("runs/{}", run.id()))));
-    let after = RunStoreState::exact(&dir, Some(run.dir()));
+    let after = walked_after(root, Some(run.dir()), &before);
     assert_eq!(
         after.changed_since(&before),
         vec![
@@ -312,7 +347,7 @@ fn beside_the_agent_what_others_did_before_it_started_and_a_new_run_are_not_blam
         );
         std::fs::write(run.dir().join("own-record"), "written by this run").unwrap();
     });
-    let after = RunStoreState::exact(&dir, Some(run.dir()));
+    let after = walked_after(root, Some(run.dir()), &before);
     assert_eq!(after.changed_since(&before), Vec::<String>::new());
 }
 
@@ -331,10 +366,10 @@ fn a_baseline_is_used_once_and_only_while_no_process_was_started_since_its_walk(
     assert!(first.beside.is_some());
     assert_eq!(
         first.files,
-        RunStoreState::exact(&dir, Some(run.dir())).files
+        RunStoreState::exact(&dir, Some(run.dir()), None, None).files
     );
 
-    let offered = Arc::new(RunStoreState::exact(&dir, Some(run.dir())));
+    let offered = Arc::new(RunStoreState::exact(&dir, Some(run.dir()), None, None));
     baseline.offer(Taken {
         state: Arc::clone(&offered),
         spawned: supervisor::spawned(),
@@ -377,13 +412,13 @@ fn a_long_history_walked_on_several_threads_is_the_same_state() {
     let refs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), *c)).collect();
     store(root, &refs);
     let dir = root.join(RUN_STORE_DIR);
-    let before = RunStoreState::exact(&dir, None);
+    let before = walked(root, None);
     assert_eq!(before.files.len(), files.len());
     assert!(before.dirs.contains_key("runs/r077/stages/a/attempt-001"));
     std::thread::sleep(std::time::Duration::from_millis(20));
     std::fs::write(dir.join("runs/r077/stages/a/attempt-001/result.json"), "[]").unwrap();
     std::fs::remove_dir_all(dir.join("runs/r100/stages")).unwrap();
-    let after = RunStoreState::exact(&dir, None);
+    let after = walked_after(root, None, &before);
     assert_eq!(
         after.changed_since(&before),
         vec![
@@ -394,4 +429,121 @@ fn a_long_history_walked_on_several_threads_is_the_same_state() {
             ".specbridge/runs/r100/stages/a/attempt-001/result.json",
         ]
     );
+}
+
+/// Run folders of the kind a long history holds, each with its own files.
+fn history(root: &Path) {
+    store(
+        root,
+        &[
+            ("runs/old/run.json", "{}"),
+            ("runs/old/stages/a/one.json", "{}"),
+            ("runs/old/stages/b/two.json", "{}"),
+            ("runs/old/stages/b/deep/three.json", "{}"),
+            ("runs/kept/run.json", "{}"),
+            ("notes", "n"),
+        ],
+    );
+}
+
+#[test]
+fn a_walk_taking_earlier_listings_finds_what_changed_right_after_the_earlier_walk() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    history(root);
+    let dir = root.join(RUN_STORE_DIR);
+    let before = walked(root, None);
+    // At once, so that on a coarse clock the folders' change times may be the
+    // ones their earlier listings were recorded with.
+    let old = dir.join("runs/old");
+    std::fs::write(old.join("stages/b/deep/four.json"), "{}").unwrap();
+    std::fs::remove_file(old.join("stages/a/one.json")).unwrap();
+    // Two folders swap names: each keeps its own inode.
+    std::fs::rename(old.join("stages/a"), old.join("stages/swap")).unwrap();
+    std::fs::rename(old.join("stages/b"), old.join("stages/a")).unwrap();
+    std::fs::rename(old.join("stages/swap"), old.join("stages/b")).unwrap();
+    std::fs::write(dir.join("notes"), "m").unwrap();
+    let after = walked_after(root, None, &before);
+    assert_eq!(
+        after.changed_since(&before),
+        vec![
+            ".specbridge/notes",
+            ".specbridge/runs/old/stages/a/deep",
+            ".specbridge/runs/old/stages/a/deep/four.json",
+            ".specbridge/runs/old/stages/a/deep/three.json",
+            ".specbridge/runs/old/stages/a/one.json",
+            ".specbridge/runs/old/stages/a/two.json",
+            // `b` is now the emptied folder that was `a`.
+            ".specbridge/runs/old/stages/b/deep",
+            ".specbridge/runs/old/stages/b/deep/three.json",
+            ".specbridge/runs/old/stages/b/two.json",
+        ]
+    );
+    // Nothing changed since `after`: the next walk takes every listing and
+    // finds nothing.
+    let again = walked_after(root, None, &after);
+    assert_eq!(again.changed_since(&after), Vec::<String>::new());
+}
+
+/// `known` with its listing of `folder` made stale: `name` left out, as if it
+/// had been added in the same clock tick as the listing's change time (which
+/// the folder's change time now is), and the walk's clock at `clock`.
+fn stale(
+    known: &RunStoreState,
+    dir: &Path,
+    folder: &str,
+    name: &str,
+    clock: i128,
+) -> RunStoreState {
+    let mut known = known.clone();
+    let now = std::fs::symlink_metadata(dir.join(folder)).unwrap();
+    let record = known.dirs.get_mut(folder).unwrap();
+    record.ctime = specbridge_engine::time::ctime_ns(&now);
+    let children: Vec<_> = record
+        .children
+        .as_deref()
+        .unwrap()
+        .iter()
+        .filter(|c| *c.name != *std::ffi::OsStr::new(name))
+        .cloned()
+        .collect();
+    record.children = Some(children.into());
+    known.clock = Some(clock);
+    known
+}
+
+#[test]
+fn a_listing_is_taken_only_from_a_folder_unchanged_since_before_the_walk_that_listed_it() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    history(root);
+    let dir = root.join(RUN_STORE_DIR);
+    let known = walked(root, None);
+    std::fs::write(dir.join("runs/old/stages/a/added.json"), "{}").unwrap();
+    let store = |known: &RunStoreState| RunStoreState::exact(&dir, None, None, Some(known));
+    let folder = "runs/old/stages/a";
+    let ctime = specbridge_engine::time::ctime_ns(&std::fs::metadata(dir.join(folder)).unwrap());
+    // Changed in the tick the walk's clock was read in: listed again.
+    let same_tick = stale(&known, &dir, folder, "added.json", ctime);
+    assert!(store(&same_tick)
+        .files
+        .contains_key("runs/old/stages/a/added.json"));
+    // Changed strictly before the clock: the listing is taken as it is (which
+    // is what makes the rule above the one that finds the file).
+    let earlier = stale(&known, &dir, folder, "added.json", ctime + 1);
+    assert!(!store(&earlier)
+        .files
+        .contains_key("runs/old/stages/a/added.json"));
+    // Another folder in its place: listed again, whatever its change time.
+    let mut elsewhere = earlier.clone();
+    elsewhere.dirs.get_mut(folder).unwrap().ino ^= 1;
+    assert!(store(&elsewhere)
+        .files
+        .contains_key("runs/old/stages/a/added.json"));
+    // No clock read before the earlier walk: nothing is taken from it.
+    let mut unclocked = earlier;
+    unclocked.clock = None;
+    assert!(store(&unclocked)
+        .files
+        .contains_key("runs/old/stages/a/added.json"));
 }
