@@ -69,14 +69,41 @@ impl RunLock {
     /// system's granularity, and on a network file system the server's clock
     /// speaks for both (a local clock read could be behind or ahead of it).
     pub fn store_clock(&self) -> std::io::Result<i128> {
-        // SAFETY: futimens on a descriptor we own; a null `times` means "now" for
-        // both the access and the modification time, and so for the change time.
-        let rc = unsafe { libc::futimens(self.file.as_raw_fd(), std::ptr::null()) };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(crate::time::ctime_ns(&self.file.metadata()?))
+        clock_of(&self.file)
     }
+
+    /// The same clock, to be read on another thread: setting a file's times can
+    /// wait for the file system's journal while records are being synced, which
+    /// a thread beside the stage waits for instead of the stage. The handle is a
+    /// second descriptor of the lock file, so the flock lasts while it lives too.
+    pub fn clock(&self) -> std::io::Result<StoreClock> {
+        Ok(StoreClock {
+            file: self.file.try_clone()?,
+        })
+    }
+}
+
+/// The run store's clock, read off the thread that holds the run ([`RunLock::clock`]).
+#[derive(Debug)]
+pub struct StoreClock {
+    file: File,
+}
+
+impl StoreClock {
+    /// The clock now, as [`RunLock::store_clock`] reads it.
+    pub fn now(&self) -> std::io::Result<i128> {
+        clock_of(&self.file)
+    }
+}
+
+fn clock_of(file: &File) -> std::io::Result<i128> {
+    // SAFETY: futimens on a descriptor we own; a null `times` means "now" for
+    // both the access and the modification time, and so for the change time.
+    let rc = unsafe { libc::futimens(file.as_raw_fd(), std::ptr::null()) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(crate::time::ctime_ns(&file.metadata()?))
 }
 
 /// The files another process holds a `flock` on right now, as (major, minor,

@@ -12,6 +12,7 @@ use crate::store::durable::{off_the_worker, GroupCommit};
 use crate::store::events::{ChainHead, EventError, EventLog};
 use crate::store::fault::{injected_failure, Guard, StoreFailure};
 use crate::store::layout;
+use crate::store::lock::StoreClock;
 use crate::store::lock::{LockError, RunLock};
 use crate::store::log::RunLog;
 use crate::store::private::{ensure_private_dir, exclude_from_git};
@@ -250,6 +251,11 @@ impl RunHandle {
     /// changed under `.specbridge/` after this moment.
     pub fn store_clock(&self) -> std::io::Result<i128> {
         self.lock.store_clock()
+    }
+
+    /// The same clock, to be read on another thread (`RunLock::clock`).
+    pub fn clock(&self) -> std::io::Result<StoreClock> {
+        self.lock.clock()
     }
 
     /// The run's redactor, for text that leaves specbridge another way (the

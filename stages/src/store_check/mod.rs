@@ -61,6 +61,14 @@ pub(crate) enum Before {
 }
 
 impl Before {
+    /// Whether the state is complete now (joining it would not wait).
+    fn is_complete(&self) -> bool {
+        match self {
+            Before::Exact(_) => true,
+            Before::Walking(walk) => walk.is_finished(),
+        }
+    }
+
     fn state(self) -> Arc<RunStoreState> {
         match self {
             Before::Exact(state) => state,
@@ -146,9 +154,11 @@ impl StoreBaseline {
 /// The run store compared around an agent attempt. Its state after the attempt is
 /// taken on a thread of its own, beside the after-snapshot: both only read, and
 /// both wait for the agent's process group to be gone, so the longer of the two
-/// is on the stage's path instead of their sum. That walk takes the "before"
-/// state's listings of the folders that did not change (`walk.rs`), so it waits
-/// for the walk beside the agent to end first.
+/// is on the stage's path instead of their sum. Where the "before" is complete by
+/// then, that walk takes its listings of the folders that did not change
+/// (`walk.rs`); where the agent ended before the walk beside it did, the two
+/// walks go on side by side, each listing every folder, rather than one after the
+/// other.
 pub(crate) struct StoreCheck {
     walks: JoinHandle<(Arc<RunStoreState>, Arc<RunStoreState>)>,
 }
@@ -164,17 +174,26 @@ impl StoreCheck {
     ) -> StoreCheck {
         let store = root.join(RUN_STORE_DIR);
         let own = run.dir().to_path_buf();
-        let clock = run.store_clock().ok();
+        let clock = run.clock();
         let walks = std::thread::spawn(move || {
-            let before = before.state();
+            // Read here, not on the stage's path: it sets the lock's times.
+            let clock = clock.ok().and_then(|clock| clock.now().ok());
+            let before = match before.is_complete() {
+                true => Before::Exact(before.state()),
+                false => before,
+            };
+            let known = match &before {
+                Before::Exact(state) => Some(Arc::clone(state)),
+                Before::Walking(_) => None,
+            };
             let spawned = supervisor::spawned();
-            let after = RunStoreState::exact(&store, Some(&own), clock, Some(&before));
+            let after = RunStoreState::exact(&store, Some(&own), clock, known.as_deref());
             let after = Arc::new(after);
             baseline.offer(Taken {
                 state: Arc::clone(&after),
                 spawned,
             });
-            (before, after)
+            (before.state(), after)
         });
         StoreCheck { walks }
     }

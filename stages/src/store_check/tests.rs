@@ -547,3 +547,52 @@ fn a_listing_is_taken_only_from_a_folder_unchanged_since_before_the_walk_that_li
         .files
         .contains_key("runs/old/stages/a/added.json"));
 }
+
+/// The check of one attempt whose agent added a file, with the "before" either
+/// complete when the check starts or still being walked: the same change is
+/// found either way, and a "before" still being walked is not waited for by the
+/// walk after the attempt, which lists everything itself.
+#[test]
+fn the_walk_after_an_attempt_takes_listings_from_a_complete_before_and_never_waits_for_one() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    history(root);
+    let run = own_run(root);
+    let dir = root.join(RUN_STORE_DIR);
+    let since = run.store_clock().unwrap();
+    let before = RunStoreState::exact(&dir, Some(run.dir()), Some(since), None);
+    std::fs::write(dir.join("runs/old/stages/a/added.json"), "{}").unwrap();
+    let expected = vec![".specbridge/runs/old/stages/a/added.json"];
+
+    let baseline = Arc::new(StoreBaseline::default());
+    let complete = Before::Exact(Arc::new(before.clone()));
+    let check = StoreCheck::start(root, &run, complete, Arc::clone(&baseline));
+    assert_eq!(check.changed(), expected);
+
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let walking = Before::Walking(std::thread::spawn(move || {
+        let _ = held.recv();
+        before
+    }));
+    let baseline = Arc::new(StoreBaseline::default());
+    let check = StoreCheck::start(root, &run, walking, Arc::clone(&baseline));
+    // The walk after the attempt ends (and offers its state) while the one
+    // before it is still held.
+    let waited = std::time::Instant::now();
+    let offered = loop {
+        if let Some(taken) = baseline.lock().as_ref() {
+            break Arc::clone(&taken.state);
+        }
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(30),
+            "the walk after the attempt waited for the walk before it"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    assert_eq!(
+        offered.files,
+        RunStoreState::exact(&dir, Some(run.dir()), None, None).files
+    );
+    release.send(()).unwrap();
+    assert_eq!(check.changed(), expected);
+}

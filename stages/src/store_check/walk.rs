@@ -155,9 +155,12 @@ impl<'k> Walker<'k> {
         rel: &mut String,
         out: &mut RunStoreState,
     ) -> Vec<Child> {
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        let threads = match rel == layout::RUNS_DIR {
-            true => cores.min(4).min(entries.len() / RUNS_A_THREAD).max(1),
+        // Asked only here: `available_parallelism` reads the cgroup's files.
+        let threads = match rel == layout::RUNS_DIR && entries.len() >= 2 * RUNS_A_THREAD {
+            true => std::thread::available_parallelism()
+                .map_or(1, std::num::NonZero::get)
+                .min(4)
+                .min(entries.len() / RUNS_A_THREAD),
             false => 1,
         };
         if threads == 1 {
