@@ -596,3 +596,89 @@ fn the_walk_after_an_attempt_takes_listings_from_a_complete_before_and_never_wai
     release.send(()).unwrap();
     assert_eq!(check.changed(), expected);
 }
+
+/// What may be done to the store between two walks, on paths drawn from a small
+/// set so that operations meet: files and folders added, removed, rewritten in
+/// place, renamed over each other.
+#[derive(Debug, Clone)]
+enum Change {
+    Write(String),
+    Remove(String),
+    Rename(String, String),
+}
+
+fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+    use proptest::prelude::*;
+    let path = (0..3usize, 0..3usize, 0..3usize, 0..4usize).prop_map(|(r, s, d, f)| {
+        let deep = ["", "/x", "/x/y"][d];
+        match f {
+            0 => format!("runs/r{r}/stages/s{s}{deep}"),
+            f => format!("runs/r{r}/stages/s{s}{deep}/f{f}.json"),
+        }
+    });
+    prop_oneof![
+        path.clone().prop_map(Change::Write),
+        path.clone().prop_map(Change::Remove),
+        (path.clone(), path).prop_map(|(a, b)| Change::Rename(a, b)),
+    ]
+}
+
+/// Applies `change` under `dir`, if it can be: a change the file system refuses
+/// (a file's parent that is a file, a folder renamed into itself) is skipped.
+fn apply(dir: &Path, change: &Change) {
+    let _ = match change {
+        Change::Write(path) => {
+            let path = dir.join(path);
+            let _ = std::fs::create_dir_all(path.parent().unwrap());
+            match path.is_dir() {
+                true => std::fs::write(path.join("in.json"), "i"),
+                false => std::fs::write(&path, format!("{}", path.exists())),
+            }
+        }
+        Change::Remove(path) => {
+            let path = dir.join(path);
+            match path.is_dir() {
+                true => std::fs::remove_dir_all(path),
+                false => std::fs::remove_file(path),
+            }
+        }
+        Change::Rename(from, to) => {
+            let to = dir.join(to);
+            let _ = std::fs::create_dir_all(to.parent().unwrap());
+            std::fs::rename(dir.join(from), to)
+        }
+    };
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Model against implementation: after any changes made right after a walk
+    /// (in the same clock tick, on a coarse clock), a walk taking that walk's
+    /// listings finds the same files and folders as one that lists every folder
+    /// (`walked_after` asserts it), and so the same changes; and again for a
+    /// third walk taking the second's.
+    #[test]
+    fn a_walk_taking_listings_finds_what_a_full_listing_finds(
+        first in proptest::collection::vec(change(), 0..12),
+        second in proptest::collection::vec(change(), 0..12),
+    ) {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path();
+        history(root);
+        let dir = root.join(RUN_STORE_DIR);
+        for (r, s) in [(0, 0), (1, 2), (2, 1)] {
+            apply(&dir, &Change::Write(format!("runs/r{r}/stages/s{s}/x/f1.json")));
+        }
+        let mut before = walked(root, None);
+        for changes in [first, second] {
+            for change in &changes {
+                apply(&dir, change);
+            }
+            let after = walked_after(root, None, &before);
+            let listed = RunStoreState::exact(&dir, None, None, None);
+            proptest::prop_assert_eq!(after.changed_since(&before), listed.changed_since(&before));
+            before = after;
+        }
+    }
+}
