@@ -61,14 +61,6 @@ pub(crate) enum Before {
 }
 
 impl Before {
-    /// Whether the state is complete now (joining it would not wait).
-    fn is_complete(&self) -> bool {
-        match self {
-            Before::Exact(_) => true,
-            Before::Walking(walk) => walk.is_finished(),
-        }
-    }
-
     fn state(self) -> Arc<RunStoreState> {
         match self {
             Before::Exact(state) => state,
@@ -178,13 +170,12 @@ impl StoreCheck {
         let walks = std::thread::spawn(move || {
             // Read here, not on the stage's path: it sets the lock's times.
             let clock = clock.ok().and_then(|clock| clock.now().ok());
-            let before = match before.is_complete() {
-                true => Before::Exact(before.state()),
-                false => before,
-            };
-            let known = match &before {
-                Before::Exact(state) => Some(Arc::clone(state)),
-                Before::Walking(_) => None,
+            let (known, before) = match before {
+                Before::Walking(walk) if !walk.is_finished() => (None, Before::Walking(walk)),
+                complete => {
+                    let state = complete.state();
+                    (Some(Arc::clone(&state)), Before::Exact(state))
+                }
             };
             let spawned = supervisor::spawned();
             let after = RunStoreState::exact(&store, Some(&own), clock, known.as_deref());

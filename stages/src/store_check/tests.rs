@@ -431,10 +431,12 @@ fn a_long_history_walked_on_several_threads_is_the_same_state() {
     );
 }
 
-/// Run folders of the kind a long history holds, each with its own files.
-fn history(root: &Path) {
+/// A repository whose store holds run folders of the kind a long history
+/// holds, each with its own files.
+fn history() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
     store(
-        root,
+        root.path(),
         &[
             ("runs/old/run.json", "{}"),
             ("runs/old/stages/a/one.json", "{}"),
@@ -444,13 +446,13 @@ fn history(root: &Path) {
             ("notes", "n"),
         ],
     );
+    root
 }
 
 #[test]
 fn a_walk_taking_earlier_listings_finds_what_changed_right_after_the_earlier_walk() {
-    let root = tempfile::tempdir().unwrap();
+    let root = history();
     let root = root.path();
-    history(root);
     let dir = root.join(RUN_STORE_DIR);
     let before = walked(root, None);
     // At once, so that on a coarse clock the folders' change times may be the
@@ -514,9 +516,8 @@ fn stale(
 
 #[test]
 fn a_listing_is_taken_only_from_a_folder_unchanged_since_before_the_walk_that_listed_it() {
-    let root = tempfile::tempdir().unwrap();
+    let root = history();
     let root = root.path();
-    history(root);
     let dir = root.join(RUN_STORE_DIR);
     let known = walked(root, None);
     std::fs::write(dir.join("runs/old/stages/a/added.json"), "{}").unwrap();
@@ -554,9 +555,8 @@ fn a_listing_is_taken_only_from_a_folder_unchanged_since_before_the_walk_that_li
 /// walk after the attempt, which lists everything itself.
 #[test]
 fn the_walk_after_an_attempt_takes_listings_from_a_complete_before_and_never_waits_for_one() {
-    let root = tempfile::tempdir().unwrap();
+    let root = history();
     let root = root.path();
-    history(root);
     let run = own_run(root);
     let dir = root.join(RUN_STORE_DIR);
     let since = run.store_clock().unwrap();
@@ -663,9 +663,8 @@ proptest::proptest! {
         first in proptest::collection::vec(change(), 0..12),
         second in proptest::collection::vec(change(), 0..12),
     ) {
-        let root = tempfile::tempdir().unwrap();
+        let root = history();
         let root = root.path();
-        history(root);
         let dir = root.join(RUN_STORE_DIR);
         for (r, s) in [(0, 0), (1, 2), (2, 1)] {
             apply(&dir, &Change::Write(format!("runs/r{r}/stages/s{s}/x/f1.json")));
