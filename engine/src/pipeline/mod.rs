@@ -11,6 +11,7 @@ mod schema_errors;
 pub mod suggest;
 pub mod units;
 pub mod validate;
+mod yaml_events;
 mod yaml_json;
 
 pub use load::{load, LoadedPipeline};

@@ -1,184 +1,260 @@
-//! YAML read straight into a JSON value, without serde_yaml's own `Value` in
-//! between (which costs as much again as the parse on a large pipeline).
+//! YAML read straight into a JSON value, from libyaml's events
+//! ([`super::yaml_events`]): the same parser as serde_yaml's, without its list
+//! of every event replayed through serde, and without serde_yaml's own `Value`
+//! in between (each of which costs as much again as the parse on a large
+//! pipeline).
 //!
 //! Only the plain cases are read here: string, number, boolean or null keys and
-//! untagged values. Anything else (a tag, a key that is a list or a mapping, a
-//! key given twice) is refused, and the caller reads the file the general way,
-//! which gives the same JSON for the plain cases and its own answer for the rest.
+//! untagged values without aliases. Anything else (a tag, an alias, a key that
+//! is a list or a mapping, a key given twice, an integer beyond 64 bits, a float
+//! key, nesting deeper than serde_yaml allows, more than one document, or text
+//! that is not YAML) is declined, and the caller reads the file the general way
+//! (serde_yaml's `Value`), which gives the same JSON for the plain cases and its
+//! own answer or error for the rest. A plain scalar means here what it means to
+//! serde_yaml: [`resolve`] follows its rules, and the tests hold the two readings
+//! to each other on random documents.
 
-use std::fmt;
-
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
+
+use super::yaml_events::{Event, Events};
+
+/// Deeper than this is declined: serde_yaml refuses past 128 levels, and what
+/// it refuses must reach it.
+const MAX_DEPTH: usize = 100;
 
 /// The document as JSON, or None when it holds something only the general
 /// reading handles (or is not YAML at all: the general reading says where).
 pub(super) fn plain_yaml_to_json(text: &str) -> Option<Value> {
-    let mut docs = serde_yaml::Deserializer::from_str(text);
-    let value = docs.next()?.deserialize_any(Plain).ok()?;
-    // A second document is an error of the general reading: let it say so.
-    docs.next().is_none().then_some(value)
+    let mut events = Events::new(text);
+    let mut builder = Builder::default();
+    loop {
+        let step = events.next(|event| match event {
+            Event::StreamStart | Event::DocumentStart | Event::DocumentEnd => Some(false),
+            Event::StreamEnd => Some(true),
+            other => builder.event(other).then_some(false),
+        })??;
+        if step {
+            return builder.root;
+        }
+    }
 }
 
-struct Plain;
+/// A list or mapping being filled in.
+enum Open {
+    List(Vec<Value>),
+    /// A mapping, and the key read whose value comes next.
+    Map(Map<String, Value>, Option<String>),
+}
 
-impl<'de> Visitor<'de> for Plain {
-    type Value = Value;
+#[derive(Default)]
+struct Builder {
+    open: Vec<Open>,
+    root: Option<Value>,
+}
 
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an untagged YAML value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        // What the general reading does with `.nan` and `.inf` too.
-        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(Plain)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(v) = seq.next_element_seed(PlainSeed)? {
-            items.push(v);
+impl Builder {
+    /// Take one event inside the document; false declines the document.
+    fn event(&mut self, event: Event<'_>) -> bool {
+        match event {
+            Event::Scalar {
+                value,
+                plain,
+                tagged: false,
+            } => {
+                let Ok(text) = std::str::from_utf8(value) else {
+                    return false;
+                };
+                let scalar = if plain {
+                    match resolve(text) {
+                        Some(s) => s,
+                        None => return false,
+                    }
+                } else {
+                    Scalar::Str
+                };
+                if let Some(Open::Map(_, key @ None)) = self.open.last_mut() {
+                    return match scalar.key(text) {
+                        Some(k) => {
+                            *key = Some(k);
+                            true
+                        }
+                        None => false,
+                    };
+                }
+                self.add(scalar.value(text))
+            }
+            Event::SequenceStart { tagged: false } => self.start(Open::List(Vec::new())),
+            Event::MappingStart { tagged: false } => self.start(Open::Map(Map::new(), None)),
+            Event::SequenceEnd | Event::MappingEnd => match self.open.pop() {
+                Some(Open::List(items)) => self.add(Value::Array(items)),
+                Some(Open::Map(map, None)) => self.add(Value::Object(map)),
+                Some(Open::Map(_, Some(_))) | None => false,
+            },
+            _ => false,
         }
-        Ok(Value::Array(items))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key_seed(KeySeed)? {
-            let value = map.next_value_seed(PlainSeed)?;
-            if out.insert(key, value).is_some() {
-                return Err(de::Error::custom("a key given twice"));
+    fn start(&mut self, open: Open) -> bool {
+        if self.open.len() >= MAX_DEPTH {
+            return false;
+        }
+        self.open.push(open);
+        true
+    }
+
+    /// Place a finished value. A list or mapping as a key (a value where a key
+    /// is due) and a second document (a second root) are the general reading's.
+    fn add(&mut self, value: Value) -> bool {
+        match self.open.last_mut() {
+            Some(Open::List(items)) => items.push(value),
+            Some(Open::Map(map, key)) => {
+                let Some(key) = key.take() else {
+                    return false;
+                };
+                if map.insert(key, value).is_some() {
+                    return false;
+                }
+            }
+            None if self.root.is_none() => self.root = Some(value),
+            None => return false,
+        }
+        true
+    }
+}
+
+/// What an untagged plain scalar means to serde_yaml.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scalar {
+    Null,
+    Bool(bool),
+    Unsigned(u64),
+    Negative(i64),
+    Float(f64),
+    Str,
+}
+
+impl Scalar {
+    fn value(self, text: &str) -> Value {
+        match self {
+            Scalar::Null => Value::Null,
+            Scalar::Bool(b) => Value::Bool(b),
+            Scalar::Unsigned(n) => Value::from(n),
+            Scalar::Negative(n) => Value::from(n),
+            // `.nan` and `.inf` become null, as in the general reading.
+            Scalar::Float(f) => Number::from_f64(f).map_or(Value::Null, Value::Number),
+            Scalar::Str => Value::String(text.to_string()),
+        }
+    }
+
+    /// The key as the general reading prints it (`1`, `true`, `null`); a float
+    /// key is the general reading's to print.
+    fn key(self, text: &str) -> Option<String> {
+        Some(match self {
+            Scalar::Null => "null".to_string(),
+            Scalar::Bool(b) => b.to_string(),
+            Scalar::Unsigned(n) => n.to_string(),
+            Scalar::Negative(n) => n.to_string(),
+            Scalar::Float(_) => return None,
+            Scalar::Str => text.to_string(),
+        })
+    }
+}
+
+/// serde_yaml 0.9's reading of an untagged plain scalar, in its order: null,
+/// boolean, integer (64-bit; a wider one is declined with None), float, string.
+fn resolve(v: &str) -> Option<Scalar> {
+    if matches!(v, "" | "~" | "null" | "Null" | "NULL") {
+        return Some(Scalar::Null);
+    }
+    match v {
+        "true" | "True" | "TRUE" => return Some(Scalar::Bool(true)),
+        "false" | "False" | "FALSE" => return Some(Scalar::Bool(false)),
+        _ => {}
+    }
+    // Most scalars are words: no integer or float starts with a letter other
+    // than through `inf` and `nan`, which are strings when not written `.inf`.
+    if v.as_bytes()[0].is_ascii_alphabetic() {
+        return Some(Scalar::Str);
+    }
+    if let Some(n) = unsigned(v, u64::from_str_radix) {
+        return Some(Scalar::Unsigned(n));
+    }
+    if let Some(n) = negative(v, i64::from_str_radix) {
+        return Some(Scalar::Negative(n));
+    }
+    if unsigned(v, u128::from_str_radix).is_some() || negative(v, i128::from_str_radix).is_some() {
+        return None;
+    }
+    if !leading_zero_digits(v) {
+        if let Some(f) = float(v) {
+            return Some(Scalar::Float(f));
+        }
+    }
+    Some(Scalar::Str)
+}
+
+type Radix<T> = fn(&str, u32) -> Result<T, std::num::ParseIntError>;
+
+/// `0x`, `0o` and `0b` prefixes, then decimal; an optional `+`. A sign right
+/// after a prefix makes it no integer (Rust's parser would take a `+`).
+fn unsigned<T>(v: &str, parse: Radix<T>) -> Option<T> {
+    let u = v.strip_prefix('+').unwrap_or(v);
+    for (prefix, radix) in [("0x", 16), ("0o", 8), ("0b", 2)] {
+        if let Some(rest) = u.strip_prefix(prefix) {
+            if rest.starts_with(['+', '-']) {
+                return None;
+            }
+            if let Ok(n) = parse(rest, radix) {
+                return Some(n);
             }
         }
-        Ok(Value::Object(out))
     }
+    if u.starts_with(['+', '-']) || leading_zero_digits(v) {
+        return None;
+    }
+    parse(u, 10).ok()
 }
 
-struct PlainSeed;
-
-impl<'de> DeserializeSeed<'de> for PlainSeed {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(Plain)
+/// `-0x`, `-0o` and `-0b` prefixes, then decimal.
+fn negative<T>(v: &str, parse: Radix<T>) -> Option<T> {
+    for (prefix, radix) in [("-0x", 16), ("-0o", 8), ("-0b", 2)] {
+        if let Some(rest) = v.strip_prefix(prefix) {
+            if let Ok(n) = parse(&format!("-{rest}"), radix) {
+                return Some(n);
+            }
+        }
     }
+    if leading_zero_digits(v) {
+        return None;
+    }
+    parse(v, 10).ok()
 }
 
-/// A scalar key as the general reading prints it (`1`, `true`, `null`).
-struct KeySeed;
-
-impl<'de> DeserializeSeed<'de> for KeySeed {
-    type Value = String;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
-        d.deserialize_any(Key)
-    }
+/// A zero followed by digits, after an optional sign: a string in YAML 1.2.
+fn leading_zero_digits(v: &str) -> bool {
+    let v = v.strip_prefix(['-', '+']).unwrap_or(v);
+    v.len() > 1 && v.starts_with('0') && v[1..].bytes().all(|b| b.is_ascii_digit())
 }
 
-struct Key;
-
-impl Visitor<'_> for Key {
-    type Value = String;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a string, number, boolean or null key")
+/// `.inf`, `-.inf` and `.nan` in three spellings each, else a finite float as
+/// Rust reads one.
+fn float(v: &str) -> Option<f64> {
+    let u = match v.strip_prefix('+') {
+        Some(u) if u.starts_with(['+', '-']) => return None,
+        Some(u) => u,
+        None => v,
+    };
+    if matches!(u, ".inf" | ".Inf" | ".INF") {
+        return Some(f64::INFINITY);
     }
-
-    fn visit_bool<E>(self, v: bool) -> Result<String, E> {
-        Ok(v.to_string())
+    if matches!(v, "-.inf" | "-.Inf" | "-.INF") {
+        return Some(f64::NEG_INFINITY);
     }
-
-    fn visit_i64<E>(self, v: i64) -> Result<String, E> {
-        Ok(v.to_string())
+    if matches!(v, ".nan" | ".NaN" | ".NAN") {
+        return Some(f64::NAN);
     }
-
-    fn visit_u64<E>(self, v: u64) -> Result<String, E> {
-        Ok(v.to_string())
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<String, E> {
-        Ok(v.to_string())
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<String, E> {
-        Ok(v)
-    }
-
-    fn visit_unit<E>(self) -> Result<String, E> {
-        Ok("null".to_string())
-    }
+    u.parse::<f64>().ok().filter(|f| f.is_finite())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The general reading, as `load` does it when this one declines.
-    fn general(text: &str) -> Value {
-        let yaml: serde_yaml::Value = serde_yaml::from_str(text).unwrap();
-        super::super::load::yaml_to_json(&yaml)
-    }
-
-    #[test]
-    fn plain_documents_read_the_same_as_the_general_way() {
-        for text in [
-            "version: 1\nname: x\nstages:\n  - { id: a, kind: check, argv: [sh, -c, 'true'] }\n",
-            "a: 1\nb: -2\nc: 1.5\nd: .nan\ne: .inf\nf: ~\ng: true\nh: 'yes'\ni: yes\nj: 0x1f\n",
-            "1: one\ntrue: t\nnull: n\nnested: { list: [1, [2, {k: v}]], empty: {} }\n",
-            "s: |\n  block\n  text\nq: \"esc \\u00e9 \\n\"\nanchor: &a [1, 2]\nalias: *a\n",
-            "- just\n- a\n- list\n",
-            "plain scalar\n",
-        ] {
-            assert_eq!(
-                plain_yaml_to_json(text).as_ref(),
-                Some(&general(text)),
-                "{text}"
-            );
-        }
-    }
-
-    #[test]
-    fn what_only_the_general_reading_handles_is_declined() {
-        for text in [
-            "a: !tagged 1\n",
-            "? [1, 2]\n: list key\n",
-            "a: 1\na: 2\n",
-            "a: [1, 2\n",
-            "a: 1\n---\nb: 2\n",
-        ] {
-            assert_eq!(plain_yaml_to_json(text), None, "{text}");
-        }
-    }
-}
+mod tests;

@@ -1,0 +1,348 @@
+use proptest::prelude::*;
+
+use super::*;
+
+/// The general reading, as `load` does it when this one declines; None where it
+/// fails (not YAML, a duplicate key, too deep).
+fn general(text: &str) -> Option<Value> {
+    let yaml: serde_yaml::Value = serde_yaml::from_str(text).ok()?;
+    Some(super::super::load::yaml_to_json(&yaml))
+}
+
+#[test]
+fn plain_documents_read_the_same_as_the_general_way() {
+    for text in [
+        "version: 1\nname: x\nstages:\n  - { id: a, kind: check, argv: [sh, -c, 'true'] }\n",
+        "a: 1\nb: -2\nc: 1.5\nd: .nan\ne: .inf\nf: ~\ng: true\nh: 'yes'\ni: yes\nj: 0x1f\n",
+        "1: one\ntrue: t\nnull: n\n-3: m\n0x10: hex\n'': empty\nnested: { list: [1, [2, {k: v}]], empty: {} }\n",
+        "s: |\n  block\n  text\nf: >-\n  folded\n  text\nq: \"esc \\u00e9 \\n\"\nanchor: &a [1, 2]\n",
+        "- just\n- a\n- list\n",
+        "plain scalar\n",
+        "--- \nk: explicit document\n...\n",
+        "%YAML 1.2\n---\nk: v\n",
+        "a: 0123\nb: -0.5e3\nc: +12\nd: 1_000\ne: .5\nf: 1.\ng: inf\nh: -.INF\ni: 0o17\nj: -0b101\n",
+        "k:\nl: [~, '', \"\"]\n",
+        "stages:\n  - id: a\n    needs: [b, c]\n    prompt: |\n      Write {{ x }}.\n    # a comment\n  - id: b\n",
+    ] {
+        let got = plain_yaml_to_json(text);
+        assert!(got.is_some(), "declined a plain document: {text}");
+        assert_eq!(got, general(text), "{text}");
+    }
+}
+
+#[test]
+fn what_only_the_general_reading_handles_is_declined() {
+    for text in [
+        "a: !tagged 1\n",
+        "a: !!str 1\n",
+        "a: !!map {}\n",
+        "? [1, 2]\n: list key\n",
+        "? {k: v}\n: map key\n",
+        "a: 1\na: 2\n",
+        "1: a\n'1': b\n",
+        "a: [1, 2\n",
+        "a: 1\n---\nb: 2\n",
+        "anchor: &a [1, 2]\nalias: *a\n",
+        "big: 18446744073709551616\n",
+        "small: -9223372036854775809\n",
+        "1.5: float key\n",
+        "a: \"\\xff\\ud800\"\n",
+    ] {
+        assert_eq!(plain_yaml_to_json(text), None, "{text}");
+    }
+}
+
+#[test]
+fn nesting_past_the_depth_limit_is_declined_and_below_it_read() {
+    let nest = |n: usize| format!("{}1{}\n", "[".repeat(n), "]".repeat(n));
+    let ok = nest(MAX_DEPTH);
+    assert!(plain_yaml_to_json(&ok).is_some());
+    assert_eq!(plain_yaml_to_json(&ok), general(&ok));
+    assert_eq!(plain_yaml_to_json(&nest(MAX_DEPTH + 1)), None);
+    // serde_yaml's own limit is past ours: what we decline it still judges.
+    assert_eq!(general(&nest(200)), None);
+}
+
+#[test]
+fn a_generated_pipeline_of_many_stages_is_read_the_plain_way() {
+    let mut text = String::from("version: 1\nname: many\nstages:\n");
+    for i in 0..500 {
+        let needs = if i == 0 {
+            String::new()
+        } else {
+            format!("s{}", i / 2)
+        };
+        text.push_str(&format!(
+            "  - {{ id: s{i}, kind: check, needs: [{needs}], argv: [sh, -c, \"true && touch out/s{i}\"], sandbox: off }}\n"
+        ));
+    }
+    let got = plain_yaml_to_json(&text);
+    assert!(got.is_some());
+    assert_eq!(got, general(&text));
+}
+
+/// The rules' edges, one by one: every one of these reads as serde_yaml reads it.
+#[test]
+fn edge_scalars_resolve_as_serde_yaml_resolves_them() {
+    for s in [
+        "0",
+        "-0",
+        "+0",
+        "00",
+        "01",
+        "-01",
+        "+01",
+        "0.0",
+        "00.5",
+        "-00.5",
+        "0x",
+        "0x1F",
+        "0x+1",
+        "+0x1",
+        "-0x1",
+        "-0x-1",
+        "0o17",
+        "0o8",
+        "-0o7",
+        "0b101",
+        "0b2",
+        "-0b1",
+        "+-1",
+        "-+1",
+        "++1",
+        "1e3",
+        "1E+3",
+        "-1e-3",
+        ".5",
+        "5.",
+        "+.5",
+        "1_000",
+        ".inf",
+        "-.inf",
+        "+.inf",
+        ".Inf",
+        "-.INF",
+        ".nan",
+        ".NaN",
+        "+.nan",
+        "-.nan",
+        "inf",
+        "-inf",
+        "nan",
+        "Infinity",
+        "~",
+        "null",
+        "Null",
+        "NULL",
+        "nULL",
+        "true",
+        "True",
+        "TRUE",
+        "tRUE",
+        "false",
+        "False",
+        "FALSE",
+        "yes",
+        "No",
+        "on",
+        "18446744073709551615",
+        "-9223372036854775808",
+        "9223372036854775808",
+        "1.7976931348623157e308",
+        "1e309",
+        "-1e309",
+    ] {
+        // As a value and in a list it is read here; as a key, unless a float.
+        for text in [format!("k: {s}\n"), format!("[{s}]\n")] {
+            let got = plain_yaml_to_json(&text);
+            assert!(got.is_some(), "declined {text}");
+            assert_eq!(got, general(&text), "{text}");
+        }
+        let as_key = format!("{s}: v\n");
+        match plain_yaml_to_json(&as_key) {
+            Some(got) => assert_eq!(Some(got), general(&as_key), "{as_key}"),
+            None => assert!(
+                matches!(resolve(s), Some(Scalar::Float(_))),
+                "declined {as_key}"
+            ),
+        }
+    }
+}
+
+/// Scalars made of what numbers, nulls and booleans are made of, so that the
+/// rules' edges (signs, prefixes, leading zeros, exponents, `.inf`) come up often.
+fn number_like() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[-+]?(0[xob])?[0-9a-fA-F_]{0,4}",
+        "[-+]{0,2}[0-9]{0,3}\\.?[0-9]{0,3}([eE][-+]?[0-9]{1,3})?",
+        "[-+]?\\.(inf|Inf|INF|nan|NaN|NAN|iNf)",
+        "[-+]?(inf|nan|infinity|Infinity)",
+        "[0-9]{18,22}",
+        "-[0-9]{18,22}",
+        "(~|null|Null|NULL|nULL|true|True|TRUE|tRue|false|False|FALSE|yes|no|on)",
+    ]
+}
+
+proptest! {
+    /// A plain scalar means the same here as to serde_yaml, as a value and as
+    /// a key; only integers wider than 64 bits (and float keys) are declined.
+    #[test]
+    fn a_plain_scalar_resolves_as_serde_yaml_resolves_it(s in number_like()) {
+        let as_value = format!("k: {s}\n");
+        let as_key = format!("{s}: v\n");
+        let general_value = general(&as_value);
+        match plain_yaml_to_json(&as_value) {
+            Some(got) => prop_assert_eq!(Some(got), general_value, "{}", as_value),
+            None => {
+                let wide = unsigned(&s, u128::from_str_radix).is_some()
+                    || negative(&s, i128::from_str_radix).is_some();
+                // Declined only when too wide, or when libyaml cannot read it
+                // (a lone `-`), which the general reading then reports.
+                prop_assert!(wide || general_value.is_none(), "declined {}", as_value);
+            }
+        }
+        if let Some(got) = plain_yaml_to_json(&as_key) {
+            prop_assert_eq!(Some(got), general(&as_key), "{}", as_key);
+        }
+    }
+}
+
+/// A random document in the shapes pipelines take.
+#[derive(Debug, Clone)]
+enum Doc {
+    Plain(String),
+    Quoted(String),
+    List(Vec<Doc>),
+    Map(Vec<(String, Doc)>),
+}
+
+fn doc() -> impl Strategy<Value = Doc> {
+    let leaf = prop_oneof![
+        3 => "[a-z][a-z0-9_./-]{0,8}".prop_map(Doc::Plain),
+        2 => number_like().prop_map(Doc::Plain),
+        2 => "[ -~\u{e9}\u{1F600}]{0,10}".prop_map(Doc::Quoted),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..5).prop_map(Doc::List),
+            proptest::collection::vec(("(id|kind|needs|argv|x|1|true|~|0x1|-2)", inner), 0..5)
+                .prop_map(Doc::Map),
+        ]
+    })
+}
+
+/// A double-quoted YAML string for any text.
+fn quoted(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn flow(d: &Doc) -> String {
+    match d {
+        Doc::Plain(s) => s.clone(),
+        Doc::Quoted(s) => quoted(s),
+        Doc::List(items) => format!(
+            "[{}]",
+            items.iter().map(flow).collect::<Vec<_>>().join(", ")
+        ),
+        Doc::Map(entries) => format!(
+            "{{{}}}",
+            entries
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", flow(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Block style, switching to flow style for collections at random depths.
+fn block(d: &Doc, indent: usize, out: &mut String, flip: &mut impl FnMut() -> bool) {
+    let pad = " ".repeat(indent);
+    match d {
+        Doc::List(items) if !items.is_empty() && flip() => {
+            for item in items {
+                out.push_str(&format!("{pad}-"));
+                nested(item, indent + 2, out, flip);
+            }
+        }
+        Doc::Map(entries) if !entries.is_empty() && flip() => {
+            for (k, v) in entries {
+                out.push_str(&format!("{pad}{k}:"));
+                nested(v, indent + 2, out, flip);
+            }
+        }
+        other => out.push_str(&format!("{pad}{}\n", flow(other))),
+    }
+}
+
+fn nested(d: &Doc, indent: usize, out: &mut String, flip: &mut impl FnMut() -> bool) {
+    match d {
+        Doc::List(items) if !items.is_empty() => {
+            out.push('\n');
+            block(d, indent, out, flip);
+        }
+        Doc::Map(entries) if !entries.is_empty() => {
+            out.push('\n');
+            block(d, indent, out, flip);
+        }
+        leaf => out.push_str(&format!(" {}\n", flow(leaf))),
+    }
+}
+
+/// Why this reading may decline a document the general one reads: a key given
+/// twice once printed (`1` and `0x1` are both `1`), or an integer too wide.
+fn declinable(d: &Doc) -> bool {
+    match d {
+        Doc::Plain(s) => {
+            unsigned(s, u128::from_str_radix).is_some()
+                || negative(s, i128::from_str_radix).is_some()
+        }
+        Doc::Quoted(_) => false,
+        Doc::List(items) => items.iter().any(declinable),
+        Doc::Map(entries) => {
+            let mut keys = std::collections::HashSet::new();
+            let twice = entries.iter().any(|(k, _)| {
+                let printed = match k.as_str() {
+                    "0x1" => "1",
+                    "~" => "null",
+                    k => k,
+                };
+                !keys.insert(printed)
+            });
+            twice || entries.iter().any(|(_, v)| declinable(v))
+        }
+    }
+}
+
+proptest! {
+    /// Whatever this reading accepts, the general one reads the same; what the
+    /// general one refuses, this one declines (so the general one reports it).
+    #[test]
+    fn a_random_document_reads_as_the_general_reading_reads_it(
+        d in doc(),
+        flips in proptest::collection::vec(any::<bool>(), 64),
+    ) {
+        let mut at = 0;
+        let mut flip = || { at += 1; flips[at % flips.len()] };
+        let mut text = String::new();
+        block(&d, 0, &mut text, &mut flip);
+        for text in [text, flow(&d)] {
+            let want = general(&text);
+            match plain_yaml_to_json(&text) {
+                Some(got) => prop_assert_eq!(Some(got), want, "{}", text),
+                // Declined: for a reason this reading has, or because the
+                // general one fails too (a lone `-` or an empty item is no YAML).
+                None => prop_assert!(want.is_none() || declinable(&d), "declined {}", text),
+            }
+        }
+    }
+}
