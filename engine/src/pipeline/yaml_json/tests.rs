@@ -9,6 +9,14 @@ fn general(text: &str) -> Option<Value> {
     Some(super::super::load::yaml_to_json(&yaml))
 }
 
+/// Both ways of reading (on this thread alone, and parsing on a second), which
+/// must agree.
+fn plain(text: &str) -> Option<Value> {
+    let alone = read(text, false);
+    assert_eq!(read(text, true), alone, "the pipelined reading differs: {text}");
+    alone
+}
+
 #[test]
 fn plain_documents_read_the_same_as_the_general_way() {
     for text in [
@@ -24,7 +32,7 @@ fn plain_documents_read_the_same_as_the_general_way() {
         "k:\nl: [~, '', \"\"]\n",
         "stages:\n  - id: a\n    needs: [b, c]\n    prompt: |\n      Write {{ x }}.\n    # a comment\n  - id: b\n",
     ] {
-        let got = plain_yaml_to_json(text);
+        let got = plain(text);
         assert!(got.is_some(), "declined a plain document: {text}");
         assert_eq!(got, general(text), "{text}");
     }
@@ -48,7 +56,7 @@ fn what_only_the_general_reading_handles_is_declined() {
         "1.5: float key\n",
         "a: \"\\xff\\ud800\"\n",
     ] {
-        assert_eq!(plain_yaml_to_json(text), None, "{text}");
+        assert_eq!(plain(text), None, "{text}");
     }
 }
 
@@ -56,29 +64,51 @@ fn what_only_the_general_reading_handles_is_declined() {
 fn nesting_past_the_depth_limit_is_declined_and_below_it_read() {
     let nest = |n: usize| format!("{}1{}\n", "[".repeat(n), "]".repeat(n));
     let ok = nest(MAX_DEPTH);
-    assert!(plain_yaml_to_json(&ok).is_some());
-    assert_eq!(plain_yaml_to_json(&ok), general(&ok));
-    assert_eq!(plain_yaml_to_json(&nest(MAX_DEPTH + 1)), None);
+    assert!(plain(&ok).is_some());
+    assert_eq!(plain(&ok), general(&ok));
+    assert_eq!(plain(&nest(MAX_DEPTH + 1)), None);
     // serde_yaml's own limit is past ours: what we decline it still judges.
     assert_eq!(general(&nest(200)), None);
 }
 
-#[test]
-fn a_generated_pipeline_of_many_stages_is_read_the_plain_way() {
+fn generated(stages: usize) -> String {
     let mut text = String::from("version: 1\nname: many\nstages:\n");
-    for i in 0..500 {
-        let needs = if i == 0 {
-            String::new()
-        } else {
-            format!("s{}", i / 2)
-        };
+    for i in 0..stages {
+        let needs = if i == 0 { String::new() } else { format!("s{}", i / 2) };
         text.push_str(&format!(
             "  - {{ id: s{i}, kind: check, needs: [{needs}], argv: [sh, -c, \"true && touch out/s{i}\"], sandbox: off }}\n"
         ));
     }
+    text
+}
+
+#[test]
+fn a_generated_pipeline_of_many_stages_is_read_the_plain_way() {
+    let text = generated(1000);
+    assert!(text.len() >= PIPELINED_FROM, "large enough to be read on two threads");
     let got = plain_yaml_to_json(&text);
     assert!(got.is_some());
     assert_eq!(got, general(&text));
+    assert_eq!(got, read(&text, false));
+}
+
+/// A large document declined by the builder early (the parser still going),
+/// by the parser late (a tag, an alias, broken YAML), or at its very end.
+#[test]
+fn a_large_document_declined_anywhere_is_declined_on_two_threads_too() {
+    let body = generated(1000);
+    let (head, tail) = body.split_at(body.find("stages:").unwrap());
+    for text in [
+        format!("version: 1\nversion: 2\n{tail}"),
+        format!("{body}  - {{ id: late, argv: !tag [x] }}\n"),
+        format!("{head}anchor: &a 1\n{tail}  - {{ id: late, argv: *a }}\n"),
+        format!("{body}  - {{ id: broken, argv: [x\n"),
+        format!("{body}---\nsecond: document\n"),
+    ] {
+        assert!(text.len() >= PIPELINED_FROM);
+        assert_eq!(read(&text, true), None, "{}", &text[text.len() - 60..]);
+        assert_eq!(read(&text, false), None);
+    }
 }
 
 /// The rules' edges, one by one: every one of these reads as serde_yaml reads it.
@@ -154,12 +184,12 @@ fn edge_scalars_resolve_as_serde_yaml_resolves_them() {
     ] {
         // As a value and in a list it is read here; as a key, unless a float.
         for text in [format!("k: {s}\n"), format!("[{s}]\n")] {
-            let got = plain_yaml_to_json(&text);
+            let got = plain(&text);
             assert!(got.is_some(), "declined {text}");
             assert_eq!(got, general(&text), "{text}");
         }
         let as_key = format!("{s}: v\n");
-        match plain_yaml_to_json(&as_key) {
+        match plain(&as_key) {
             Some(got) => assert_eq!(Some(got), general(&as_key), "{as_key}"),
             None => assert!(
                 matches!(resolve(s), Some(Scalar::Float(_))),
@@ -191,7 +221,7 @@ proptest! {
         let as_value = format!("k: {s}\n");
         let as_key = format!("{s}: v\n");
         let general_value = general(&as_value);
-        match plain_yaml_to_json(&as_value) {
+        match plain(&as_value) {
             Some(got) => prop_assert_eq!(Some(got), general_value, "{}", as_value),
             None => {
                 let wide = unsigned(&s, u128::from_str_radix).is_some()
@@ -201,7 +231,7 @@ proptest! {
                 prop_assert!(wide || general_value.is_none(), "declined {}", as_value);
             }
         }
-        if let Some(got) = plain_yaml_to_json(&as_key) {
+        if let Some(got) = plain(&as_key) {
             prop_assert_eq!(Some(got), general(&as_key), "{}", as_key);
         }
     }
@@ -337,7 +367,7 @@ proptest! {
         block(&d, 0, &mut text, &mut flip);
         for text in [text, flow(&d)] {
             let want = general(&text);
-            match plain_yaml_to_json(&text) {
+            match plain(&text) {
                 Some(got) => prop_assert_eq!(Some(got), want, "{}", text),
                 // Declined: for a reason this reading has, or because the
                 // general one fails too (a lone `-` or an empty item is no YAML).
