@@ -40,20 +40,11 @@ impl Printer {
         }
     }
 
-    /// A result line on stdout.
+    /// A result on stdout: one line, or a long listing built as one text (a
+    /// dry run of thousands of stages), which stdout writes in a few calls.
     pub(crate) fn out(&self, text: impl AsRef<str>) {
         let mut o = std::io::stdout().lock();
         let _ = writeln!(o, "{}", text.as_ref());
-    }
-
-    /// Result lines on stdout through one buffer: a long listing (a dry run of
-    /// thousands of stages) costs a few writes instead of one per line.
-    pub(crate) fn out_lines<I>(&self, lines: I)
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        write_lines(std::io::stdout().lock(), lines);
     }
 
     /// A JSON document on stdout, pretty-printed.
@@ -69,9 +60,8 @@ impl Printer {
         let _ = writeln!(e, "{}", text.as_ref());
     }
 
-    /// Messages on stderr through one buffer, as [`Printer::out_lines`] does for
-    /// stdout: a warning for each of 10,000 stages costs a few writes, not 20,000
-    /// (stderr itself is unbuffered).
+    /// Messages on stderr through one buffer: a warning for each of 10,000
+    /// stages costs a few writes, not 20,000 (stderr itself is unbuffered).
     pub(crate) fn err_lines<I>(&self, lines: I)
     where
         I: IntoIterator,

@@ -42,22 +42,30 @@ fn planned(printer: Printer, stages: &[PlannedStage], assumption: Option<&str>, 
         printer.json(&json!({ "dryRun": true, "assumption": assumption, "stages": plan }));
         return;
     }
-    let mut lines = vec!["dry run: nothing will be spawned".to_string()];
+    use std::fmt::Write as _;
+    // One text for the whole listing, not a string a line: 10,000 stages print
+    // 20,000 lines.
+    let mut text = String::from("dry run: nothing will be spawned");
     if let Some(a) = assumption {
-        lines.push(format!("note: {a}"));
+        let _ = write!(text, "\nnote: {a}");
     }
     for s in stages {
         let n = &s.node;
-        let needs = if n.needs.is_empty() {
-            String::new()
-        } else {
-            format!(" (needs {})", n.needs.join(", "))
-        };
         let fan = if n.placeholder { ", one per item" } else { "" };
-        lines.push(format!("{} [{}{fan}]{needs}", n.id, n.kind.as_str()));
-        lines.extend(s.argv.iter().map(|line| format!("    $ {line}")));
+        let _ = write!(text, "\n{} [{}{fan}]", n.id, n.kind.as_str());
+        for (i, need) in n.needs.iter().enumerate() {
+            text.push_str(if i == 0 { " (needs " } else { ", " });
+            text.push_str(need);
+        }
+        if !n.needs.is_empty() {
+            text.push(')');
+        }
+        for line in &s.argv {
+            text.push_str("\n    $ ");
+            text.push_str(line);
+        }
     }
-    printer.out_lines(lines);
+    printer.out(text);
 }
 
 /// The `--json` summary of a run.

@@ -239,3 +239,26 @@ fn run_flags_override_the_file_and_are_recorded() {
     assert_eq!(request["maxTurns"], 7);
     assert_eq!(request["model"], "opus");
 }
+
+#[test]
+fn a_dry_run_lists_a_fanned_out_stage_once_as_one_per_item() {
+    let ctx = fanout_ctx(&json!([]), "builtin:tasks");
+    let out = ctx.run(&["run", "--dry-run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let headings: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("    "))
+        .collect();
+    assert_eq!(
+        headings,
+        [
+            "dry run: nothing will be spawned",
+            "plan [generate]",
+            "implement [execute, one per item] (needs plan)",
+        ],
+        "{}",
+        out.stdout
+    );
+    assert!(ctx.fake_agent_runs().is_empty(), "a dry run spawns nothing");
+}

@@ -118,7 +118,10 @@ fn parse_into(text: &str, send: mpsc::SyncSender<Vec<Piece>>) {
 
 /// An event inside the document, as the builder takes it.
 enum Piece<'t> {
-    Scalar { text: Cow<'t, str>, plain: bool },
+    Scalar {
+        text: Cow<'t, str>,
+        plain: bool,
+    },
     ListStart,
     MapStart,
     /// The end of a list or a mapping.

@@ -13,7 +13,11 @@ fn general(text: &str) -> Option<Value> {
 /// must agree.
 fn plain(text: &str) -> Option<Value> {
     let alone = read(text, false);
-    assert_eq!(read(text, true), alone, "the pipelined reading differs: {text}");
+    assert_eq!(
+        read(text, true),
+        alone,
+        "the pipelined reading differs: {text}"
+    );
     alone
 }
 
@@ -74,7 +78,11 @@ fn nesting_past_the_depth_limit_is_declined_and_below_it_read() {
 fn generated(stages: usize) -> String {
     let mut text = String::from("version: 1\nname: many\nstages:\n");
     for i in 0..stages {
-        let needs = if i == 0 { String::new() } else { format!("s{}", i / 2) };
+        let needs = if i == 0 {
+            String::new()
+        } else {
+            format!("s{}", i / 2)
+        };
         text.push_str(&format!(
             "  - {{ id: s{i}, kind: check, needs: [{needs}], argv: [sh, -c, \"true && touch out/s{i}\"], sandbox: off }}\n"
         ));
@@ -85,7 +93,10 @@ fn generated(stages: usize) -> String {
 #[test]
 fn a_generated_pipeline_of_many_stages_is_read_the_plain_way() {
     let text = generated(1000);
-    assert!(text.len() >= PIPELINED_FROM, "large enough to be read on two threads");
+    assert!(
+        text.len() >= PIPELINED_FROM,
+        "large enough to be read on two threads"
+    );
     let got = plain_yaml_to_json(&text);
     assert!(got.is_some());
     assert_eq!(got, general(&text));
