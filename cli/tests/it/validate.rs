@@ -92,6 +92,20 @@ fn not_yaml() {
     check!("not_yaml", "version: 1\nstages: [a, b\nname: x\n", 2);
 }
 
+/// Nesting past serde_yaml's 128 levels is its error at its place; a hostile
+/// depth of 200,000 unclosed lists (which libyaml takes minutes over) is the
+/// same error at the 128th (the top-level mapping is the first level).
+#[test]
+fn nesting_too_deep() {
+    let deep = format!("version: 1\nname: x\nstages: {}", "[".repeat(200_000));
+    let out = validate(&deep);
+    assert_eq!(out.code, 2, "{}", out.snapshot());
+    assert_eq!(
+        out.stderr,
+        "specbridge.yaml:3:136: error: the pipeline file is not valid YAML: recursion limit exceeded\nspecbridge.yaml: 1 error\n"
+    );
+}
+
 #[test]
 fn top_level_not_a_mapping() {
     check!("not_a_mapping", "- just\n- a list\n", 2);

@@ -116,9 +116,23 @@ pub(crate) fn load_bytes(
                 .with_help("a pipeline needs at least `version: 1`, a `name` and `stages`; `specbridge init` writes a starter"),
         );
     }
+    use super::yaml_json::Plain;
     let document = match super::yaml_json::plain_yaml_to_json(text) {
-        Some(document) => document,
-        None => match serde_yaml::from_str::<serde_yaml::Value>(text) {
+        Plain::Read(document) => document,
+        // serde_yaml's own error at the same place, without its minutes of
+        // parsing a hostile depth first (yaml_json.rs).
+        Plain::TooDeep(at) => {
+            return one(Diagnostic::error(
+                "not-yaml",
+                path,
+                "the pipeline file is not valid YAML: recursion limit exceeded",
+            )
+            .at(Some(Location {
+                line: at.line,
+                column: at.column,
+            })))
+        }
+        Plain::Declined => match serde_yaml::from_str::<serde_yaml::Value>(text) {
             Ok(yaml) => yaml_to_json(&yaml),
             Err(e) => {
                 return one(Diagnostic::error(

@@ -26,12 +26,21 @@ pub(super) enum Event<'e> {
     },
     SequenceStart {
         tagged: bool,
+        at: Mark,
     },
     SequenceEnd,
     MappingStart {
         tagged: bool,
+        at: Mark,
     },
     MappingEnd,
+}
+
+/// Where an event starts, as serde_yaml reports it: line and column from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Mark {
+    pub(super) line: usize,
+    pub(super) column: usize,
 }
 
 /// A parser over `input`, which it borrows for as long as it lives.
@@ -123,16 +132,25 @@ unsafe fn view(raw: &unsafe_sys::yaml_event_t) -> Event<'_> {
             }
             unsafe_sys::YAML_SEQUENCE_START_EVENT => Event::SequenceStart {
                 tagged: !raw.data.sequence_start.tag.is_null(),
+                at: mark(raw),
             },
             unsafe_sys::YAML_SEQUENCE_END_EVENT => Event::SequenceEnd,
             unsafe_sys::YAML_MAPPING_START_EVENT => Event::MappingStart {
                 tagged: !raw.data.mapping_start.tag.is_null(),
+                at: mark(raw),
             },
             unsafe_sys::YAML_MAPPING_END_EVENT => Event::MappingEnd,
             // libyaml never hands out an empty event from a successful parse;
             // an alias stands in for "something only the general reading reads".
             _ => Event::Alias,
         }
+    }
+}
+
+fn mark(raw: &unsafe_sys::yaml_event_t) -> Mark {
+    Mark {
+        line: raw.start_mark.line as usize + 1,
+        column: raw.start_mark.column as usize + 1,
     }
 }
 
@@ -159,14 +177,14 @@ mod tests {
         let want = [
             "StreamStart",
             "DocumentStart",
-            "MappingStart { tagged: false }",
+            "MappingStart { tagged: false, at: Mark { line: 1, column: 1 } }",
             "Scalar { value: [97], plain: true, tagged: false }",
-            "SequenceStart { tagged: false }",
+            "SequenceStart { tagged: false, at: Mark { line: 1, column: 4 } }",
             "Scalar { value: [49], plain: true, tagged: false }",
             "Scalar { value: [120], plain: false, tagged: false }",
             "SequenceEnd",
             "Scalar { value: [98], plain: true, tagged: false }",
-            "MappingStart { tagged: true }",
+            "MappingStart { tagged: true, at: Mark { line: 2, column: 4 } }",
             "MappingEnd",
             "MappingEnd",
             "DocumentEnd",

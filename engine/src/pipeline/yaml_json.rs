@@ -7,10 +7,13 @@
 //! Only the plain cases are read here: string, number, boolean or null keys and
 //! untagged values without aliases. Anything else (a tag, an alias, a key that
 //! is a list or a mapping, a key given twice, an integer beyond 64 bits, a float
-//! key, nesting deeper than serde_yaml allows, more than one document, or text
-//! that is not YAML) is declined, and the caller reads the file the general way
-//! (serde_yaml's `Value`), which gives the same JSON for the plain cases and its
-//! own answer or error for the rest. A plain scalar means here what it means to
+//! key, more than one document, or text that is not YAML) is declined, and the
+//! caller reads the file the general way (serde_yaml's `Value`), which gives the
+//! same JSON for the plain cases and its own answer or error for the rest.
+//! Nesting deeper than serde_yaml allows is refused here, with serde_yaml's own
+//! error at the same place: libyaml takes time quadratic in the depth of an
+//! unclosed flow, so a 200 KB file of `[` kept the general reading busy for
+//! minutes, where this one stops at the first level too many. A plain scalar means here what it means to
 //! serde_yaml: [`resolve`] follows its rules, and the tests hold the two readings
 //! to each other on random documents.
 
@@ -20,11 +23,10 @@ use std::thread;
 
 use serde_json::{Map, Number, Value};
 
-use super::yaml_events::{Event, Events};
+use super::yaml_events::{Event, Events, Mark};
 
-/// Deeper than this is declined: serde_yaml refuses past 128 levels, and what
-/// it refuses must reach it.
-const MAX_DEPTH: usize = 100;
+/// serde_yaml reads 128 nested lists and mappings and refuses the 129th.
+const MAX_DEPTH: usize = 128;
 
 /// From this size on, libyaml parses on a thread of its own while this one
 /// builds the document from what it has parsed so far: on a large pipeline the
@@ -34,15 +36,26 @@ const PIPELINED_FROM: usize = 64 * 1024;
 /// Events handed from the parsing thread to the building one at a time.
 const BATCH: usize = 1024;
 
-/// The document as JSON, or None when it holds something only the general
-/// reading handles (or is not YAML at all: the general reading says where).
-pub(super) fn plain_yaml_to_json(text: &str) -> Option<Value> {
+/// What the plain reading made of a document.
+#[derive(Debug, PartialEq)]
+pub(super) enum Plain {
+    Read(Value),
+    /// Something only the general reading handles, or no YAML at all (the
+    /// general reading says where).
+    Declined,
+    /// A list or mapping nested one level deeper than serde_yaml reads, here:
+    /// its "recursion limit exceeded".
+    TooDeep(Mark),
+}
+
+/// The document as JSON, if it is plain.
+pub(super) fn plain_yaml_to_json(text: &str) -> Plain {
     read(text, text.len() >= PIPELINED_FROM)
 }
 
 /// [`plain_yaml_to_json`], parsing on a second thread when `pipelined` (and a
 /// thread can be had: a refused one reads on this thread alone, the same way).
-fn read(text: &str, pipelined: bool) -> Option<Value> {
+fn read(text: &str, pipelined: bool) -> Plain {
     if pipelined {
         if let Some(read) = read_pipelined(text) {
             return read;
@@ -51,19 +64,22 @@ fn read(text: &str, pipelined: bool) -> Option<Value> {
     let mut events = Events::new(text);
     let mut builder = Builder::default();
     loop {
-        let done = events.next(|event| match Piece::of(event)? {
-            Some(Piece::End) => Some(true),
-            Some(piece) => builder.take(piece).then_some(false),
+        let step = events.next(|event| match Piece::of(event) {
             None => Some(false),
-        })??;
-        if done {
-            return builder.root;
+            Some(None) => Some(true),
+            Some(Some(Piece::End)) => None,
+            Some(Some(piece)) => Some(builder.take(piece)),
+        });
+        match step {
+            Some(Some(true)) => {}
+            Some(None) => return builder.finish(),
+            Some(Some(false)) | None => return builder.declined(),
         }
     }
 }
 
 /// None when no thread could be had.
-fn read_pipelined(text: &str) -> Option<Option<Value>> {
+fn read_pipelined(text: &str) -> Option<Plain> {
     let (send, receive) = mpsc::sync_channel::<Vec<Piece>>(8);
     thread::scope(|scope| {
         let parser = thread::Builder::new()
@@ -75,14 +91,14 @@ fn read_pipelined(text: &str) -> Option<Option<Value>> {
         // not YAML): the channel closes with no `End` in it.
         let read = 'read: loop {
             let Ok(batch) = receive.recv() else {
-                break None;
+                break builder.declined();
             };
             for piece in batch {
                 if let Piece::End = piece {
-                    break 'read builder.root.take();
+                    break 'read builder.finish();
                 }
                 if !builder.take(piece) {
-                    break 'read None;
+                    break 'read builder.declined();
                 }
             }
         };
@@ -122,8 +138,8 @@ enum Piece<'t> {
         text: Cow<'t, str>,
         plain: bool,
     },
-    ListStart,
-    MapStart,
+    ListStart(Mark),
+    MapStart(Mark),
     /// The end of a list or a mapping.
     Close,
     /// The end of the stream.
@@ -145,8 +161,8 @@ impl<'e> Piece<'e> {
                 text: Cow::Borrowed(std::str::from_utf8(value).ok()?),
                 plain,
             },
-            Event::SequenceStart { tagged: false } => Piece::ListStart,
-            Event::MappingStart { tagged: false } => Piece::MapStart,
+            Event::SequenceStart { tagged: false, at } => Piece::ListStart(at),
+            Event::MappingStart { tagged: false, at } => Piece::MapStart(at),
             Event::SequenceEnd | Event::MappingEnd => Piece::Close,
             // A tag or an alias is the general reading's.
             _ => return None,
@@ -160,8 +176,8 @@ impl<'e> Piece<'e> {
                 text: Cow::Owned(text.into_owned()),
                 plain,
             },
-            Piece::ListStart => Piece::ListStart,
-            Piece::MapStart => Piece::MapStart,
+            Piece::ListStart(at) => Piece::ListStart(at),
+            Piece::MapStart(at) => Piece::MapStart(at),
             Piece::Close => Piece::Close,
             Piece::End => Piece::End,
         }))
@@ -179,9 +195,26 @@ enum Open {
 struct Builder {
     open: Vec<Open>,
     root: Option<Value>,
+    too_deep: Option<Mark>,
 }
 
 impl Builder {
+    /// The document, once the stream has ended.
+    fn finish(&mut self) -> Plain {
+        match self.root.take() {
+            Some(root) => Plain::Read(root),
+            None => Plain::Declined,
+        }
+    }
+
+    /// Why the builder stopped before the end.
+    fn declined(&self) -> Plain {
+        match self.too_deep {
+            Some(at) => Plain::TooDeep(at),
+            None => Plain::Declined,
+        }
+    }
+
     /// Take one piece of the document (not its end); false declines it.
     fn take(&mut self, piece: Piece<'_>) -> bool {
         match piece {
@@ -205,8 +238,8 @@ impl Builder {
                 }
                 self.add(scalar.value(text))
             }
-            Piece::ListStart => self.start(Open::List(Vec::new())),
-            Piece::MapStart => self.start(Open::Map(Map::new(), None)),
+            Piece::ListStart(at) => self.start(Open::List(Vec::new()), at),
+            Piece::MapStart(at) => self.start(Open::Map(Map::new(), None), at),
             Piece::Close => match self.open.pop() {
                 Some(Open::List(items)) => self.add(Value::Array(items)),
                 Some(Open::Map(map, None)) => self.add(Value::Object(map)),
@@ -216,8 +249,9 @@ impl Builder {
         }
     }
 
-    fn start(&mut self, open: Open) -> bool {
+    fn start(&mut self, open: Open, at: Mark) -> bool {
         if self.open.len() >= MAX_DEPTH {
+            self.too_deep = Some(at);
             return false;
         }
         self.open.push(open);

@@ -18,7 +18,10 @@ fn plain(text: &str) -> Option<Value> {
         alone,
         "the pipelined reading differs: {text}"
     );
-    alone
+    match alone {
+        Plain::Read(value) => Some(value),
+        Plain::Declined | Plain::TooDeep(_) => None,
+    }
 }
 
 #[test]
@@ -64,15 +67,82 @@ fn what_only_the_general_reading_handles_is_declined() {
     }
 }
 
+/// serde_yaml's error for a document, as the general reading gives it.
+fn general_error(text: &str) -> String {
+    serde_yaml::from_str::<serde_yaml::Value>(text)
+        .unwrap_err()
+        .to_string()
+}
+
 #[test]
-fn nesting_past_the_depth_limit_is_declined_and_below_it_read() {
-    let nest = |n: usize| format!("{}1{}\n", "[".repeat(n), "]".repeat(n));
-    let ok = nest(MAX_DEPTH);
-    assert!(plain(&ok).is_some());
-    assert_eq!(plain(&ok), general(&ok));
-    assert_eq!(plain(&nest(MAX_DEPTH + 1)), None);
-    // serde_yaml's own limit is past ours: what we decline it still judges.
-    assert_eq!(general(&nest(200)), None);
+fn nesting_one_level_past_serde_yaml_s_limit_is_its_error_at_its_place() {
+    let lists = |n: usize| format!("{}1{}\n", "[".repeat(n), "]".repeat(n));
+    let maps = |n: usize| format!("{}1{}\n", "{a: ".repeat(n), "}".repeat(n));
+    // n - 1 mappings in block style, then a list.
+    let block = |n: usize| {
+        let mut text = String::new();
+        for i in 0..n - 1 {
+            text.push_str(&format!("{}k{i}:\n", " ".repeat(i)));
+        }
+        text.push_str(&format!("{}- x\n", " ".repeat(n - 1)));
+        text
+    };
+    // A mapping and a list in block style, then flow lists and mappings.
+    let mixed = |n: usize| {
+        let (pairs, odd) = ((n - 2) / 2, (n - 2) % 2);
+        let open = format!("{}{}", "[".repeat(odd), "[{k: ".repeat(pairs));
+        let close = format!("{}{}", "}]".repeat(pairs), "]".repeat(odd));
+        format!("stages:\n  - {open}1{close}\n")
+    };
+    for (name, nest) in [
+        ("lists", &lists as &dyn Fn(usize) -> String),
+        ("maps", &maps),
+        ("block", &block),
+        ("mixed", &mixed),
+    ] {
+        let deepest = nest(MAX_DEPTH);
+        assert!(plain(&deepest).is_some(), "{name}: the deepest read");
+        assert_eq!(plain(&deepest), general(&deepest), "{name}");
+        for n in [MAX_DEPTH + 1, MAX_DEPTH + 2, 3 * MAX_DEPTH] {
+            let text = nest(n);
+            let Plain::TooDeep(at) = read(&text, false) else {
+                panic!("{name} {n}: not refused as too deep");
+            };
+            assert_eq!(read(&text, true), Plain::TooDeep(at), "{name} {n}");
+            let want = format!(
+                "recursion limit exceeded at line {} column {}",
+                at.line, at.column
+            );
+            assert_eq!(general_error(&text), want, "{name} {n}");
+        }
+    }
+}
+
+/// libyaml's time grows with the square of an unclosed flow's depth: the
+/// general reading of this took minutes. Refused as too deep, the general
+/// reading never sees it.
+#[test]
+fn a_hostile_depth_is_refused_without_the_general_reading() {
+    let text = format!("version: 1\nstages: {}", "[".repeat(200_000));
+    let want = Plain::TooDeep(Mark {
+        line: 2,
+        column: 8 + MAX_DEPTH,
+    });
+    assert_eq!(read(&text, true), want);
+    assert_eq!(read(&text, false), want);
+}
+
+/// What stops the reading before the depth is reached is the general
+/// reading's to report, even with a hostile depth after it.
+#[test]
+fn a_decline_before_the_depth_leaves_the_document_to_the_general_reading() {
+    for text in [
+        format!("a: !t 1\nb: {}1{}\n", "[".repeat(130), "]".repeat(130)),
+        format!("a: [1\nb: {}1{}\n", "[".repeat(130), "]".repeat(130)),
+    ] {
+        assert_eq!(read(&text, false), Plain::Declined);
+        assert_eq!(read(&text, true), Plain::Declined);
+    }
 }
 
 fn generated(stages: usize) -> String {
@@ -97,10 +167,11 @@ fn a_generated_pipeline_of_many_stages_is_read_the_plain_way() {
         text.len() >= PIPELINED_FROM,
         "large enough to be read on two threads"
     );
-    let got = plain_yaml_to_json(&text);
-    assert!(got.is_some());
-    assert_eq!(got, general(&text));
-    assert_eq!(got, read(&text, false));
+    let Plain::Read(got) = plain_yaml_to_json(&text) else {
+        panic!("declined");
+    };
+    assert_eq!(Some(&got), general(&text).as_ref());
+    assert_eq!(read(&text, false), Plain::Read(got));
 }
 
 /// A large document declined by the builder early (the parser still going),
@@ -117,8 +188,13 @@ fn a_large_document_declined_anywhere_is_declined_on_two_threads_too() {
         format!("{body}---\nsecond: document\n"),
     ] {
         assert!(text.len() >= PIPELINED_FROM);
-        assert_eq!(read(&text, true), None, "{}", &text[text.len() - 60..]);
-        assert_eq!(read(&text, false), None);
+        assert_eq!(
+            read(&text, true),
+            Plain::Declined,
+            "{}",
+            &text[text.len() - 60..]
+        );
+        assert_eq!(read(&text, false), Plain::Declined);
     }
 }
 
