@@ -13,9 +13,11 @@
 //! Nesting deeper than serde_yaml allows is refused here, with serde_yaml's own
 //! error at the same place: libyaml takes time quadratic in the depth of an
 //! unclosed flow, so a 200 KB file of `[` kept the general reading busy for
-//! minutes, where this one stops at the first level too many. A plain scalar means here what it means to
-//! serde_yaml: [`resolve`] follows its rules, and the tests hold the two readings
-//! to each other on random documents.
+//! minutes, where this one stops at the first level too many.
+//!
+//! A plain scalar means here what it means to serde_yaml: [`resolve`] follows
+//! its rules, and the tests hold the two readings to each other on random
+//! documents.
 
 use std::borrow::Cow;
 use std::sync::mpsc;
@@ -116,6 +118,9 @@ fn parse_into(text: &str, send: mpsc::SyncSender<Vec<Piece>>) {
     let mut batch = Vec::with_capacity(BATCH);
     loop {
         let Some(piece) = events.next(Piece::owned).flatten() else {
+            // Declined here, or not YAML: what came before still goes to the
+            // builder, which may have found it too deep first.
+            let _ = send.send(batch);
             return;
         };
         let Some(piece) = piece else {

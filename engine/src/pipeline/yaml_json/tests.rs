@@ -132,6 +132,26 @@ fn a_hostile_depth_is_refused_without_the_general_reading() {
     assert_eq!(read(&text, false), want);
 }
 
+/// A document too deep and then declined, or broken, right after, within one
+/// hand-off between the threads: too deep, both ways.
+#[test]
+fn too_deep_is_found_before_a_decline_that_follows_it() {
+    let deep = format!("a: {}1{}\n", "[".repeat(130), "]".repeat(130));
+    for text in [format!("{deep}b: !t 1\n"), format!("{deep}b: [1\n")] {
+        let Plain::TooDeep(at) = read(&text, false) else {
+            panic!("not too deep: {text}");
+        };
+        assert_eq!(read(&text, true), Plain::TooDeep(at));
+        assert_eq!(
+            general_error(&text),
+            format!(
+                "recursion limit exceeded at line {} column {}",
+                at.line, at.column
+            )
+        );
+    }
+}
+
 /// What stops the reading before the depth is reached is the general
 /// reading's to report, even with a hostile depth after it.
 #[test]
