@@ -13,7 +13,10 @@
 //! Nesting deeper than serde_yaml allows is refused here, with serde_yaml's own
 //! error at the same place: libyaml takes time quadratic in the depth of an
 //! unclosed flow, so a 200 KB file of `[` kept the general reading busy for
-//! minutes, where this one stops at the first level too many.
+//! minutes, where this one stops at the first level too many. A declined
+//! document is still followed to its end for its depth alone, so the general
+//! reading is never handed one that deep (a key given twice before the depth
+//! would have been serde_yaml's first error; the file is refused either way).
 //!
 //! A plain scalar means here what it means to serde_yaml: [`resolve`] follows
 //! its rules, and the tests hold the two readings to each other on random
@@ -46,7 +49,7 @@ pub(super) enum Plain {
     /// general reading says where).
     Declined,
     /// A list or mapping nested one level deeper than serde_yaml reads, here:
-    /// its "recursion limit exceeded".
+    /// its "recursion limit exceeded", which it would reach too.
     TooDeep(Mark),
 }
 
@@ -67,15 +70,15 @@ fn read(text: &str, pipelined: bool) -> Plain {
     let mut builder = Builder::default();
     loop {
         let step = events.next(|event| match Piece::of(event) {
-            None => Some(false),
-            Some(None) => Some(true),
-            Some(Some(Piece::End)) => None,
-            Some(Some(piece)) => Some(builder.take(piece)),
+            None => Some(true),
+            Some(Piece::End) => None,
+            Some(piece) => Some(builder.take(piece)),
         });
         match step {
             Some(Some(true)) => {}
             Some(None) => return builder.finish(),
-            Some(Some(false)) | None => return builder.declined(),
+            // Too deep, or no YAML from here on.
+            Some(Some(false)) | None => return builder.stopped(),
         }
     }
 }
@@ -89,22 +92,22 @@ fn read_pipelined(text: &str) -> Option<Plain> {
             .spawn_scoped(scope, move || parse_into(text, send))
             .ok()?;
         let mut builder = Builder::default();
-        // The parser stops without an end where the document is declined (or
-        // not YAML): the channel closes with no `End` in it.
+        // Where libyaml fails, the parser stops: the channel closes with no
+        // `End` in it.
         let read = 'read: loop {
             let Ok(batch) = receive.recv() else {
-                break builder.declined();
+                break builder.stopped();
             };
             for piece in batch {
                 if let Piece::End = piece {
                     break 'read builder.finish();
                 }
                 if !builder.take(piece) {
-                    break 'read builder.declined();
+                    break 'read builder.stopped();
                 }
             }
         };
-        // A declined document: the parser's next hand-off fails and it stops.
+        // Too deep: the parser's next hand-off fails and it stops.
         drop(receive);
         if let Err(panic) = parser.join() {
             std::panic::resume_unwind(panic);
@@ -117,8 +120,8 @@ fn parse_into(text: &str, send: mpsc::SyncSender<Vec<Piece>>) {
     let mut events = Events::new(text);
     let mut batch = Vec::with_capacity(BATCH);
     loop {
-        let Some(piece) = events.next(Piece::owned).flatten() else {
-            // Declined here, or not YAML: what came before still goes to the
+        let Some(piece) = events.next(Piece::owned) else {
+            // Not YAML from here on: what came before still goes to the
             // builder, which may have found it too deep first.
             let _ = send.send(batch);
             return;
@@ -143,49 +146,66 @@ enum Piece<'t> {
         text: Cow<'t, str>,
         plain: bool,
     },
-    ListStart(Mark),
-    MapStart(Mark),
+    /// The start of a list or a mapping, and whether it carries a tag.
+    Open {
+        map: bool,
+        tagged: bool,
+        at: Mark,
+    },
     /// The end of a list or a mapping.
     Close,
+    /// Something only the general reading reads (an alias, a tagged scalar,
+    /// a scalar that is not UTF-8), with no depth of its own.
+    Unread,
     /// The end of the stream.
     End,
 }
 
 impl<'e> Piece<'e> {
-    /// None declines the document; `Some(None)` is an event with nothing to
-    /// build (the stream's and the document's start and end).
-    fn of(event: Event<'e>) -> Option<Option<Piece<'e>>> {
-        Some(Some(match event {
-            Event::StreamStart | Event::DocumentStart | Event::DocumentEnd => return Some(None),
+    /// None for an event with nothing to build (the stream's and the
+    /// document's start and end).
+    fn of(event: Event<'e>) -> Option<Piece<'e>> {
+        Some(match event {
+            Event::StreamStart | Event::DocumentStart | Event::DocumentEnd => return None,
             Event::StreamEnd => Piece::End,
             Event::Scalar {
                 value,
                 plain,
                 tagged: false,
-            } => Piece::Scalar {
-                text: Cow::Borrowed(std::str::from_utf8(value).ok()?),
-                plain,
+            } => match std::str::from_utf8(value) {
+                Ok(text) => Piece::Scalar {
+                    text: Cow::Borrowed(text),
+                    plain,
+                },
+                Err(_) => Piece::Unread,
             },
-            Event::SequenceStart { tagged: false, at } => Piece::ListStart(at),
-            Event::MappingStart { tagged: false, at } => Piece::MapStart(at),
+            Event::SequenceStart { tagged, at } => Piece::Open {
+                map: false,
+                tagged,
+                at,
+            },
+            Event::MappingStart { tagged, at } => Piece::Open {
+                map: true,
+                tagged,
+                at,
+            },
             Event::SequenceEnd | Event::MappingEnd => Piece::Close,
-            // A tag or an alias is the general reading's.
-            _ => return None,
-        }))
+            Event::Scalar { tagged: true, .. } | Event::Alias => Piece::Unread,
+        })
     }
 
     /// [`Piece::of`], owning its text, to be sent to another thread.
-    fn owned(event: Event<'_>) -> Option<Option<Piece<'static>>> {
-        Some(Piece::of(event)?.map(|piece| match piece {
+    fn owned(event: Event<'_>) -> Option<Piece<'static>> {
+        Some(match Piece::of(event)? {
             Piece::Scalar { text, plain } => Piece::Scalar {
                 text: Cow::Owned(text.into_owned()),
                 plain,
             },
-            Piece::ListStart(at) => Piece::ListStart(at),
-            Piece::MapStart(at) => Piece::MapStart(at),
+            Piece::Open { map, tagged, at } => Piece::Open { map, tagged, at },
             Piece::Close => Piece::Close,
+            Piece::Unread => Piece::Unread,
             Piece::End => Piece::End,
-        }))
+        })
     }
 }
 
@@ -200,6 +220,11 @@ enum Open {
 struct Builder {
     open: Vec<Open>,
     root: Option<Value>,
+    /// Once the document is declined, only its depth is followed (`depth`):
+    /// what the general reading is given must be shallow enough for libyaml
+    /// to read it in linear time.
+    declined: bool,
+    depth: usize,
     too_deep: Option<Mark>,
 }
 
@@ -207,21 +232,71 @@ impl Builder {
     /// The document, once the stream has ended.
     fn finish(&mut self) -> Plain {
         match self.root.take() {
-            Some(root) => Plain::Read(root),
-            None => Plain::Declined,
+            Some(root) if !self.declined => Plain::Read(root),
+            _ => Plain::Declined,
         }
     }
 
     /// Why the builder stopped before the end.
-    fn declined(&self) -> Plain {
+    fn stopped(&self) -> Plain {
         match self.too_deep {
             Some(at) => Plain::TooDeep(at),
             None => Plain::Declined,
         }
     }
 
-    /// Take one piece of the document (not its end); false declines it.
+    /// Take one piece of the document (not its end); false once it is too deep.
     fn take(&mut self, piece: Piece<'_>) -> bool {
+        if self.declined {
+            return self.follow(&piece);
+        }
+        let read = match &piece {
+            Piece::Open { tagged: true, .. } | Piece::Unread | Piece::End => false,
+            Piece::Open { at, .. } if self.open.len() >= MAX_DEPTH => {
+                self.too_deep = Some(*at);
+                return false;
+            }
+            _ => true,
+        };
+        if !read {
+            self.decline();
+            // A tagged start is a level deeper.
+            return self.follow(&piece);
+        }
+        if !self.build(piece) {
+            self.decline();
+        }
+        true
+    }
+
+    /// From here on the depth alone.
+    fn decline(&mut self) {
+        self.declined = true;
+        self.depth = self.open.len();
+        self.open = Vec::new();
+    }
+
+    /// The depth of a declined document; false once it is too deep.
+    fn follow(&mut self, piece: &Piece<'_>) -> bool {
+        match piece {
+            Piece::Open { at, .. } if self.depth >= MAX_DEPTH => {
+                self.too_deep = Some(*at);
+                false
+            }
+            Piece::Open { .. } => {
+                self.depth += 1;
+                true
+            }
+            Piece::Close => {
+                self.depth = self.depth.saturating_sub(1);
+                true
+            }
+            _ => true,
+        }
+    }
+
+    /// Build one piece into the document; false declines it.
+    fn build(&mut self, piece: Piece<'_>) -> bool {
         match piece {
             Piece::Scalar { text, plain } => {
                 let scalar = if plain {
@@ -243,24 +318,21 @@ impl Builder {
                 }
                 self.add(scalar.value(text))
             }
-            Piece::ListStart(at) => self.start(Open::List(Vec::new()), at),
-            Piece::MapStart(at) => self.start(Open::Map(Map::new(), None), at),
+            Piece::Open { map: false, .. } => {
+                self.open.push(Open::List(Vec::new()));
+                true
+            }
+            Piece::Open { map: true, .. } => {
+                self.open.push(Open::Map(Map::new(), None));
+                true
+            }
             Piece::Close => match self.open.pop() {
                 Some(Open::List(items)) => self.add(Value::Array(items)),
                 Some(Open::Map(map, None)) => self.add(Value::Object(map)),
                 Some(Open::Map(_, Some(_))) | None => false,
             },
-            Piece::End => false,
+            Piece::Unread | Piece::End => false,
         }
-    }
-
-    fn start(&mut self, open: Open, at: Mark) -> bool {
-        if self.open.len() >= MAX_DEPTH {
-            self.too_deep = Some(at);
-            return false;
-        }
-        self.open.push(open);
-        true
     }
 
     /// Place a finished value. A list or mapping as a key (a value where a key

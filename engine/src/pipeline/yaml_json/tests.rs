@@ -152,17 +152,49 @@ fn too_deep_is_found_before_a_decline_that_follows_it() {
     }
 }
 
-/// What stops the reading before the depth is reached is the general
-/// reading's to report, even with a hostile depth after it.
+/// A document declined before its depth is reached is still followed for its
+/// depth: the general reading is never handed a hostile one. A tag or an alias
+/// changes nothing in serde_yaml's error; a key given twice is serde_yaml's
+/// error first, and the file is refused either way.
 #[test]
-fn a_decline_before_the_depth_leaves_the_document_to_the_general_reading() {
-    for text in [
-        format!("a: !t 1\nb: {}1{}\n", "[".repeat(130), "]".repeat(130)),
-        format!("a: [1\nb: {}1{}\n", "[".repeat(130), "]".repeat(130)),
+fn a_document_declined_early_is_still_refused_when_too_deep() {
+    let deep = format!("{}1{}\n", "[".repeat(200), "]".repeat(200));
+    for (text, same_error) in [
+        (format!("a: !t 1\nb: {deep}"), true),
+        (format!("a: &x 1\nb: *x\nc: !t {deep}"), true),
+        (format!("a: 1\na: 2\nb: {deep}"), false),
+        (format!("? [k]\n: v\nb: {deep}"), true),
     ] {
-        assert_eq!(read(&text, false), Plain::Declined);
-        assert_eq!(read(&text, true), Plain::Declined);
+        let Plain::TooDeep(at) = read(&text, false) else {
+            panic!("not too deep: {text}");
+        };
+        assert_eq!(read(&text, true), Plain::TooDeep(at), "{text}");
+        let general = general_error(&text);
+        if same_error {
+            let want = format!(
+                "recursion limit exceeded at line {} column {}",
+                at.line, at.column
+            );
+            assert_eq!(general, want, "{text}");
+        } else {
+            assert!(general.starts_with("duplicate entry"), "{general}");
+        }
     }
+    // Shallow enough, a declined document is the general reading's.
+    let shallow = format!("a: !t 1\nb: {}1{}\n", "[".repeat(100), "]".repeat(100));
+    assert_eq!(read(&shallow, false), Plain::Declined);
+    assert_eq!(read(&shallow, true), Plain::Declined);
+    assert!(general(&shallow).is_some());
+}
+
+/// Where libyaml fails before the depth is reached, the general reading
+/// reports that failure (and parses no deeper than the plain one did).
+#[test]
+fn not_yaml_before_the_depth_is_the_general_reading_s_error() {
+    let text = format!("a: b: c\nd: {}", "[".repeat(200_000));
+    assert_eq!(read(&text, false), Plain::Declined);
+    assert_eq!(read(&text, true), Plain::Declined);
+    assert!(general_error(&text).starts_with("mapping values are not allowed"));
 }
 
 fn generated(stages: usize) -> String {
