@@ -140,8 +140,9 @@ unsafe fn view(raw: &unsafe_sys::yaml_event_t) -> Event<'_> {
                 at: mark(raw),
             },
             unsafe_sys::YAML_MAPPING_END_EVENT => Event::MappingEnd,
-            // libyaml never hands out an empty event from a successful parse;
-            // an alias stands in for "something only the general reading reads".
+            // An empty event, libyaml's answer when asked past the stream's end
+            // (which the readers never do): an alias stands in for "something
+            // only the general reading reads".
             _ => Event::Alias,
         }
     }
