@@ -117,31 +117,28 @@ pub(crate) fn load_bytes(
         );
     }
     use super::yaml_json::Plain;
+    let not_yaml = |message: &str, at: Option<Location>| {
+        Diagnostic::error(
+            "not-yaml",
+            path,
+            format!("the pipeline file is not valid YAML: {message}"),
+        )
+        .at(at)
+    };
     let document = match super::yaml_json::plain_yaml_to_json(text) {
         Plain::Read(document) => document,
         // serde_yaml's own error at the same place, without its minutes of
         // parsing a hostile depth first (yaml_json.rs).
         Plain::TooDeep(at) => {
-            return one(Diagnostic::error(
-                "not-yaml",
-                path,
-                "the pipeline file is not valid YAML: recursion limit exceeded",
-            )
-            .at(Some(Location {
+            let at = Location {
                 line: at.line,
                 column: at.column,
-            })))
+            };
+            return one(not_yaml("recursion limit exceeded", Some(at)));
         }
         Plain::Declined => match serde_yaml::from_str::<serde_yaml::Value>(text) {
             Ok(yaml) => yaml_to_json(&yaml),
-            Err(e) => {
-                return one(Diagnostic::error(
-                    "not-yaml",
-                    path,
-                    format!("the pipeline file is not valid YAML: {}", yaml_message(&e)),
-                )
-                .at(yaml_location(&e)))
-            }
+            Err(e) => return one(not_yaml(&yaml_message(&e), yaml_location(&e))),
         },
     };
     let index = SourceIndex::build(text);

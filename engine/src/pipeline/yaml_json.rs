@@ -69,16 +69,11 @@ fn read(text: &str, pipelined: bool) -> Plain {
     let mut events = Events::new(text);
     let mut builder = Builder::default();
     loop {
-        let step = events.next(|event| match Piece::of(event) {
-            None => Some(true),
-            Some(Piece::End) => None,
-            Some(piece) => Some(builder.take(piece)),
-        });
-        match step {
-            Some(Some(true)) => {}
-            Some(None) => return builder.finish(),
-            // Too deep, or no YAML from here on.
-            Some(Some(false)) | None => return builder.stopped(),
+        match events.next(|event| builder.feed(Piece::of(event)?)) {
+            Some(Some(read)) => return read,
+            Some(None) => {}
+            // No YAML from here on.
+            None => return builder.stopped(),
         }
     }
 }
@@ -99,11 +94,8 @@ fn read_pipelined(text: &str) -> Option<Plain> {
                 break builder.stopped();
             };
             for piece in batch {
-                if let Piece::End = piece {
-                    break 'read builder.finish();
-                }
-                if !builder.take(piece) {
-                    break 'read builder.stopped();
+                if let Some(read) = builder.feed(piece) {
+                    break 'read read;
                 }
             }
         };
@@ -237,15 +229,19 @@ struct Builder {
 }
 
 impl Builder {
-    /// The document, once the stream has ended.
-    fn finish(&mut self) -> Plain {
-        match self.root.take() {
-            Some(root) if !self.declined => Plain::Read(root),
-            _ => Plain::Declined,
+    /// Take one piece; what the document is once the reading is over (at the
+    /// stream's end, or once it is too deep).
+    fn feed(&mut self, piece: Piece<'_>) -> Option<Plain> {
+        match piece {
+            Piece::End => Some(match self.root.take() {
+                Some(root) if !self.declined => Plain::Read(root),
+                _ => Plain::Declined,
+            }),
+            piece => (!self.take(piece)).then(|| self.stopped()),
         }
     }
 
-    /// Why the builder stopped before the end.
+    /// Why the reading stopped before the stream's end.
     fn stopped(&self) -> Plain {
         match self.too_deep {
             Some(at) => Plain::TooDeep(at),
@@ -255,24 +251,32 @@ impl Builder {
 
     /// Take one piece of the document (not its end); false once it is too deep.
     fn take(&mut self, piece: Piece<'_>) -> bool {
-        if self.declined {
-            return self.follow(&piece);
-        }
-        let read = match &piece {
-            Piece::Open { tagged: true, .. } | Piece::Unread | Piece::End => false,
-            Piece::Open { at, .. } if self.open.len() >= MAX_DEPTH => {
+        let depth = if self.declined {
+            self.depth
+        } else {
+            self.open.len()
+        };
+        if let Piece::Open { at, .. } = &piece {
+            if depth >= MAX_DEPTH {
                 self.too_deep = Some(*at);
                 return false;
             }
-            _ => true,
-        };
-        if !read {
-            self.decline();
-            // A tagged start is a level deeper.
-            return self.follow(&piece);
         }
-        if !self.build(piece) {
+        let unread = matches!(piece, Piece::Open { tagged: true, .. } | Piece::Unread);
+        if !self.declined && !unread {
+            if !self.build(piece) {
+                self.decline();
+            }
+            return true;
+        }
+        if !self.declined {
             self.decline();
+        }
+        // Declined: the depth alone, a tagged start a level deeper.
+        match piece {
+            Piece::Open { .. } => self.depth += 1,
+            Piece::Close => self.depth = self.depth.saturating_sub(1),
+            _ => {}
         }
         true
     }
@@ -284,25 +288,6 @@ impl Builder {
         self.open = Vec::new();
         self.items = Vec::new();
         self.entries = Vec::new();
-    }
-
-    /// The depth of a declined document; false once it is too deep.
-    fn follow(&mut self, piece: &Piece<'_>) -> bool {
-        match piece {
-            Piece::Open { at, .. } if self.depth >= MAX_DEPTH => {
-                self.too_deep = Some(*at);
-                false
-            }
-            Piece::Open { .. } => {
-                self.depth += 1;
-                true
-            }
-            Piece::Close => {
-                self.depth = self.depth.saturating_sub(1);
-                true
-            }
-            _ => true,
-        }
     }
 
     /// Build one piece into the document; false declines it.
