@@ -180,11 +180,15 @@ fn a_document_declined_early_is_still_refused_when_too_deep() {
             assert!(general.starts_with("duplicate entry"), "{general}");
         }
     }
-    // Shallow enough, a declined document is the general reading's.
-    let shallow = format!("a: !t 1\nb: {}1{}\n", "[".repeat(100), "]".repeat(100));
-    assert_eq!(read(&shallow, false), Plain::Declined);
-    assert_eq!(read(&shallow, true), Plain::Declined);
-    assert!(general(&shallow).is_some());
+    // Shallow enough, a declined document is the general reading's: deep once,
+    // or with more lists side by side than the limit, each closed.
+    let siblings = format!("a: !t 1\nb: [{}]\n", "[1], ".repeat(200));
+    let once = format!("a: !t 1\nb: {}1{}\n", "[".repeat(100), "]".repeat(100));
+    for shallow in [once, siblings] {
+        assert_eq!(read(&shallow, false), Plain::Declined, "{shallow}");
+        assert_eq!(read(&shallow, true), Plain::Declined, "{shallow}");
+        assert!(general(&shallow).is_some());
+    }
 }
 
 /// Where libyaml fails before the depth is reached, the general reading
