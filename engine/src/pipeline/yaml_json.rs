@@ -233,10 +233,9 @@ impl Builder {
     /// stream's end, or once it is too deep).
     fn feed(&mut self, piece: Piece<'_>) -> Option<Plain> {
         match piece {
-            Piece::End => Some(match self.root.take() {
-                Some(root) if !self.declined => Plain::Read(root),
-                _ => Plain::Declined,
-            }),
+            Piece::End if self.declined => Some(Plain::Declined),
+            // A stream with no document is null, as serde_yaml reads it.
+            Piece::End => Some(Plain::Read(self.root.take().unwrap_or(Value::Null))),
             piece => (!self.take(piece)).then(|| self.stopped()),
         }
     }
