@@ -21,6 +21,7 @@ mod walk;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
@@ -150,9 +151,12 @@ impl StoreBaseline {
 /// then, that walk takes its listings of the folders that did not change
 /// (`walk.rs`); where the agent ended before the walk beside it did, the two
 /// walks go on side by side, each listing every folder, rather than one after the
-/// other.
+/// other. The stage waits for the comparison only: which run folders other
+/// processes hold, which the state needs as the next attempt's "before", is
+/// read after the comparison is handed over.
 pub(crate) struct StoreCheck {
-    walks: JoinHandle<(Arc<RunStoreState>, Arc<RunStoreState>)>,
+    changed: Receiver<Vec<String>>,
+    walks: JoinHandle<()>,
 }
 
 impl StoreCheck {
@@ -167,35 +171,46 @@ impl StoreCheck {
         let store = root.join(RUN_STORE_DIR);
         let own = run.dir().to_path_buf();
         let clock = run.clock();
+        let (send, changed) = mpsc::channel();
         let walks = std::thread::spawn(move || {
             // Read here, not on the stage's path: it sets the lock's times.
             let clock = clock.ok().and_then(|clock| clock.now().ok());
             let (known, before) = match before {
-                Before::Walking(walk) if !walk.is_finished() => (None, Before::Walking(walk)),
+                Before::Walking(walk) if !walk.is_finished() => (None, Err(walk)),
                 complete => {
                     let state = complete.state();
-                    (Some(Arc::clone(&state)), Before::Exact(state))
+                    (Some(Arc::clone(&state)), Ok(state))
                 }
             };
             let spawned = supervisor::spawned();
-            let after = RunStoreState::exact(&store, Some(&own), clock, known.as_deref());
+            let mut after = RunStoreState::unheld(&store, Some(&own), clock, known.as_deref());
+            // A stage that ended early has gone: nobody to hand the paths to.
+            if let Ok(before) = &before {
+                let _ = send.send(after.changed_since(before));
+            }
+            after.read_held(&store);
             let after = Arc::new(after);
             baseline.offer(Taken {
                 state: Arc::clone(&after),
                 spawned,
             });
-            (before.state(), after)
+            if let Err(walk) = before {
+                let _ = send.send(after.changed_since(&Before::Walking(walk).state()));
+            }
         });
-        StoreCheck { walks }
+        StoreCheck { changed, walks }
     }
 
     /// The paths the attempt changed under `.specbridge/` (waits for the walks).
     pub(crate) fn changed(self) -> Vec<String> {
-        let (before, after) = self
-            .walks
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        after.changed_since(&before)
+        match self.changed.recv() {
+            Ok(changed) => changed,
+            // The thread ended without a comparison: it panicked.
+            Err(_) => match self.walks.join() {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(()) => unreachable!("the store's walks end by handing over their comparison"),
+            },
+        }
     }
 }
 

@@ -79,11 +79,33 @@ impl RunStoreState {
         clock: Option<i128>,
         known: Option<&RunStoreState>,
     ) -> RunStoreState {
+        let mut state = RunStoreState::unheld(store, own, clock, known);
+        state.read_held(store);
+        state
+    }
+
+    /// [`exact`](Self::exact) without the run folders held by another process
+    /// ([`read_held`](Self::read_held)), which only a state that will be a
+    /// "before" needs: [`changed_since`](Self::changed_since) reads the
+    /// earlier state's.
+    pub(super) fn unheld(
+        store: &Path,
+        own: Option<&Path>,
+        clock: Option<i128>,
+        known: Option<&RunStoreState>,
+    ) -> RunStoreState {
         let mut state = RunStoreState::of(store, own, known);
         state.clock = clock;
-        let runs = state.dirs.keys().filter(|k| run_of(k) == Some(k.as_str()));
-        state.live = held_runs(store, runs);
         state
+    }
+
+    /// Reads which of the walked run folders another process holds now, after
+    /// the walk. It reads `/proc/locks`, which takes the kernel's lock table for
+    /// writing and so waits for an RCU grace period: 5 to 16 ms on the 2-core
+    /// machine of docs/performance.md, whatever the store's size.
+    pub(super) fn read_held(&mut self, store: &Path) {
+        let runs = self.dirs.keys().filter(|k| run_of(k) == Some(k.as_str()));
+        self.live = held_runs(store, runs);
     }
 
     /// The state of `store` walked while the agent may already run, with what

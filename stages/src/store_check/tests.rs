@@ -597,6 +597,43 @@ fn the_walk_after_an_attempt_takes_listings_from_a_complete_before_and_never_wai
     assert_eq!(check.changed(), expected);
 }
 
+/// The stage has the comparison before the held run folders are read; the state
+/// offered to the next attempt has them all the same, so that a run another
+/// process works on is not blamed on the next agent either.
+#[test]
+fn the_state_offered_after_an_attempt_knows_which_runs_another_process_holds() {
+    let root = history();
+    let root = root.path();
+    let run = own_run(root);
+    let dir = root.join(RUN_STORE_DIR);
+    let holder = Holder::hold(&dir.join("runs/kept").join(layout::LOCK));
+    let since = run.store_clock().unwrap();
+    let before = RunStoreState::exact(&dir, Some(run.dir()), Some(since), None);
+    std::fs::write(dir.join("runs/old/run.json"), "{\"forged\": 1}").unwrap();
+
+    let baseline = Arc::new(StoreBaseline::default());
+    let complete = Before::Exact(Arc::new(before));
+    let check = StoreCheck::start(root, &run, complete, Arc::clone(&baseline));
+    assert_eq!(check.changed(), vec![".specbridge/runs/old/run.json"]);
+    let waited = std::time::Instant::now();
+    let offered = loop {
+        if let Some(taken) = baseline.lock().as_ref() {
+            break Arc::clone(&taken.state);
+        }
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(30),
+            "no state was offered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    assert_eq!(offered.live, HashSet::from(["runs/kept".to_string()]));
+    // The other process writes its run during the next attempt: not the agent's.
+    std::fs::write(dir.join("runs/kept/run.json"), "{\"status\": 1}").unwrap();
+    drop(holder);
+    let next = RunStoreState::exact(&dir, Some(run.dir()), None, None);
+    assert!(next.changed_since(&offered).is_empty());
+}
+
 /// What may be done to the store between two walks, on paths drawn from a small
 /// set so that operations meet: files and folders added, removed, rewritten in
 /// place, renamed over each other.
