@@ -112,6 +112,11 @@ fn clock_of(file: &File) -> std::io::Result<i128> {
 /// could make another process's `run` or `resume` of that run fail. Locks this
 /// process holds are not listed: what it holds, an agent it started could link
 /// anywhere. Empty where `/proc/locks` cannot be read.
+///
+/// Slow, whatever the number of locks: the kernel takes its lock table for
+/// writing to list it, which waits for an RCU grace period (8 to 22 ms on the
+/// 2-core machine of docs/performance.md; a second read right after is fast).
+/// Ask only when there is a file to ask about, and not on a stage's path.
 pub fn held_flocks() -> HashSet<(u32, u32, u64)> {
     let me = std::process::id();
     std::fs::read_to_string("/proc/locks")

@@ -100,9 +100,7 @@ impl RunStoreState {
     }
 
     /// Reads which of the walked run folders another process holds now, after
-    /// the walk. It reads `/proc/locks`, which takes the kernel's lock table for
-    /// writing and so waits for an RCU grace period: 5 to 16 ms on the 2-core
-    /// machine of docs/performance.md, whatever the store's size.
+    /// the walk ([`held_runs`]: slow where there is a run folder to ask about).
     pub(super) fn read_held(&mut self, store: &Path) {
         let runs = self.dirs.keys().filter(|k| run_of(k) == Some(k.as_str()));
         self.live = held_runs(store, runs);
@@ -221,6 +219,12 @@ pub(super) fn held_runs<'a>(
     store: &Path,
     runs: impl Iterator<Item = &'a String>,
 ) -> HashSet<String> {
+    let mut runs = runs.peekable();
+    // No run folder to ask about (a store with no history but the run's own):
+    // `/proc/locks` is not read at all, and nobody waits for its grace period.
+    if runs.peek().is_none() {
+        return HashSet::new();
+    }
     let held = specbridge_engine::store::held_flocks();
     runs.filter(|run| specbridge_engine::store::is_held(&store.join(run).join(layout::LOCK), &held))
         .cloned()
