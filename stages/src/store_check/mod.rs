@@ -183,17 +183,25 @@ impl StoreCheck {
                 }
             };
             let spawned = supervisor::spawned();
-            let mut after = RunStoreState::unheld(&store, Some(&own), clock, known.as_deref());
+            let after = Arc::new(RunStoreState::unheld(
+                &store,
+                Some(&own),
+                clock,
+                known.as_deref(),
+            ));
+            // Offered before its held run folders are read: the next attempt's
+            // comparison waits for them, its preparation does not.
+            baseline.offer(Taken {
+                state: Arc::clone(&after),
+                spawned,
+            });
+            let held = HeldGuard(&after);
             // A stage that ended early has gone: nobody to hand the paths to.
             if let Ok(before) = &before {
                 let _ = send.send(after.changed_since(before));
             }
             after.read_held(&store);
-            let after = Arc::new(after);
-            baseline.offer(Taken {
-                state: Arc::clone(&after),
-                spawned,
-            });
+            drop(held);
             if let Err(walk) = before {
                 let _ = send.send(after.changed_since(&Before::Walking(walk).state()));
             }
@@ -211,6 +219,17 @@ impl StoreCheck {
                 Ok(()) => unreachable!("the store's walks end by handing over their comparison"),
             },
         }
+    }
+}
+
+/// Makes sure a state handed on is never waited for forever: where reading its
+/// held run folders panicked, none counts as held, so every folder is compared
+/// (a violation too many, never one too few).
+struct HeldGuard<'a>(&'a RunStoreState);
+
+impl Drop for HeldGuard<'_> {
+    fn drop(&mut self) {
+        self.0.live.set(HashSet::new());
     }
 }
 

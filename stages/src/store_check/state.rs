@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use specbridge_engine::evidence::RUN_STORE_DIR;
 use specbridge_engine::store::layout;
@@ -33,10 +34,52 @@ pub struct RunStoreState {
     /// other's agents for their own records. Only the "before" counts: a folder
     /// that became held during the attempt is compared as any other (an agent
     /// could link a held lock file into an earlier run to hide a change there).
-    pub(super) live: HashSet<String>,
+    pub(super) live: HeldRuns,
     /// Set on a state walked while the agent may already run.
     pub(super) beside: Option<Beside>,
 }
+
+/// The run folders another process held, as [`RunStoreState::read_held`] read
+/// them right after its walk. A state can be handed on (as the next attempt's
+/// "before") before they are read: only a comparison against it reads them, and
+/// waits until they are there. A state made otherwise holds none.
+#[derive(Debug, Clone)]
+pub(super) struct HeldRuns(Arc<OnceLock<HashSet<String>>>);
+
+impl Default for HeldRuns {
+    fn default() -> HeldRuns {
+        HeldRuns::known(HashSet::new())
+    }
+}
+
+impl HeldRuns {
+    /// To be read: [`set`](Self::set) exactly once.
+    fn pending() -> HeldRuns {
+        HeldRuns(Arc::default())
+    }
+
+    pub(super) fn known(held: HashSet<String>) -> HeldRuns {
+        HeldRuns(Arc::new(OnceLock::from(held)))
+    }
+
+    /// The first reading stands.
+    pub(super) fn set(&self, held: HashSet<String>) {
+        let _ = self.0.set(held);
+    }
+
+    /// Waits for the reading.
+    pub(super) fn get(&self) -> &HashSet<String> {
+        self.0.wait()
+    }
+}
+
+impl PartialEq for HeldRuns {
+    fn eq(&self, other: &HeldRuns) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for HeldRuns {}
 
 /// What makes a walk taken beside the agent a sound "before": the agent may have
 /// changed a file before the walk reached it, so the walk saw the changed file
@@ -79,15 +122,15 @@ impl RunStoreState {
         clock: Option<i128>,
         known: Option<&RunStoreState>,
     ) -> RunStoreState {
-        let mut state = RunStoreState::unheld(store, own, clock, known);
+        let state = RunStoreState::unheld(store, own, clock, known);
         state.read_held(store);
         state
     }
 
-    /// [`exact`](Self::exact) without the run folders held by another process
-    /// ([`read_held`](Self::read_held)), which only a state that will be a
-    /// "before" needs: [`changed_since`](Self::changed_since) reads the
-    /// earlier state's.
+    /// [`exact`](Self::exact) with the run folders held by another process still
+    /// to be read ([`read_held`](Self::read_held), exactly once), which only a
+    /// state that will be a "before" needs: [`changed_since`](Self::changed_since)
+    /// reads the earlier state's, and waits for them.
     pub(super) fn unheld(
         store: &Path,
         own: Option<&Path>,
@@ -96,14 +139,15 @@ impl RunStoreState {
     ) -> RunStoreState {
         let mut state = RunStoreState::of(store, own, known);
         state.clock = clock;
+        state.live = HeldRuns::pending();
         state
     }
 
     /// Reads which of the walked run folders another process holds now, after
     /// the walk ([`held_runs`]: slow where there is a run folder to ask about).
-    pub(super) fn read_held(&mut self, store: &Path) {
+    pub(super) fn read_held(&self, store: &Path) {
         let runs = self.dirs.keys().filter(|k| run_of(k) == Some(k.as_str()));
-        self.live = held_runs(store, runs);
+        self.live.set(held_runs(store, runs));
     }
 
     /// The state of `store` walked while the agent may already run, with what
@@ -115,7 +159,7 @@ impl RunStoreState {
         beside: Beside,
     ) -> RunStoreState {
         let mut state = RunStoreState::of(store, own, None);
-        state.live = live;
+        state.live = HeldRuns::known(live);
         state.clock = Some(beside.since);
         state.beside = Some(beside);
         state
@@ -180,7 +224,7 @@ impl RunStoreState {
         changed
             .into_iter()
             .filter(|path| match run_of(path) {
-                Some(run) => runs_before.contains(run) && !before.live.contains(run),
+                Some(run) => runs_before.contains(run) && !before.live.get().contains(run),
                 None => true,
             })
             .map(|path| format!("{RUN_STORE_DIR}/{path}"))

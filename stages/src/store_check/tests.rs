@@ -246,7 +246,7 @@ fn a_held_lock_linked_into_an_earlier_run_during_the_attempt_hides_nothing() {
     std::fs::hard_link(&other_lock, dir.join("runs/old").join(layout::LOCK)).unwrap();
     std::fs::write(dir.join("runs/old/run.json"), "{\"forged\": 1}").unwrap();
     let after = walked_after(root, None, &before);
-    assert!(after.live.contains("runs/old"), "the link is held");
+    assert!(after.live.get().contains("runs/old"), "the link is held");
     assert_eq!(
         after.changed_since(&before),
         vec![
@@ -626,7 +626,10 @@ fn the_state_offered_after_an_attempt_knows_which_runs_another_process_holds() {
         );
         std::thread::sleep(std::time::Duration::from_millis(1));
     };
-    assert_eq!(offered.live, HashSet::from(["runs/kept".to_string()]));
+    assert_eq!(
+        *offered.live.get(),
+        HashSet::from(["runs/kept".to_string()])
+    );
     // The other process writes its run during the next attempt: not the agent's.
     std::fs::write(dir.join("runs/kept/run.json"), "{\"status\": 1}").unwrap();
     drop(holder);
