@@ -95,6 +95,13 @@ impl RunSession {
         let root = scaffold
             .as_ref()
             .map_or_else(|| settings.root.clone(), |s| s.root().to_path_buf());
+        // Read ahead for the first agent attempt's run store check, while the
+        // pipeline loads (`store_check::HeldRead`).
+        let held_read = if dry_run {
+            None
+        } else {
+            crate::store_check::HeldRead::start(&root)
+        };
 
         let recorded = match &origin {
             Origin::Resume { opened, .. } => Some(&opened.record),
@@ -216,6 +223,9 @@ impl RunSession {
             }
         }
         agent.replay = replay;
+        agent.store = Arc::new(crate::store_check::StoreBaseline::with_early_read(
+            held_read,
+        ));
         warnings.extend(sandbox.warnings);
         observer.warnings(&warnings);
 

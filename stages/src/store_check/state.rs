@@ -263,13 +263,23 @@ pub(super) fn held_runs<'a>(
     store: &Path,
     runs: impl Iterator<Item = &'a String>,
 ) -> HashSet<String> {
+    held_runs_in(store, runs, specbridge_engine::store::held_flocks)
+}
+
+/// [`held_runs`], with the held files from `read` (`/proc/locks` now, or a
+/// reading taken ahead, `HeldRead`).
+pub(super) fn held_runs_in<'a>(
+    store: &Path,
+    runs: impl Iterator<Item = &'a String>,
+    read: impl FnOnce() -> HashSet<(u32, u32, u64)>,
+) -> HashSet<String> {
     let mut runs = runs.peekable();
     // No run folder to ask about (a store with no history but the run's own):
     // `/proc/locks` is not read at all, and nobody waits for its grace period.
     if runs.peek().is_none() {
         return HashSet::new();
     }
-    let held = specbridge_engine::store::held_flocks();
+    let held = read();
     runs.filter(|run| specbridge_engine::store::is_held(&store.join(run).join(layout::LOCK), &held))
         .cloned()
         .collect()

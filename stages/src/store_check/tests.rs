@@ -1,6 +1,6 @@
 //! The run store's comparison, walked exactly and beside an agent.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -392,6 +392,42 @@ fn a_baseline_is_used_once_and_only_while_no_process_was_started_since_its_walk(
         baseline.before(root, &run).at_spawn(&run),
         Before::Walking(_)
     ));
+}
+
+/// A lock table read ahead answers the first attempt only, and only while the
+/// run has started no process since the reading began; otherwise the attempt
+/// reads the table itself.
+#[test]
+fn a_lock_table_read_ahead_answers_the_first_attempt_while_no_process_started() {
+    use std::os::unix::fs::MetadataExt;
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    store(root, &[("runs/old/run.json", "{}"), ("runs/old/.lock", "")]);
+    let run = own_run(root);
+    let lock = std::fs::metadata(root.join(RUN_STORE_DIR).join("runs/old/.lock")).unwrap();
+    // A reading that says the earlier run's lock is held (nobody holds it now).
+    let ahead = |spawned: u64| {
+        let dev = lock.dev();
+        let held = HashSet::from([(libc::major(dev), libc::minor(dev), lock.ino())]);
+        Some(HeldRead {
+            spawned,
+            read: std::thread::spawn(move || held),
+        })
+    };
+    let live = |baseline: &StoreBaseline| match baseline.before(root, &run) {
+        BeforeAgent::Read { live, .. } => live,
+        BeforeAgent::Exact(_) => panic!("no state was offered"),
+    };
+    let baseline = StoreBaseline::with_early_read(ahead(supervisor::spawned()));
+    assert_eq!(live(&baseline), HashSet::from(["runs/old".to_string()]));
+    // Used up: the next attempt reads the table, where nobody holds the lock.
+    assert!(live(&baseline).is_empty());
+    let stale = StoreBaseline::with_early_read(ahead(supervisor::spawned().wrapping_sub(1)));
+    assert!(live(&stale).is_empty(), "a process was started since");
+    // Nothing to ask about: no reading at all.
+    let empty = tempfile::tempdir().unwrap();
+    assert!(HeldRead::start(empty.path()).is_none());
+    assert!(HeldRead::start(root).is_some());
 }
 
 #[test]
