@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""One agent stage against a bare `claude -p`, timed in pairs from here
+(docs/performance.md): the same pipeline, argv, stdin and scripted model as
+benches/agent.sh, but each side started directly, with no shell and no `env`
+around it, so the ratio is not widened by their spread. Also prints
+specbridge's own time: its run less the CLI's `durationMs` in process.json.
+
+    benches/agent-pairs.py SPECBRIDGE CLAUDE SERVER [PAIRS]
+
+SERVER is the test kit's scripted-model-server (cargo build --release -p
+specbridge-testkit --bin scripted-model-server). Nothing leaves the machine: the
+CLI talks to the server on 127.0.0.1.
+"""
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+specbridge, claude, server = (os.path.realpath(a) for a in sys.argv[1:4])
+pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 12
+scratch = tempfile.mkdtemp()
+script = os.path.join(scratch, "script.json")
+with open(script, "w") as f:
+    json.dump([{"type": "structured_output", "input": {"summary": "s", "markdown": "# Notes\n"},
+                "repeat": "forever"}], f)
+port_file = os.path.join(scratch, "port")
+model = subprocess.Popen([server, "--script", script, "--port-file", port_file],
+                         stderr=subprocess.DEVNULL)
+try:
+    for _ in range(100):
+        if os.path.exists(port_file) and os.path.getsize(port_file):
+            break
+        time.sleep(0.05)
+    port = open(port_file).read().strip()
+    repo = os.path.join(scratch, "repo")
+    os.makedirs(os.path.join(repo, "prompts"))
+    git = lambda *a: subprocess.run(["git", "-C", repo, *a], check=True, stdout=subprocess.DEVNULL)
+    git("init", "-q")
+    git("config", "user.email", "bench@example.com")
+    git("config", "user.name", "bench")
+    open(os.path.join(repo, "prompts", "notes.md"), "w").write("Write short notes.\n")
+    open(os.path.join(repo, "specbridge.yaml"), "w").write(f"""version: 1
+name: bench-agent
+runner:
+  command: {claude}
+stages:
+  - id: notes
+    kind: generate
+    prompt: prompts/notes.md
+    output: {{ schema: builtin:document, document: notes.md }}
+""")
+    open(os.path.join(repo, ".gitignore"), "w").write("notes.md\n")
+    git("add", "-A")
+    git("commit", "-qm", "pipeline")
+    home = os.path.join(scratch, "home")
+    os.makedirs(home)
+    env = {"PATH": os.environ["PATH"], "HOME": home, "NO_COLOR": "1",
+           "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}", "ANTHROPIC_API_KEY": "sk-test",
+           "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+
+    def attempt_file(name):
+        return glob.glob(os.path.join(repo, ".specbridge/runs/*/stages/notes/attempt-001", name))[0]
+
+    def run_specbridge():
+        shutil.rmtree(os.path.join(repo, ".specbridge"), ignore_errors=True)
+        if os.path.exists(os.path.join(repo, "notes.md")):
+            os.remove(os.path.join(repo, "notes.md"))
+        t = time.perf_counter()
+        subprocess.run([specbridge, "run", "--json"], cwd=repo, env=env,
+                       stdout=subprocess.DEVNULL, check=True)
+        wall = (time.perf_counter() - t) * 1000
+        process = json.load(open(attempt_file("process.json")))
+        return wall, process["durationMs"], process["redactedArgv"], open(attempt_file("prompt.md"), "rb").read()
+
+    # The argv and stdin specbridge used (no secret is in them here); each bare
+    # call gets a fresh session id, as each run does.
+    _, _, argv, prompt = run_specbridge()
+
+    def run_bare():
+        a = list(argv)
+        a[a.index("--session-id") + 1] = str(uuid.uuid4())
+        t = time.perf_counter()
+        subprocess.run(a, cwd=repo, env=env, input=prompt, stdout=subprocess.DEVNULL, check=True)
+        return (time.perf_counter() - t) * 1000
+
+    walls, clis, bares = [], [], []
+    for _ in range(pairs):
+        wall, cli, _, _ = run_specbridge()
+        walls.append(wall)
+        clis.append(cli)
+        bares.append(run_bare())
+    m = statistics.median
+    own = m([w - c for w, c in zip(walls, clis)])
+    print(f"pairs: {pairs}; specbridge run {m(walls):.0f} ms, bare claude -p {m(bares):.0f} ms "
+          f"(medians): {m(walls) / m(bares):.3f}x; specbridge's own time {own:.0f} ms "
+          f"(run less the CLI's durationMs, median)")
+finally:
+    model.kill()
+    shutil.rmtree(scratch, ignore_errors=True)
