@@ -133,11 +133,18 @@ pub fn held_flocks() -> HashSet<(u32, u32, u64)> {
 /// Whether `path` itself (a symlink is not followed) is a file `held` lists, such
 /// as a run's `.lock` while another process works on the run.
 pub fn is_held(path: &Path, held: &HashSet<(u32, u32, u64)>) -> bool {
+    lock_key(path).is_some_and(|key| held.contains(&key))
+}
+
+/// How [`held_flocks`] names the file at `path` (a symlink is not followed):
+/// (major, minor, inode) of its device and inode; `None` for anything but a
+/// regular file.
+pub fn lock_key(path: &Path) -> Option<(u32, u32, u64)> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(path).is_ok_and(|m| {
-        let dev = m.dev();
-        m.is_file() && held.contains(&(libc::major(dev), libc::minor(dev), m.ino()))
-    })
+    let m = std::fs::symlink_metadata(path).ok()?;
+    let dev = m.dev();
+    m.is_file()
+        .then(|| (libc::major(dev), libc::minor(dev), m.ino()))
 }
 
 /// `1: FLOCK  ADVISORY  WRITE 4321 fd:01:123456 0 EOF`: the holder's pid and the

@@ -30,7 +30,7 @@ use specbridge_engine::store::RunHandle;
 use specbridge_engine::supervisor;
 
 pub use state::RunStoreState;
-use state::{held_runs_in, listed, run_of, Beside};
+use state::{held_runs, listed, run_of, Beside};
 
 /// The latest state of the store a run took after an attempt, and how many
 /// processes the run had started when that walk began ([`supervisor::spawned`]).
@@ -179,7 +179,7 @@ impl StoreBaseline {
                 .unwrap_or_else(specbridge_engine::store::held_flocks)
         };
         BeforeAgent::Read {
-            live: held_runs_in(&store, runs, read),
+            live: held_runs(&store, runs, read),
             listed,
             store,
         }

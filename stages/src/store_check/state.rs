@@ -147,7 +147,11 @@ impl RunStoreState {
     /// the walk ([`held_runs`]: slow where there is a run folder to ask about).
     pub(super) fn read_held(&self, store: &Path) {
         let runs = self.dirs.keys().filter(|k| run_of(k) == Some(k.as_str()));
-        self.live.set(held_runs(store, runs));
+        self.live.set(held_runs(
+            store,
+            runs,
+            specbridge_engine::store::held_flocks,
+        ));
     }
 
     /// The state of `store` walked while the agent may already run, with what
@@ -258,17 +262,9 @@ pub(super) fn listed(store: &Path, own: &str) -> HashSet<String> {
 }
 
 /// Those of the run folders `runs` (as `runs/<id>`) whose `.lock` a process
-/// holds now.
+/// holds, as `read` says: `store::held_flocks` now, or a reading taken ahead
+/// (`HeldRead`). Not read at all without a run folder to ask about.
 pub(super) fn held_runs<'a>(
-    store: &Path,
-    runs: impl Iterator<Item = &'a String>,
-) -> HashSet<String> {
-    held_runs_in(store, runs, specbridge_engine::store::held_flocks)
-}
-
-/// [`held_runs`], with the held files from `read` (`/proc/locks` now, or a
-/// reading taken ahead, `HeldRead`).
-pub(super) fn held_runs_in<'a>(
     store: &Path,
     runs: impl Iterator<Item = &'a String>,
     read: impl FnOnce() -> HashSet<(u32, u32, u64)>,

@@ -399,16 +399,15 @@ fn a_baseline_is_used_once_and_only_while_no_process_was_started_since_its_walk(
 /// reads the table itself.
 #[test]
 fn a_lock_table_read_ahead_answers_the_first_attempt_while_no_process_started() {
-    use std::os::unix::fs::MetadataExt;
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
     store(root, &[("runs/old/run.json", "{}"), ("runs/old/.lock", "")]);
     let run = own_run(root);
-    let lock = std::fs::metadata(root.join(RUN_STORE_DIR).join("runs/old/.lock")).unwrap();
+    let lock = root.join(RUN_STORE_DIR).join("runs/old/.lock");
+    let lock = specbridge_engine::store::lock_key(&lock).unwrap();
     // A reading that says the earlier run's lock is held (nobody holds it now).
     let ahead = |spawned: u64| {
-        let dev = lock.dev();
-        let held = HashSet::from([(libc::major(dev), libc::minor(dev), lock.ino())]);
+        let held = HashSet::from([lock]);
         Some(HeldRead {
             spawned,
             read: std::thread::spawn(move || held),
@@ -614,23 +613,32 @@ fn the_walk_after_an_attempt_takes_listings_from_a_complete_before_and_never_wai
     let check = StoreCheck::start(root, &run, walking, Arc::clone(&baseline));
     // The walk after the attempt ends (and offers its state) while the one
     // before it is still held.
-    let waited = std::time::Instant::now();
-    let offered = loop {
-        if let Some(taken) = baseline.lock().as_ref() {
-            break Arc::clone(&taken.state);
-        }
-        assert!(
-            waited.elapsed() < std::time::Duration::from_secs(30),
-            "the walk after the attempt waited for the walk before it"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    };
+    let offered = offered(
+        &baseline,
+        "the walk after the attempt waited for the walk before it",
+    );
     assert_eq!(
         offered.files,
         RunStoreState::exact(&dir, Some(run.dir()), None, None).files
     );
     release.send(()).unwrap();
     assert_eq!(check.changed(), expected);
+}
+
+/// The state offered to the next attempt, waited for up to 30 s (`never` says
+/// what it means that none came).
+fn offered(baseline: &StoreBaseline, never: &str) -> Arc<RunStoreState> {
+    let waited = std::time::Instant::now();
+    loop {
+        if let Some(taken) = baseline.lock().as_ref() {
+            return Arc::clone(&taken.state);
+        }
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(30),
+            "{never}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 /// The stage has the comparison before the held run folders are read; the state
@@ -651,17 +659,7 @@ fn the_state_offered_after_an_attempt_knows_which_runs_another_process_holds() {
     let complete = Before::Exact(Arc::new(before));
     let check = StoreCheck::start(root, &run, complete, Arc::clone(&baseline));
     assert_eq!(check.changed(), vec![".specbridge/runs/old/run.json"]);
-    let waited = std::time::Instant::now();
-    let offered = loop {
-        if let Some(taken) = baseline.lock().as_ref() {
-            break Arc::clone(&taken.state);
-        }
-        assert!(
-            waited.elapsed() < std::time::Duration::from_secs(30),
-            "no state was offered"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    };
+    let offered = offered(&baseline, "no state was offered");
     assert_eq!(
         *offered.live.get(),
         HashSet::from(["runs/kept".to_string()])
