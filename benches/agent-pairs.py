@@ -5,11 +5,13 @@ benches/agent.sh, but each side started directly, with no shell and no `env`
 around it, so the ratio is not widened by their spread. Also prints
 specbridge's own time: its run less the CLI's `durationMs` in process.json.
 
-    benches/agent-pairs.py SPECBRIDGE CLAUDE SERVER [PAIRS]
+    benches/agent-pairs.py SPECBRIDGE CLAUDE SERVER [PAIRS] [OLD_SPECBRIDGE]
 
 SERVER is the test kit's scripted-model-server (cargo build --release -p
-specbridge-testkit --bin scripted-model-server). Nothing leaves the machine: the
-CLI talks to the server on 127.0.0.1.
+specbridge-testkit --bin scripted-model-server). With OLD_SPECBRIDGE, an older
+build runs in every round too, the three in a rotating order, and both builds'
+ratios and own times are printed. Nothing leaves the machine: the CLI talks to
+the server on 127.0.0.1.
 """
 import glob
 import json
@@ -24,6 +26,7 @@ import uuid
 
 specbridge, claude, server = (os.path.realpath(a) for a in sys.argv[1:4])
 pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 12
+old = os.path.realpath(sys.argv[5]) if len(sys.argv) > 5 else None
 scratch = tempfile.mkdtemp()
 script = os.path.join(scratch, "script.json")
 with open(script, "w") as f:
@@ -68,12 +71,12 @@ stages:
     def attempt_file(name):
         return glob.glob(os.path.join(repo, ".specbridge/runs/*/stages/notes/attempt-001", name))[0]
 
-    def run_specbridge():
+    def run_specbridge(build=None):
         shutil.rmtree(os.path.join(repo, ".specbridge"), ignore_errors=True)
         if os.path.exists(os.path.join(repo, "notes.md")):
             os.remove(os.path.join(repo, "notes.md"))
         t = time.perf_counter()
-        subprocess.run([specbridge, "run", "--json"], cwd=repo, env=env,
+        subprocess.run([build or specbridge, "run", "--json"], cwd=repo, env=env,
                        stdout=subprocess.DEVNULL, check=True)
         wall = (time.perf_counter() - t) * 1000
         process = json.load(open(attempt_file("process.json")))
@@ -90,17 +93,26 @@ stages:
         subprocess.run(a, cwd=repo, env=env, input=prompt, stdout=subprocess.DEVNULL, check=True)
         return (time.perf_counter() - t) * 1000
 
-    walls, clis, bares = [], [], []
-    for _ in range(pairs):
-        wall, cli, _, _ = run_specbridge()
-        walls.append(wall)
-        clis.append(cli)
-        bares.append(run_bare())
+    builds = [specbridge] + ([old] if old else [])
+    walls = {b: [] for b in builds}
+    clis = {b: [] for b in builds}
+    bares = []
+    for i in range(pairs):
+        sides = builds + [None]
+        for side in sides[i % len(sides):] + sides[:i % len(sides)]:
+            if side is None:
+                bares.append(run_bare())
+                continue
+            wall, cli, _, _ = run_specbridge(side)
+            walls[side].append(wall)
+            clis[side].append(cli)
     m = statistics.median
-    own = m([w - c for w, c in zip(walls, clis)])
-    print(f"pairs: {pairs}; specbridge run {m(walls):.0f} ms, bare claude -p {m(bares):.0f} ms "
-          f"(medians): {m(walls) / m(bares):.3f}x; specbridge's own time {own:.0f} ms "
-          f"(run less the CLI's durationMs, median)")
+    for b in builds:
+        own = m([w - c for w, c in zip(walls[b], clis[b])])
+        label = "" if not old else (" (new)" if b == specbridge else " (old)")
+        print(f"pairs: {pairs}; specbridge{label} run {m(walls[b]):.0f} ms, bare claude -p "
+              f"{m(bares):.0f} ms (medians): {m(walls[b]) / m(bares):.3f}x; specbridge's own "
+              f"time {own:.0f} ms (run less the CLI's durationMs, median)")
 finally:
     model.kill()
     shutil.rmtree(scratch, ignore_errors=True)

@@ -125,8 +125,8 @@ fn read_only_evidence(
         findings,
         claims: None,
     };
-    // Queued with the attempt's other records: written with the output and its
-    // `document-written` event, or with the `stage.json` that ends the stage.
+    // Queued with the attempt's other records: written with the output, its
+    // `document-written` event and the `stage.json` that ends the stage.
     run.defer_json(&layout::in_attempt(attempt_rel, attempt::EVIDENCE), &record)
         .map_err(StageError::record(attempt::EVIDENCE))?;
     Ok(violations)
@@ -149,8 +149,8 @@ fn accept_output(
     // An unsafe or duplicate item id fails this stage, before any instance exists.
     crate::fanout::check_consumers(&a.ctx.pipeline, node_id, &output)?;
     let rel = layout::output_rel(node_id);
-    // Queued: written with the `document-written` event (or the stage's end);
-    // downstream stages read it only after the scheduler's flush.
+    // Queued: written with the stage's end; downstream stages read it only
+    // after the scheduler's flush.
     let sha = run
         .defer_json(&rel, &output)
         .map_err(StageError::record(&rel))?;
@@ -186,7 +186,10 @@ fn accept_output(
             source,
         }
     })?;
-    run.event(RunEvent::DocumentWritten(DocumentWritten {
+    // Queued behind the attempt's records, and written with them and the
+    // `stage.json` that ends the stage, in one batch (docs/run-directory.md):
+    // the scheduler flushes it before any stage that needs this one starts.
+    run.defer_event(RunEvent::DocumentWritten(DocumentWritten {
         stage: node_id.to_string(),
         path: doc.clone(),
         sha256: sha.clone(),

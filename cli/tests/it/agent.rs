@@ -88,6 +88,37 @@ fn run_scenario(ctx: &TestContext, status: &str, exit: i32) -> Value {
     stage
 }
 
+/// The document's event rides with the stage's end (docs/run-directory.md,
+/// "Writing rules"): it names the bytes in the repository, follows the
+/// `output.json` it was taken from, and comes before `stage-finished`.
+#[test]
+fn the_document_is_announced_after_its_output_and_before_the_stage_ends() {
+    let ctx = generate_ctx("success");
+    run_scenario(&ctx, "succeeded", 0);
+    let events = std::fs::read_to_string(ctx.only_run_dir().join("events.jsonl")).unwrap();
+    let events: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = |what: &dyn Fn(&Value) -> bool| {
+        let found: Vec<usize> = (0..events.len()).filter(|&i| what(&events[i])).collect();
+        assert_eq!(found.len(), 1, "{found:?} in {events:#?}");
+        found[0]
+    };
+    let output =
+        at(&|e| e["type"] == "record-written" && e["path"] == "stages/requirements/output.json");
+    let document = at(&|e| e["type"] == "document-written");
+    let finished = at(&|e| e["type"] == "stage-finished" && e["stage"] == "requirements");
+    assert!(output < document && document < finished, "{events:#?}");
+    assert_eq!(events[document]["path"], "docs/requirements.md");
+    assert_eq!(
+        events[document]["sha256"],
+        specbridge_engine::store::sha256_hex(ctx.read("docs/requirements.md").as_bytes())
+    );
+    let audit = ctx.run(&["runs", "audit", "latest"]);
+    assert_eq!(audit.code, 0, "{}", audit.snapshot());
+}
+
 #[test]
 fn success_writes_the_output_and_the_document() {
     let ctx = generate_ctx("success");

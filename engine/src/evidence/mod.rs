@@ -26,7 +26,7 @@ pub use protect::{ProtectedPaths, ProtectedRule, ProtectionReason, Violation, Vi
 pub use record::{
     record_schemas, ChangeCounts, Claims, EvidenceKind, EvidenceRecord, VerificationSummary,
 };
-pub use repository::{repository_paths, RepositoryPaths};
+pub use repository::{ask_ahead, repository_paths, RepositoryPaths};
 pub use secrets::{secrets_in_change, EvidenceFinding, SECRET_IN_CHANGE};
 pub use snapshot::{require_clean_start, EntryKind, GitSnapshot, PathState, PathStatus};
 pub use status::{generate_violations, judge, EvidenceInput, EvidenceVerdict, VerificationResult};

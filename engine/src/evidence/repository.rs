@@ -36,17 +36,56 @@ const ARGS: &[&str] = &[
 /// The repository paths of `root`, from git the first time they are asked for
 /// `root` in this process. Failures are not remembered: outside a repository
 /// (or without git) every call asks again and fails again.
+///
+/// A call made while another is asking git about the same root waits for that
+/// answer instead of starting a second git ([`ask_ahead`]).
 pub fn repository_paths(root: &Path) -> Result<Arc<RepositoryPaths>, EvidenceError> {
-    static KNOWN: Mutex<BTreeMap<PathBuf, Arc<RepositoryPaths>>> = Mutex::new(BTreeMap::new());
-    let known = || KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(paths) = known().get(root) {
+    remembered(root, |root| {
+        let git = Git::new(root);
+        let out = git.run(ARGS)?;
+        parse(root, &out).map_err(|d| git.bad_output(ARGS, d))
+    })
+}
+
+/// `root`'s remembered paths, else what `ask` finds, remembered when found.
+fn remembered(
+    root: &Path,
+    ask: impl FnOnce(&Path) -> Result<RepositoryPaths, EvidenceError>,
+) -> Result<Arc<RepositoryPaths>, EvidenceError> {
+    let slot = slot_of(root);
+    let mut known = slot.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(paths) = known.as_ref() {
         return Ok(Arc::clone(paths));
     }
-    let git = Git::new(root);
-    let out = git.run(ARGS)?;
-    let paths = Arc::new(parse(root, &out).map_err(|d| git.bad_output(ARGS, d))?);
-    known().insert(root.to_path_buf(), Arc::clone(&paths));
+    let paths = Arc::new(ask(root)?);
+    *known = Some(Arc::clone(&paths));
     Ok(paths)
+}
+
+/// Asks git for `root`'s paths on a thread of its own, so that the first caller
+/// finds them known (or waits for less). A run starts this before loading its
+/// pipeline: its preflight, its run store and every snapshot need the answer,
+/// and the `git rev-parse` (about 1.5-2.5 ms) was otherwise waited for between
+/// the load and detection. What it finds is what the first call would have
+/// found; a failure is not remembered, so the caller that needs the answer
+/// asks again and reports the error itself.
+pub fn ask_ahead(root: &Path) {
+    let root = root.to_path_buf();
+    // Best effort: a refused thread leaves the first caller to ask, as before.
+    let _ = std::thread::Builder::new()
+        .name("specbridge-repo".into())
+        .spawn(move || {
+            let _ = repository_paths(&root);
+        });
+}
+
+/// The one slot per root that remembers its paths; its lock is held while git
+/// is asked.
+fn slot_of(root: &Path) -> Arc<Mutex<Option<Arc<RepositoryPaths>>>> {
+    type Slots = BTreeMap<PathBuf, Arc<Mutex<Option<Arc<RepositoryPaths>>>>>;
+    static SLOTS: Mutex<Slots> = Mutex::new(BTreeMap::new());
+    let mut slots = SLOTS.lock().unwrap_or_else(PoisonError::into_inner);
+    Arc::clone(slots.entry(root.to_path_buf()).or_default())
 }
 
 /// Three lines; the relative ones are relative to `root`, where git ran.
@@ -98,6 +137,69 @@ mod tests {
         ] {
             assert!(parse(Path::new("/r"), bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_caller_while_git_is_asked_waits_for_that_answer() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Barrier;
+        let root = Path::new("/specbridge-test/asked-once");
+        let asked = AtomicUsize::new(0);
+        let barrier = Barrier::new(2);
+        let ask = |root: &Path| {
+            asked.fetch_add(1, Ordering::SeqCst);
+            // The other caller starts while this one is asking.
+            barrier.wait();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            Ok(parse(root, b"/r\n.git\n.git/info/exclude\n").unwrap())
+        };
+        let (first, second) = std::thread::scope(|s| {
+            let first = s.spawn(|| remembered(root, ask).unwrap());
+            barrier.wait();
+            let second = remembered(root, |root| {
+                asked.fetch_add(1, Ordering::SeqCst);
+                Ok(parse(root, b"/other\n.git\n.git/info/exclude\n").unwrap())
+            })
+            .unwrap();
+            (first.join().unwrap(), second)
+        });
+        assert_eq!(asked.load(Ordering::SeqCst), 1, "git asked twice");
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(second.top, Path::new("/r"));
+    }
+
+    #[test]
+    fn a_failed_ask_is_not_remembered() {
+        let root = Path::new("/specbridge-test/failed-once");
+        let failed = remembered(root, |root| {
+            Err(EvidenceError::GitSpawn {
+                args: "rev-parse".into(),
+                root: root.to_path_buf(),
+                source: std::io::Error::other("no git"),
+            })
+        });
+        assert!(failed.is_err());
+        let found = remembered(root, |root| {
+            Ok(parse(root, b"/f\n.git\n.git/info/exclude\n").unwrap())
+        });
+        assert_eq!(found.unwrap().top, Path::new("/f"));
+    }
+
+    #[test]
+    fn asked_ahead_the_answer_is_the_one_a_later_call_gets() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let init = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(root)
+            .status()
+            .unwrap();
+        assert!(init.success());
+        ask_ahead(root);
+        let paths = repository_paths(root).unwrap();
+        assert_eq!(paths.exclude_file, root.join(".git/info/exclude"));
+        std::fs::remove_dir_all(root.join(".git")).unwrap();
+        assert!(Arc::ptr_eq(&paths, &repository_paths(root).unwrap()));
     }
 
     #[test]

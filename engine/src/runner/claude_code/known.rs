@@ -13,6 +13,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use super::capabilities::Capabilities;
 use super::help::HelpText;
@@ -39,11 +40,36 @@ pub const KNOWN: &[&str] = &["2.1.332"];
 /// The capabilities the `--help` of a known version lists, as a probe would
 /// detect them (compared with the installed CLI by the real-CLI tier).
 pub fn capabilities(version: &str) -> Option<Capabilities> {
-    let (_, help) = HELP.iter().find(|(v, _)| *v == version)?;
-    Some(Capabilities::detect(
-        Some(version.to_string()),
-        &HelpText::parse(help),
-    ))
+    parsed()
+        .iter()
+        .find(|(v, _)| *v == version)
+        .map(|(_, caps)| caps.clone())
+}
+
+/// Every built-in version's capabilities, read from its help once a process.
+/// The parser's patterns compile on first use, which made a run's detection
+/// about 2 ms; [`warm_up`] has that done beside the pipeline's loading.
+fn parsed() -> &'static [(&'static str, Capabilities)] {
+    static PARSED: OnceLock<Vec<(&'static str, Capabilities)>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        HELP.iter()
+            .map(|(version, help)| {
+                let caps = Capabilities::detect(Some(version.to_string()), &HelpText::parse(help));
+                (*version, caps)
+            })
+            .collect()
+    })
+}
+
+/// Reads the built-in capabilities on a thread of its own, so that detection
+/// finds them read (or waits for less). Best effort: a refused thread leaves
+/// detection to read them, as before.
+pub fn warm_up() {
+    let _ = std::thread::Builder::new()
+        .name("specbridge-known".into())
+        .spawn(|| {
+            parsed();
+        });
 }
 
 /// The version of the installed package whose declared `claude` executable is
