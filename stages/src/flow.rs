@@ -107,15 +107,31 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // The snapshot reads the working tree, the run store's "before" reads the top
     // of `.specbridge/` (its walk goes on beside the agent) and `prepare` reads
     // the stage's inputs: none of them writes, so they run side by side and the
-    // waits for git and for the file system are hidden.
-    let ((before, store_before), prepared) = beside(
+    // waits for git and for the file system are hidden. What the scheduler
+    // queued to start the stage (its `running` record and `stage-started`; for
+    // the run's first stage, the run's first records) is written beside them
+    // too, rather than with the prompt and request after the snapshot: the
+    // records the agent's spawn then waits for are fewer, and on a disk whose
+    // syncs barely overlap each one costs its own wait. Nothing read here is
+    // among those records, and no process of the stage starts before they are
+    // on disk: the batch after the snapshot is written after this one. A failed
+    // write stops the run's records (`store/fault.rs`), so the attempt's next
+    // write reports it, as it would have reported it here.
+    let ((before, store_before), ((), prepared)) = beside(
         || {
             beside(
                 || snapshot(&a.ctx.root),
                 || a.agent.store.before(&a.ctx.root, a.run()),
             )
         },
-        || prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION),
+        || {
+            beside(
+                || {
+                    let _ = a.run().flush();
+                },
+                || prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION),
+            )
+        },
     );
     let p = match prepared {
         Ok(p) => p,
