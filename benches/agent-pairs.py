@@ -9,13 +9,14 @@ specbridge's own time: its run less the CLI's `durationMs` in process.json.
 
 SERVER is the test kit's scripted-model-server (cargo build --release -p
 specbridge-testkit --bin scripted-model-server). With OLD_SPECBRIDGE, an older
-build runs in every round too, the three in a rotating order, and both builds'
+build runs in every round too, the three in a random order, and both builds'
 ratios and own times are printed. Nothing leaves the machine: the CLI talks to
 the server on 127.0.0.1.
 """
 import glob
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -97,9 +98,14 @@ stages:
     walls = {b: [] for b in builds}
     clis = {b: [] for b in builds}
     bares = []
-    for i in range(pairs):
+    # A random order each round (seeded, so a rerun takes the same orders): in a
+    # fixed rotation each side always follows the same other side, and the run
+    # right after a CLI run was seen to be slower, whoever made it.
+    order = random.Random(0)
+    for _ in range(pairs):
         sides = builds + [None]
-        for side in sides[i % len(sides):] + sides[:i % len(sides)]:
+        order.shuffle(sides)
+        for side in sides:
             if side is None:
                 bares.append(run_bare())
                 continue

@@ -97,17 +97,15 @@ impl RunSession {
             .map_or_else(|| settings.root.clone(), |s| s.root().to_path_buf());
         // Asked ahead, each on a thread of its own, while the pipeline loads
         // (docs/performance.md): the lock table for the first agent attempt's
-        // run store check (`store_check::HeldRead`), the repository's paths for
-        // the preflight, the run store and the snapshots, and the built-in
-        // runner capabilities for detection. Each only reads, and what each
-        // finds is what the step that needs it would have found.
+        // run store check (`store_check::HeldRead`), and the repository's paths
+        // for the preflight, the run store and the snapshots. Each only reads,
+        // and what each finds is what the step that needs it would have found.
         let held_read = if dry_run {
             None
         } else {
             specbridge_engine::evidence::ask_ahead(&root);
             crate::store_check::HeldRead::start(&root)
         };
-        specbridge_engine::runner::claude_code::known::warm_up();
 
         let recorded = match &origin {
             Origin::Resume { opened, .. } => Some(&opened.record),

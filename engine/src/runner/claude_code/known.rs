@@ -5,18 +5,17 @@
 //! 2.1.332), and the detection cache lives in the user's cache folder, so every
 //! run in a fresh `HOME` (CI) would pay them. An npm install of
 //! `@anthropic-ai/claude-code` says its version in its `package.json`, next to the
-//! executable it declares; for a version in [`KNOWN`] the capabilities are read
-//! from its captured `--help` (built into the binary) by the probe's own parser,
-//! and the real-CLI tests compare them with the installed CLI's `--help`. Anything
-//! else — a wrapper script, another package, an unknown version, a package whose
-//! native binary was not installed — is probed as before.
+//! executable it declares; for a version in [`KNOWN`] the capabilities are the
+//! ones the probe's own parser reads from its captured `--help` (built into the
+//! binary as JSON), and the real-CLI tests compare them with the installed CLI's
+//! `--help`. Anything else — a wrapper script, another package, an unknown
+//! version, a package whose native binary was not installed — is probed as before.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::capabilities::Capabilities;
-use super::help::HelpText;
 
 /// The npm package whose `package.json` is trusted for the version.
 pub const PACKAGE: &str = "@anthropic-ai/claude-code";
@@ -25,13 +24,14 @@ pub const PACKAGE: &str = "@anthropic-ai/claude-code";
 /// (`<package>/bin/claude.exe`, `<package>/cli.js`).
 const MAX_DEPTH: usize = 3;
 
-/// The versions whose capabilities are built in, newest first, each with the
-/// `--help` it prints (captured from the real CLI; FACTS.md). Their capabilities
-/// are read from that text by the parser a probe uses, so a built-in detection
-/// and a probe of the same CLI cannot differ.
-const HELP: &[(&str, &str)] = &[(
+/// The versions whose capabilities are built in, newest first, each with what
+/// the parser a probe uses reads from its captured `--help` (FACTS.md), kept as
+/// JSON beside that help. Reading the help at run time compiled the parser's
+/// patterns (about 2 ms of every run); the test below parses the captured help
+/// and compares, so the JSON and a probe of the same CLI cannot differ.
+const BUILT_IN: &[(&str, &str)] = &[(
     "2.1.332",
-    include_str!("../../../../testkit/fixtures/claude-code/versions/2.1.332/help.txt"),
+    include_str!("../../../../testkit/fixtures/claude-code/versions/2.1.332/capabilities.json"),
 )];
 
 /// The versions whose capabilities are built in, newest first.
@@ -46,30 +46,18 @@ pub fn capabilities(version: &str) -> Option<Capabilities> {
         .map(|(_, caps)| caps.clone())
 }
 
-/// Every built-in version's capabilities, read from its help once a process.
-/// The parser's patterns compile on first use, which made a run's detection
-/// about 2 ms; [`warm_up`] has that done beside the pipeline's loading.
+/// Every built-in version's capabilities, read once a process.
 fn parsed() -> &'static [(&'static str, Capabilities)] {
     static PARSED: OnceLock<Vec<(&'static str, Capabilities)>> = OnceLock::new();
     PARSED.get_or_init(|| {
-        HELP.iter()
-            .map(|(version, help)| {
-                let caps = Capabilities::detect(Some(version.to_string()), &HelpText::parse(help));
+        BUILT_IN
+            .iter()
+            .map(|(version, json)| {
+                let caps = serde_json::from_str(json).expect("built-in capabilities are valid");
                 (*version, caps)
             })
             .collect()
     })
-}
-
-/// Reads the built-in capabilities on a thread of its own, so that detection
-/// finds them read (or waits for less). Best effort: a refused thread leaves
-/// detection to read them, as before.
-pub fn warm_up() {
-    let _ = std::thread::Builder::new()
-        .name("specbridge-known".into())
-        .spawn(|| {
-            parsed();
-        });
 }
 
 /// The version of the installed package whose declared `claude` executable is
@@ -130,21 +118,41 @@ mod tests {
     use super::*;
     use crate::runner::claude_code::fixtures::{captured, CAPTURED_VERSIONS};
 
+    /// The built-in JSON is what the probe's parser reads from the captured
+    /// `--help` (and the real-CLI tier compares it with the installed CLI's).
+    /// After capturing a new version, `SPECBRIDGE_BLESS=1` writes its JSON.
     #[test]
     fn the_built_in_table_is_what_the_captured_help_lists() {
         assert_eq!(
             KNOWN.to_vec(),
-            HELP.iter().map(|(v, _)| *v).collect::<Vec<_>>(),
-            "every known version has its help"
+            BUILT_IN.iter().map(|(v, _)| *v).collect::<Vec<_>>(),
+            "every known version has its capabilities"
         );
         for version in KNOWN {
             assert!(
                 CAPTURED_VERSIONS.contains(version),
                 "{version} not captured"
             );
-            assert_eq!(capabilities(version).as_ref(), Some(&captured(version)));
+            let from_help = captured(version);
+            if std::env::var_os("SPECBRIDGE_BLESS").is_some() {
+                let path = format!(
+                    "{}/../testkit/fixtures/claude-code/versions/{version}/capabilities.json",
+                    env!("CARGO_MANIFEST_DIR")
+                );
+                let json = serde_json::to_string_pretty(&from_help).unwrap() + "\n";
+                std::fs::write(path, json).unwrap();
+                continue;
+            }
+            assert_eq!(
+                capabilities(version).as_ref(),
+                Some(&from_help),
+                "the built-in capabilities of {version} differ from its captured --help; \
+                 rerun this test with SPECBRIDGE_BLESS=1"
+            );
         }
-        assert_eq!(capabilities("2.1.331"), None);
+        if std::env::var_os("SPECBRIDGE_BLESS").is_none() {
+            assert_eq!(capabilities("2.1.331"), None);
+        }
     }
 
     /// A fake install: `<dir>/node_modules/@anthropic-ai/claude-code/bin/claude.exe`
