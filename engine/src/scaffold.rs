@@ -91,7 +91,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), ScaffoldError> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<(), ScaffoldError> {
-    let out = Command::new("git")
+    let out = Command::new(crate::evidence::git_program())
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -129,13 +129,13 @@ mod tests {
         );
         assert!(!dir.join("target").exists());
         assert!(!dir.join(".specbridge").exists());
-        let status = Command::new("git")
+        let status = Command::new(crate::evidence::git_program())
             .args(["status", "--porcelain"])
             .current_dir(&dir)
             .output()
             .unwrap();
         assert!(status.stdout.is_empty(), "the scaffold starts clean");
-        let log = Command::new("git")
+        let log = Command::new(crate::evidence::git_program())
             .args(["log", "--oneline"])
             .current_dir(&dir)
             .output()

@@ -249,7 +249,10 @@ pub(crate) fn working_tree_object(root: &Path, before: &GitSnapshot) -> Option<S
     let tmp = tempfile::tempdir().ok()?;
     let index = tmp.path().join("index");
     let git = |args: &[&str]| {
-        let out = Command::new("git")
+        // As evidence runs git (`evidence/git.rs`): no fsmonitor hook, a command
+        // the agent could have configured, runs on specbridge's behalf.
+        let out = Command::new(specbridge_engine::evidence::git_program())
+            .args(["-c", "core.fsmonitor=false"])
             .args(args)
             .current_dir(root)
             .env("GIT_INDEX_FILE", &index)
@@ -261,7 +264,7 @@ pub(crate) fn working_tree_object(root: &Path, before: &GitSnapshot) -> Option<S
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     };
     // A copy of the user's index keeps git's stat cache: only changed files are hashed.
-    let real = Command::new("git")
+    let real = Command::new(specbridge_engine::evidence::git_program())
         .args(["rev-parse", "--git-path", "index"])
         .current_dir(root)
         .output()

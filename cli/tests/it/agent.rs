@@ -608,3 +608,24 @@ fn canary_secrets_never_reach_the_run_folder() {
         assert!(!text.contains(CANARY_ANTHROPIC) && !text.contains(CANARY_ARGS));
     }
 }
+
+/// `PATH` may name the repository (`.`, an empty entry): the git that specbridge
+/// runs for its evidence is never one found there, which an agent could write.
+#[test]
+fn a_git_planted_in_the_repository_is_never_run() {
+    let mut ctx = generate_ctx("success");
+    ctx.write(
+        "git",
+        "#!/bin/sh\ntouch \"$PWD/planted-git-ran\"\nexec /bin/false\n",
+    );
+    std::fs::set_permissions(
+        ctx.path("git"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    ctx.commit_all("a git of the repository's own");
+    let path = format!(".::{}", std::env::var("PATH").unwrap_or_default());
+    ctx.set_env("PATH", &path);
+    run_scenario(&ctx, "succeeded", 0);
+    assert!(!ctx.path("planted-git-ran").exists());
+}

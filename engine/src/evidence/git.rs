@@ -1,10 +1,44 @@
 //! Running git for evidence: argv arrays, never a shell, always in the repository root.
 
 use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
 
 use super::EvidenceError;
+
+/// The git specbridge runs, found in `PATH` once a process.
+///
+/// Given the bare name, the child searches `PATH` itself, one failed `execve` for
+/// every folder before git's: behind a version manager's shims and tool folders
+/// (a dozen entries is common) that was about 1 ms of each git call, and an agent
+/// stage makes three to five. Only absolute folders are searched: a relative
+/// entry (`.`, or an empty one) would find a `git` inside the repository, which
+/// an agent may have written. When no folder holds an executable `git`, the bare
+/// name is returned, so the spawn fails and reports it as it did before.
+pub fn program() -> &'static OsStr {
+    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+    PROGRAM
+        .get_or_init(|| {
+            std::env::var_os("PATH")
+                .and_then(|path| find_in(&path))
+                .unwrap_or_else(|| PathBuf::from("git"))
+        })
+        .as_os_str()
+}
+
+/// The first `git` in the absolute folders of `path` that is a file someone may
+/// execute (as `execvp` takes it; a folder or an unexecutable file is passed over).
+fn find_in(path: &OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("git"))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
 
 pub(crate) struct Git<'a> {
     root: &'a Path,
@@ -30,7 +64,7 @@ impl<'a> Git<'a> {
     }
 
     pub(crate) fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
-        let mut cmd = Command::new("git");
+        let mut cmd = Command::new(program());
         cmd.current_dir(self.root)
             // Raw UTF-8 names in output; no fsmonitor hook (a command the agent could
             // have configured) runs on our behalf.
@@ -94,4 +128,61 @@ fn describe<S: AsRef<OsStr>>(args: &[S]) -> String {
         .filter(|a| !a.starts_with(":("))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn executable(path: &Path, mode: u32) {
+        std::fs::write(path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn git_is_the_first_executable_file_in_an_absolute_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let [folder, plain, runnable, later] = ["folder", "plain", "runnable", "later"].map(|d| {
+            let d = dir.path().join(d);
+            std::fs::create_dir(&d).unwrap();
+            d
+        });
+        std::fs::create_dir(folder.join("git")).unwrap();
+        executable(&plain.join("git"), 0o644);
+        executable(&runnable.join("git"), 0o755);
+        executable(&later.join("git"), 0o755);
+        let path = std::env::join_paths([&folder, &plain, &runnable, &later]).unwrap();
+        assert_eq!(find_in(&path), Some(runnable.join("git")));
+    }
+
+    #[test]
+    fn a_relative_folder_is_never_searched() {
+        // A `git` in the folder git would run in (the repository) or below it.
+        let dir = tempfile::tempdir().unwrap();
+        executable(&dir.path().join("git"), 0o755);
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        executable(&dir.path().join("bin/git"), 0o755);
+        let cwd = std::env::current_dir().unwrap();
+        let rel = pathdiff(dir.path(), &cwd);
+        for path in [".", "", "bin", rel.to_str().unwrap()] {
+            assert_eq!(find_in(OsStr::new(path)), None, "PATH={path:?}");
+        }
+    }
+
+    /// `to` relative to `from` (both absolute), through `..` as needed.
+    fn pathdiff(to: &Path, from: &Path) -> PathBuf {
+        let mut rel = PathBuf::new();
+        for _ in from.components().skip(1) {
+            rel.push("..");
+        }
+        rel.join(to.strip_prefix("/").unwrap())
+    }
+
+    #[test]
+    fn the_git_found_is_the_one_a_spawn_runs() {
+        let git = Path::new(program());
+        assert!(git.is_absolute(), "git is on this machine's PATH: {git:?}");
+        let out = Command::new(git).arg("--version").output().unwrap();
+        assert!(out.status.success());
+    }
 }

@@ -263,7 +263,7 @@ impl RecordedAttempt {
             message,
         };
         for check in [true, false] {
-            let mut cmd = Command::new("git");
+            let mut cmd = Command::new(crate::evidence::git_program());
             cmd.args([
                 "-c",
                 "core.fsmonitor=false",
