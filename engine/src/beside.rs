@@ -1,10 +1,11 @@
 //! Two pieces of work at once, on two cores, with nothing to lose on one.
 //!
-//! Validation, the audit and an agent attempt's start each have passes that read
-//! the same input and none of each other's results. [`beside`] runs one on a scoped thread while the
-//! caller's thread runs the other. A machine that will not give a thread (a
-//! process limit reached) gets the same results one after the other: a missing
-//! thread is never an error, and never a panic.
+//! Validation, the audit, an agent attempt's start and an invocation's end each
+//! have passes that read the same input and none of each other's results.
+//! [`beside`] runs one on a scoped thread while the caller's thread runs the
+//! other. A machine that will not give a thread (a process limit reached) gets
+//! the same results one after the other: a missing thread is never an error, and
+//! never a panic.
 
 use std::sync::Mutex;
 use std::thread;

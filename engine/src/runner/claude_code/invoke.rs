@@ -364,7 +364,14 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     };
 
     let fallback = observer.fallback.take();
-    finish(&spec, attempt_rel, record, observer.state, fallback)
+    // The CLI's temporary folder is removed while the outcome is read: nothing
+    // reads the folder (the agent's group has ended), and its removal took as
+    // long as the reading, on the path to the after-snapshot.
+    let ((), outcome) = crate::beside::beside(
+        move || drop(private_tmp),
+        || finish(&spec, attempt_rel, record, observer.state, fallback),
+    );
+    outcome
 }
 
 /// Everything after the process (or its playback) ended: the logs kept redacted,
