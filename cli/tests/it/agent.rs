@@ -628,4 +628,18 @@ fn a_git_planted_in_the_repository_is_never_run() {
     ctx.set_env("PATH", &path);
     run_scenario(&ctx, "succeeded", 0);
     assert!(!ctx.path("planted-git-ran").exists());
+
+    // With no git in an absolute folder, none runs: the run is refused for want
+    // of git, as without any.
+    std::fs::remove_dir_all(ctx.path(".specbridge")).unwrap();
+    ctx.set_env("PATH", ".:");
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 2, "{}", out.snapshot());
+    assert!(
+        out.stderr
+            .contains("agent stages need git for their evidence: failed to run git"),
+        "{}",
+        out.stderr
+    );
+    assert!(!ctx.path("planted-git-ran").exists());
 }

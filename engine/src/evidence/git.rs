@@ -15,17 +15,23 @@ use super::EvidenceError;
 /// (a dozen entries is common) that was about 1 ms of each git call, and an agent
 /// stage makes three to five. Only absolute folders are searched: a relative
 /// entry (`.`, or an empty one) would find a `git` inside the repository, which
-/// an agent may have written. When no folder holds an executable `git`, the bare
-/// name is returned, so the spawn fails and reports it as it did before.
+/// an agent may have written. When no folder holds an executable `git`, the
+/// answer is [`NOT_FOUND`]: an absolute path, so that the spawn fails with "not
+/// found" as a bare name would, without the child searching `PATH`'s relative
+/// entries itself.
 pub fn program() -> &'static OsStr {
     static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
     PROGRAM
-        .get_or_init(|| {
-            std::env::var_os("PATH")
-                .and_then(|path| find_in(&path))
-                .unwrap_or_else(|| PathBuf::from("git"))
-        })
+        .get_or_init(|| resolve(std::env::var_os("PATH").as_deref()))
         .as_os_str()
+}
+
+/// What [`program`] answers when `PATH` has no `git` in an absolute folder.
+const NOT_FOUND: &str = "/nonexistent/git-not-in-an-absolute-PATH-folder/git";
+
+fn resolve(path: Option<&OsStr>) -> PathBuf {
+    path.and_then(find_in)
+        .unwrap_or_else(|| PathBuf::from(NOT_FOUND))
 }
 
 /// The first `git` in the absolute folders of `path` that is a file someone may
@@ -166,7 +172,11 @@ mod tests {
         let rel = pathdiff(dir.path(), &cwd);
         for path in [".", "", "bin", rel.to_str().unwrap()] {
             assert_eq!(find_in(OsStr::new(path)), None, "PATH={path:?}");
+            // Nor by the child: the name given to the spawn is a path.
+            let program = resolve(Some(OsStr::new(path)));
+            assert!(program.is_absolute() && !program.exists(), "{program:?}");
         }
+        assert!(resolve(None).is_absolute());
     }
 
     /// `to` relative to `from` (both absolute), through `..` as needed.
