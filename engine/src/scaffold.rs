@@ -129,13 +129,13 @@ mod tests {
         );
         assert!(!dir.join("target").exists());
         assert!(!dir.join(".specbridge").exists());
-        let status = Command::new(crate::evidence::git_program())
+        let status = Command::new("git")
             .args(["status", "--porcelain"])
             .current_dir(&dir)
             .output()
             .unwrap();
         assert!(status.stdout.is_empty(), "the scaffold starts clean");
-        let log = Command::new(crate::evidence::git_program())
+        let log = Command::new("git")
             .args(["log", "--oneline"])
             .current_dir(&dir)
             .output()

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Mutex;
 
 use specbridge_engine::evidence::{
-    normalize_rel_path, ChangedFiles, EntryKind, GitSnapshot, OwnWrite, PathState, ProtectedPaths,
+    git_command, normalize_rel_path, ChangedFiles, EntryKind, GitSnapshot, OwnWrite, PathState,
+    ProtectedPaths,
 };
 use specbridge_engine::store::layout::{self, attempt as file};
 use specbridge_engine::store::{RunHandle, RunReader, StageRecord};
@@ -249,24 +249,13 @@ pub(crate) fn working_tree_object(root: &Path, before: &GitSnapshot) -> Option<S
     let tmp = tempfile::tempdir().ok()?;
     let index = tmp.path().join("index");
     let git = |args: &[&str]| {
-        // As evidence runs git (`evidence/git.rs`): no fsmonitor hook, a command
-        // the agent could have configured, runs on specbridge's behalf.
-        let out = Command::new(specbridge_engine::evidence::git_program())
-            .args(["-c", "core.fsmonitor=false"])
-            .args(args)
-            .current_dir(root)
-            .env("GIT_INDEX_FILE", &index)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .ok()?;
+        let out = git_command(root, Some(&index), args).output().ok()?;
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     };
     // A copy of the user's index keeps git's stat cache: only changed files are hashed.
-    let real = Command::new(specbridge_engine::evidence::git_program())
-        .args(["rev-parse", "--git-path", "index"])
-        .current_dir(root)
+    let real = git_command(root, None, &["rev-parse", "--git-path", "index"])
         .output()
         .ok()?;
     let real = root.join(String::from_utf8_lossy(&real.stdout).trim());
@@ -356,6 +345,8 @@ pub(crate) fn require_clean_start(
 
 #[cfg(test)]
 mod tests {
+    use std::process::Command;
+
     use super::*;
 
     fn git(root: &Path, args: &[&str]) -> String {

@@ -19,7 +19,7 @@ use super::EvidenceError;
 /// answer is [`NOT_FOUND`]: an absolute path, so that the spawn fails with "not
 /// found" as a bare name would, without the child searching `PATH`'s relative
 /// entries itself.
-pub fn program() -> &'static OsStr {
+pub(crate) fn program() -> &'static OsStr {
     static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
     PROGRAM
         .get_or_init(|| resolve(std::env::var_os("PATH").as_deref()))
@@ -44,6 +44,18 @@ fn find_in(path: &OsStr) -> Option<PathBuf> {
             std::fs::metadata(candidate)
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
+}
+
+/// A git command as evidence runs it ([`Git::command`]: the git [`program`]
+/// finds, no fsmonitor hook, no optional locks), in `root`, with `index` as its
+/// index file when given. For the stage kinds' own git calls, so that every
+/// git specbridge runs on the repository is set up in this one place.
+pub fn command(root: &Path, index: Option<&Path>, args: &[&str]) -> Command {
+    let git = Git::new(root);
+    match index {
+        Some(index) => git.with_index(index.to_path_buf()).command(args),
+        None => git.command(args),
+    }
 }
 
 pub(crate) struct Git<'a> {

@@ -21,7 +21,8 @@ pub mod verification;
 pub use attribute::{attribute, ChangeAuthor, ChangedFiles, OwnWrite};
 pub use diff::{attempt_diff, AttemptDiff, DiffInfo, DEFAULT_DIFF_MAX_BYTES};
 pub use error::EvidenceError;
-pub use git::program as git_program;
+pub use git::command as git_command;
+pub(crate) use git::program as git_program;
 pub use paths::normalize_rel_path;
 pub use protect::{ProtectedPaths, ProtectedRule, ProtectionReason, Violation, ViolationKind};
 pub use record::{

@@ -11,7 +11,6 @@
 //! replayed only when its input hash equals the recorded one.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use chrono::Utc;
 use serde_json::Value;
@@ -263,21 +262,16 @@ impl RecordedAttempt {
             message,
         };
         for check in [true, false] {
-            let mut cmd = Command::new(crate::evidence::git_program());
-            cmd.args([
-                "-c",
-                "core.fsmonitor=false",
-                "apply",
-                "--binary",
-                "--whitespace=nowarn",
-            ]);
+            let mut cmd = crate::evidence::git_command(
+                root,
+                None,
+                &["apply", "--binary", "--whitespace=nowarn"],
+            );
             if check {
                 cmd.arg("--check");
             }
             let out = cmd
                 .arg(&patch)
-                .current_dir(root)
-                .env("GIT_OPTIONAL_LOCKS", "0")
                 .output()
                 .map_err(|e| apply_err(format!("failed to run git apply: {e}")))?;
             if !out.status.success() {
