@@ -247,7 +247,12 @@ pub(crate) fn prepare(
 }
 
 /// Spawn the agent and wait for it.
-pub(crate) async fn run_agent(ctx: &RunContext, p: &Prepared, sr: &StageRun) -> InvocationOutcome {
+pub(crate) async fn run_agent(
+    ctx: &RunContext,
+    p: &Prepared,
+    sr: &StageRun,
+    on_exit: &(dyn Fn() + Sync),
+) -> InvocationOutcome {
     let protected: Vec<String> = crate::working_tree::protected_paths(ctx)
         .rules()
         .iter()
@@ -267,6 +272,7 @@ pub(crate) async fn run_agent(ctx: &RunContext, p: &Prepared, sr: &StageRun) -> 
         cli_version: p.detected.version.as_deref(),
         on_progress: Some(live_progress(sr)),
         replay: p.replay.as_ref(),
+        on_exit: Some(on_exit),
     })
     .await
 }

@@ -16,8 +16,8 @@ use crate::agent::AgentSetup;
 use crate::attempt::{prepare, report_of, run_agent, stopped, Prepared};
 use crate::context::RunContext;
 use crate::error::StageError;
-use crate::store_check::StoreCheck;
-use crate::working_tree::{snapshot, write_snapshot, TreeLedger};
+use crate::store_check::{PendingCheck, StoreCheck};
+use crate::working_tree::{snapshot, write_snapshot, AfterSnapshot, TreeLedger};
 
 /// What one attempt of an agent stage reads.
 pub struct Attempt<'a> {
@@ -79,14 +79,17 @@ pub(crate) trait AttemptKind {
     }
 
     /// After the agent ended: the after-snapshot and the evidence records. Returns
-    /// the safety violations; may note the evidence in `report`. `store` is the
-    /// run store's comparison, still being taken: asked after the after-snapshot.
+    /// the safety violations; may note the evidence in `report`. `after` and
+    /// `store` are the after-snapshot and the run store's comparison, both
+    /// perhaps still being taken: the store asked after the snapshot.
+    #[allow(clippy::too_many_arguments)]
     async fn evidence(
         &mut self,
         a: &Attempt<'_>,
         p: &Prepared,
         outcome: &InvocationOutcome,
         before: &GitSnapshot,
+        after: AfterSnapshot,
         store: StoreCheck,
         report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError>;
@@ -157,11 +160,19 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     };
 
     let store_before = store_before.at_spawn(run);
-    let outcome = run_agent(a.ctx, &p, a.sr).await;
+    // The after-snapshot and the run store's "after" start as soon as the agent
+    // has ended, beside the invocation's own records (`InvokeSpec::on_exit`).
+    let after = AfterSnapshot::new(&a.ctx.root);
+    let store = PendingCheck::new(&a.ctx.root, run, store_before, a.agent.store.clone());
+    let on_exit = || {
+        after.start();
+        store.start();
+    };
+    let outcome = run_agent(a.ctx, &p, a.sr, &on_exit).await;
     let mut report = report_of(&outcome, &p);
-    let store = StoreCheck::start(&a.ctx.root, run, store_before, a.agent.store.clone());
+    let store = store.into_check();
     let violations = match kind
-        .evidence(a, &p, &outcome, &before, store, &mut report)
+        .evidence(a, &p, &outcome, &before, after, store, &mut report)
         .await
     {
         Ok(v) => v,

@@ -27,7 +27,7 @@ use crate::context::RunContext;
 use crate::error::StageError;
 use crate::flow::{run_attempt, Attempt, AttemptKind};
 use crate::store_check::{run_store_violations, StoreCheck};
-use crate::working_tree::{snapshot, write_snapshot, TreeLedger};
+use crate::working_tree::{write_snapshot, AfterSnapshot, TreeLedger};
 
 /// Runs one attempt of a generate stage.
 pub(crate) async fn run_generate(
@@ -59,10 +59,11 @@ impl AttemptKind for Generate {
         _p: &Prepared,
         _outcome: &InvocationOutcome,
         before: &GitSnapshot,
+        after: AfterSnapshot,
         store: StoreCheck,
         _report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError> {
-        read_only_evidence(a, before, store)
+        read_only_evidence(a, before, after, store)
     }
 
     fn accept(
@@ -86,10 +87,11 @@ impl AttemptKind for Generate {
 fn read_only_evidence(
     a: &Attempt<'_>,
     before: &GitSnapshot,
+    after: AfterSnapshot,
     store: StoreCheck,
 ) -> Result<Vec<Violation>, StageError> {
     let (run, attempt_rel) = (a.run(), a.attempt_rel.as_str());
-    let after = snapshot(&a.ctx.root)?;
+    let after = after.take()?;
     write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let changed = attribute(before, &after, &a.ledger.own_writes());
     run.defer_json(

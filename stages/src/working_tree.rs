@@ -3,12 +3,13 @@
 //! run's protected paths, and the ledger of what earlier stages of this run changed.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 use specbridge_engine::evidence::{
-    git_command, normalize_rel_path, ChangedFiles, EntryKind, GitSnapshot, OwnWrite, PathState,
-    ProtectedPaths,
+    git_command, normalize_rel_path, ChangedFiles, EntryKind, EvidenceError, GitSnapshot, OwnWrite,
+    PathState, ProtectedPaths,
 };
 use specbridge_engine::store::layout::{self, attempt as file};
 use specbridge_engine::store::{RunHandle, RunReader, StageRecord};
@@ -175,6 +176,50 @@ pub(crate) fn attribute_run_made(
 /// Take a snapshot of the repository.
 pub fn snapshot(root: &Path) -> Result<GitSnapshot, StageError> {
     GitSnapshot::take(root).map_err(StageError::Snapshot)
+}
+
+/// The working tree after an agent, read from the moment the agent's process
+/// group has ended (the invocation's `on_exit`), on a thread beside the writing
+/// of the invocation's records, which are all under `.specbridge/` and so never
+/// in a snapshot. Not started (nothing spawned, or a playback, which changes
+/// the tree itself), it is taken when asked for.
+#[derive(Debug)]
+pub(crate) struct AfterSnapshot {
+    root: PathBuf,
+    taking: Mutex<Option<JoinHandle<Result<GitSnapshot, EvidenceError>>>>,
+}
+
+impl AfterSnapshot {
+    pub(crate) fn new(root: &Path) -> Self {
+        AfterSnapshot {
+            root: root.to_path_buf(),
+            taking: Mutex::default(),
+        }
+    }
+
+    /// Starts taking the snapshot, once.
+    pub(crate) fn start(&self) {
+        let mut taking = self.taking.lock().unwrap_or_else(PoisonError::into_inner);
+        if taking.is_none() {
+            let root = self.root.clone();
+            *taking = Some(std::thread::spawn(move || GitSnapshot::take(&root)));
+        }
+    }
+
+    /// The snapshot: the one started, or one taken now.
+    pub(crate) fn take(self) -> Result<GitSnapshot, StageError> {
+        let taking = self
+            .taking
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        match taking {
+            Some(thread) => thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                .map_err(StageError::Snapshot),
+            None => snapshot(&self.root),
+        }
+    }
 }
 
 /// Queue a snapshot as `git-before.json` / `git-after.json`: it is written in

@@ -218,6 +218,56 @@ pub(crate) struct StoreCheck {
     walks: JoinHandle<()>,
 }
 
+/// A [`StoreCheck`] to start once the agent has ended: at the invocation's
+/// `on_exit`, beside its records (all in the run's own folder, which the walk
+/// leaves out), or, where nothing was spawned, when it is asked for.
+pub(crate) struct PendingCheck<'a> {
+    root: &'a Path,
+    run: &'a RunHandle,
+    baseline: Arc<StoreBaseline>,
+    before: Mutex<Option<Before>>,
+    started: Mutex<Option<StoreCheck>>,
+}
+
+impl<'a> PendingCheck<'a> {
+    pub(crate) fn new(
+        root: &'a Path,
+        run: &'a RunHandle,
+        before: Before,
+        baseline: Arc<StoreBaseline>,
+    ) -> Self {
+        PendingCheck {
+            root,
+            run,
+            baseline,
+            before: Mutex::new(Some(before)),
+            started: Mutex::default(),
+        }
+    }
+
+    /// Starts the check, once.
+    pub(crate) fn start(&self) {
+        let before = self
+            .before
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(before) = before {
+            let check = StoreCheck::start(self.root, self.run, before, self.baseline.clone());
+            *self.started.lock().unwrap_or_else(PoisonError::into_inner) = Some(check);
+        }
+    }
+
+    /// The check, started now if it was not yet.
+    pub(crate) fn into_check(self) -> StoreCheck {
+        self.start();
+        self.started
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .expect("started above, or earlier")
+    }
+}
+
 impl StoreCheck {
     /// Starts taking the state after the attempt (its agent has ended); the state
     /// becomes `baseline`'s for the next attempt.

@@ -417,3 +417,40 @@ fn not_logged_in_ends_the_first_invocation_runner_unavailable() {
     assert_eq!(sandbox.model_requests().len(), 0);
     assert_eq!(sandbox.changed_paths(), Vec::<String>::new());
 }
+
+/// The CLI's temporary folder may be named inside the repository
+/// (`CLAUDE_CODE_TMPDIR` in `runner.env`); the CLI writes its files there while
+/// it runs. The after-snapshot starts as soon as the agent has ended, beside the
+/// attempt's records (docs/evidence.md): the invocation's own folder must be gone
+/// by then, or a read-only stage would be charged with the CLI's files.
+#[test]
+fn a_temporary_folder_inside_the_repository_is_not_taken_for_a_change() {
+    let Some(sandbox) = Sandbox::new(|_| {
+        Script::new([Reply::structured_output(
+            json!({"summary": "s", "markdown": "# Requirements\n"}),
+        )])
+    }) else {
+        return;
+    };
+    sandbox.ctx.write(
+        "prompts/requirements.md",
+        &format!("Write the requirements.\nMarker: {PROMPT_MARKER}.\n"),
+    );
+    sandbox.ctx.write("agent-tmp/.keep", "");
+    let tmp = sandbox.ctx.path("agent-tmp");
+    sandbox.write_pipeline(
+        &format!("  env:\n    CLAUDE_CODE_TMPDIR: {}\n", tmp.display()),
+        STAGE,
+    );
+    let stage = run_expecting(&sandbox, "succeeded", 0);
+    assert!(stage["outcome"].is_null(), "{stage:#}");
+    let changed = sandbox.attempt_json("requirements", 1, "changed-files.json");
+    for list in ["added", "modified", "deleted", "ambiguous"] {
+        assert_eq!(changed[list], json!([]), "{list}: {changed:#}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, [".keep"], "the invocation's folder was left behind");
+}

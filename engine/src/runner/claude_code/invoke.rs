@@ -76,6 +76,14 @@ pub struct InvokeSpec<'a> {
     /// Answer from this recorded attempt instead of spawning the agent: its output
     /// is played back and its changes applied (see [`crate::replay`]).
     pub replay: Option<&'a RecordedAttempt>,
+    /// Called once the agent's process group has ended and its logs are on
+    /// disk, before its records are read and written: the caller may read the
+    /// working tree from here on (the after-snapshot), beside the rest of the
+    /// invocation. Nothing specbridge does after the call changes the working
+    /// tree: the CLI's private temporary folder, where it lies inside `cwd`, is
+    /// removed before it. Not called for a playback (it changes the tree) or
+    /// when nothing was spawned.
+    pub on_exit: Option<&'a (dyn Fn() + Sync)>,
 }
 
 /// How one invocation ended. Texts that came from the agent (the failure reason) are
@@ -366,12 +374,33 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     let fallback = observer.fallback.take();
     // The CLI's temporary folder is removed while the outcome is read: nothing
     // reads the folder (the agent's group has ended), and its removal took as
-    // long as the reading, on the path to the after-snapshot.
+    // long as the reading. A folder inside the working tree goes first, so that
+    // the caller's after-snapshot, which may start now, never sees it.
+    let private_tmp = match private_tmp {
+        Some(tmp) if inside(tmp.path(), spec.cwd) => {
+            drop(tmp);
+            None
+        }
+        other => other,
+    };
+    if let Some(on_exit) = spec.on_exit {
+        on_exit();
+    }
     let ((), outcome) = crate::beside::beside(
         move || drop(private_tmp),
         || finish(&spec, attempt_rel, record, observer.state, fallback),
     );
     outcome
+}
+
+/// Whether `path` lies inside `root`, through any symlink; a path either side
+/// cannot resolve counts as inside (the cautious answer: its folder is then
+/// removed before the working tree is read).
+fn inside(path: &Path, root: &Path) -> bool {
+    match (path.canonicalize(), root.canonicalize()) {
+        (Ok(path), Ok(root)) => path.starts_with(root),
+        _ => true,
+    }
 }
 
 /// Everything after the process (or its playback) ended: the logs kept redacted,

@@ -72,6 +72,7 @@ fn spec<'a>(
         cli_version: Some("2.1.332"),
         on_progress: None,
         replay: None,
+        on_exit: None,
     }
 }
 
@@ -298,4 +299,88 @@ async fn a_missing_executable_is_runner_unavailable() {
     let attempt = fx.run.dir().join("stages/requirements/attempt-001");
     assert_eq!(std::fs::read(attempt.join("raw-stdout.log")).unwrap(), b"");
     assert!(read(&fx, "events.jsonl").contains("attempt-001/raw-stdout.log"));
+}
+
+/// The private folders (`specbridge-agent-*`) directly under `dir`.
+fn private_folders(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("specbridge-agent-"))
+        })
+        .collect()
+}
+
+/// The caller's after-snapshot starts at `on_exit`: the agent has ended by then,
+/// and a private temporary folder inside the working tree is already gone, so
+/// the snapshot never takes it for the agent's change.
+#[tokio::test]
+async fn on_exit_comes_after_the_agent_and_after_a_temporary_folder_inside_the_tree() {
+    let fx = fixture();
+    // The agent leaves a file behind it that only it writes.
+    let program = script(
+        &fx,
+        "agent",
+        "cat > /dev/null\necho done > \"$CLAUDE_CODE_TMPDIR/left\"\ntouch agent-ended\n",
+    );
+    let mut runner = runner(&program);
+    let tmp_base = fx.repo.path().join("tmp");
+    std::fs::create_dir(&tmp_base).unwrap();
+    runner
+        .env
+        .insert(private_tmp::VAR.into(), tmp_base.display().to_string());
+    let schema = schema();
+    let request = assembled(&runner, fx.repo.path(), &schema);
+    let seen: Mutex<Vec<(bool, usize)>> = Mutex::default();
+    let on_exit = || {
+        seen.lock().unwrap().push((
+            fx.repo.path().join("agent-ended").exists(),
+            private_folders(&tmp_base).len(),
+        ));
+    };
+    let mut invocation = spec(&fx, &request, &runner, Some(&schema), "hi");
+    invocation.on_exit = Some(&on_exit);
+    let outcome = invoke(invocation).await;
+    assert!(outcome.spawned(), "{outcome:?}");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(true, 0)],
+        "called once, after the agent, with the folder inside the tree removed"
+    );
+}
+
+/// A folder outside the working tree is removed beside the outcome's reading,
+/// and `on_exit` is still called once; an invocation that spawned nothing never
+/// calls it.
+#[tokio::test]
+async fn on_exit_is_called_once_for_an_agent_and_never_without_one() {
+    let fx = fixture();
+    let outside = tempfile::tempdir().unwrap();
+    let program = script(&fx, "agent", "cat > /dev/null\n");
+    let mut agent = runner(&program);
+    agent.env.insert(
+        private_tmp::VAR.into(),
+        outside.path().display().to_string(),
+    );
+    let schema = schema();
+    let request = assembled(&agent, fx.repo.path(), &schema);
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let on_exit = || {
+        calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    };
+    let mut invocation = spec(&fx, &request, &agent, Some(&schema), "hi");
+    invocation.on_exit = Some(&on_exit);
+    assert!(invoke(invocation).await.spawned());
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(private_folders(outside.path()), Vec::<PathBuf>::new());
+
+    let missing = runner(&fx.repo.path().join("no-such-claude").display().to_string());
+    let request = assembled(&missing, fx.repo.path(), &schema);
+    let mut invocation = spec(&fx, &request, &missing, Some(&schema), "hi");
+    invocation.attempt = 2;
+    invocation.on_exit = Some(&on_exit);
+    assert!(!invoke(invocation).await.spawned());
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
