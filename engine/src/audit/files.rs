@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::audit::events::EventFacts;
 use crate::audit::report::{Finding, FindingCode};
@@ -120,6 +121,10 @@ pub(crate) struct FileScans {
     findings: Vec<Finding>,
 }
 
+/// Below this many files one thread scans them all: a second one would cost
+/// more to start than it saves.
+const SHARED_FROM: usize = 64;
+
 /// Hash and scan every regular file of the run in `run_dir`.
 pub(crate) fn scan_files(run_dir: &Path) -> Result<FileScans, AuditError> {
     let mut findings = Vec::new();
@@ -130,29 +135,28 @@ pub(crate) fn scan_files(run_dir: &Path) -> Result<FileScans, AuditError> {
     run.dirs.insert(String::new());
     let mut files = Vec::new();
     walk(run_dir, "", &mut files, &mut run)?;
+    // Two threads take the files one at a time from a shared cursor (hashing
+    // and the secret pattern are most of an audit's time; the event log's
+    // reading beside it ends sooner), and the results are taken in the walk's
+    // order, so that findings come out as from one thread.
+    let shared = Shared {
+        run_dir,
+        files: &files,
+        next: AtomicUsize::new(0),
+        kept_total: AtomicUsize::new(0),
+    };
+    let mut read = if files.len() >= SHARED_FROM {
+        let (mut mine, theirs) = crate::beside::beside(|| shared.scan(), || shared.scan());
+        mine.extend(theirs);
+        mine
+    } else {
+        shared.scan()
+    };
+    read.sort_unstable_by_key(|r| r.index);
     let mut scans: BTreeMap<String, FileScan> = BTreeMap::new();
-    let mut scanner = Scanner::default();
-    let mut kept_total = 0usize;
-    let mut buf = vec![0u8; 64 * 1024];
-    for rel in files {
-        if rel == LOCK_FILE {
-            continue;
-        }
-        let keep = rel.ends_with(".json") && kept_total < KEEP_TOTAL;
-        let scanned = std::fs::File::open(run_dir.join(&rel)).and_then(|f| {
-            if !keep {
-                return scanner.scan(f);
-            }
-            let head = read_head(&f, &mut buf, KEEP_RECORD)?;
-            if head.len() as u64 > KEEP_RECORD {
-                return scanner.scan(head.as_slice().chain(f));
-            }
-            let scan = scanner.scan(head.as_slice())?;
-            kept_total += head.len();
-            run.kept.insert(rel.clone(), head);
-            Ok(scan)
-        });
-        match scanned {
+    for FileRead { index, scan, head } in read {
+        let rel = &files[index];
+        match scan {
             Ok(scan) => {
                 for hit in &scan.secrets {
                     let times = match hit.count {
@@ -167,14 +171,16 @@ pub(crate) fn scan_files(run_dir: &Path) -> Result<FileScans, AuditError> {
                                 hit.label, hit.first_line
                             ),
                         )
-                        .file(&rel),
+                        .file(rel),
                     );
                 }
-                scans.insert(rel, scan);
+                if let Some(head) = head {
+                    run.kept.insert(rel.clone(), head);
+                }
+                scans.insert(rel.clone(), scan);
             }
             Err(e) => findings.push(
-                Finding::new(FindingCode::FileUnreadable, format!("cannot be read: {e}"))
-                    .file(&rel),
+                Finding::new(FindingCode::FileUnreadable, format!("cannot be read: {e}")).file(rel),
             ),
         }
     }
@@ -184,6 +190,58 @@ pub(crate) fn scan_files(run_dir: &Path) -> Result<FileScans, AuditError> {
         scans,
         findings,
     })
+}
+
+/// The walk's files, handed out one at a time to the threads that scan them.
+struct Shared<'a> {
+    run_dir: &'a Path,
+    files: &'a [String],
+    next: AtomicUsize,
+    /// Bytes of records kept so far, against [`KEEP_TOTAL`].
+    kept_total: AtomicUsize,
+}
+
+/// One file as a scanning thread read it: its scan, and its bytes where the
+/// record is kept.
+struct FileRead {
+    index: usize,
+    scan: std::io::Result<FileScan>,
+    head: Option<Vec<u8>>,
+}
+
+impl Shared<'_> {
+    /// Scans files until none is left, with buffers of its own.
+    fn scan(&self) -> Vec<FileRead> {
+        let mut scanner = Scanner::default();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut read = Vec::new();
+        loop {
+            let index = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(rel) = self.files.get(index) else {
+                return read;
+            };
+            if rel == LOCK_FILE {
+                continue;
+            }
+            let keep =
+                rel.ends_with(".json") && self.kept_total.load(Ordering::Relaxed) < KEEP_TOTAL;
+            let mut head = None;
+            let scan = std::fs::File::open(self.run_dir.join(rel)).and_then(|f| {
+                if !keep {
+                    return scanner.scan(f);
+                }
+                let bytes = read_head(&f, &mut buf, KEEP_RECORD)?;
+                if bytes.len() as u64 > KEEP_RECORD {
+                    return scanner.scan(bytes.as_slice().chain(f));
+                }
+                let scan = scanner.scan(bytes.as_slice())?;
+                self.kept_total.fetch_add(bytes.len(), Ordering::Relaxed);
+                head = Some(bytes);
+                Ok(scan)
+            });
+            read.push(FileRead { index, scan, head });
+        }
+    }
 }
 
 /// Compare the files scanned with the announcements of the event log. Returns
@@ -375,5 +433,39 @@ mod tests {
         assert!(run.bytes("stages/a/none.json").is_none());
         assert_eq!(run.subdirs("stages"), ["a"]);
         assert!(run.subdirs("stages/a").is_empty());
+    }
+
+    /// Past [`SHARED_FROM`] files two threads scan them; what they find comes out
+    /// in the walk's order, every file is hashed once, and every record is kept.
+    #[test]
+    fn files_shared_by_two_threads_are_reported_in_the_walks_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 3 * SHARED_FROM;
+        std::fs::create_dir_all(dir.path().join("stages/a")).unwrap();
+        let mut expected = Vec::new();
+        for i in 0..n {
+            let rel = format!("stages/a/r{i:04}.json");
+            let body = if i % 7 == 3 {
+                expected.push(rel.clone());
+                format!("{{\"key\": \"{ANT}\"}}")
+            } else {
+                format!("{{\"i\": {i}}}")
+            };
+            std::fs::write(dir.path().join(&rel), body).unwrap();
+        }
+        let scanned = scan_files(dir.path()).unwrap();
+        let secrets: Vec<_> = scanned
+            .findings
+            .iter()
+            .filter(|f| f.code == FindingCode::SecretInFile)
+            .filter_map(|f| f.file.clone())
+            .collect();
+        assert_eq!(secrets, expected);
+        assert_eq!(scanned.scans.len(), n);
+        assert_eq!(scanned.run.kept.len(), n);
+        assert_eq!(
+            scanned.run.kept("stages/a/r0011.json"),
+            Some(&b"{\"i\": 11}"[..])
+        );
     }
 }
