@@ -197,12 +197,16 @@ impl AfterSnapshot {
         }
     }
 
-    /// Starts taking the snapshot, once.
+    /// Starts taking the snapshot, once. Where no thread can be had, it is taken
+    /// when asked for.
     pub(crate) fn start(&self) {
         let mut taking = self.taking.lock().unwrap_or_else(PoisonError::into_inner);
         if taking.is_none() {
             let root = self.root.clone();
-            *taking = Some(std::thread::spawn(move || GitSnapshot::take(&root)));
+            *taking = std::thread::Builder::new()
+                .name("specbridge-after".into())
+                .spawn(move || GitSnapshot::take(&root))
+                .ok();
         }
     }
 
@@ -429,5 +433,27 @@ mod tests {
         assert_eq!(git(root, &["show", &format!("{tree}:new")]), "n\n");
         assert!(!git(root, &["ls-tree", "-r", "--name-only", &tree]).contains(".specbridge"));
         assert_eq!(git(root, &["status", "--porcelain"]), status);
+    }
+
+    /// Started (once, however often asked), the after-snapshot is taken on its
+    /// thread; never started, it is taken when asked for.
+    #[test]
+    fn the_after_snapshot_is_taken_when_started_or_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git(root, &["init", "-q"]);
+        std::fs::write(root.join("f"), "a\n").unwrap();
+        git(root, &["add", "f"]);
+        git(root, &["commit", "-qm", "i"]);
+        std::fs::write(root.join("made"), "by the agent\n").unwrap();
+        let started = AfterSnapshot::new(root);
+        started.start();
+        started.start();
+        let taken = started.take().unwrap();
+        let paths = |s: &GitSnapshot| s.entries.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(paths(&taken), ["made"]);
+        std::fs::write(root.join("later"), "x\n").unwrap();
+        let asked = AfterSnapshot::new(root).take().unwrap();
+        assert_eq!(paths(&asked), ["later", "made"]);
     }
 }
