@@ -29,12 +29,11 @@ use crate::attempt::Prepared;
 use crate::context::RunContext;
 use crate::continuation;
 use crate::error::StageError;
-use crate::flow::{run_attempt, Attempt, AttemptKind};
-use crate::store_check::{run_store_violations, StoreCheck};
+use crate::flow::{run_attempt, AfterAgent, Attempt, AttemptKind};
+use crate::store_check::run_store_violations;
 use crate::verify::run_verification;
 use crate::working_tree::{
     attribute_run_made, foreign_changes, protected_paths, working_tree_object, write_snapshot,
-    AfterSnapshot,
 };
 
 /// Runs one attempt of an execute stage (or fan-out instance).
@@ -92,13 +91,12 @@ impl AttemptKind for Execute {
         p: &Prepared,
         outcome: &InvocationOutcome,
         before: &GitSnapshot,
-        after: AfterSnapshot,
-        store: StoreCheck,
+        after: AfterAgent,
         report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError> {
         // Until it is judged, the evidence has failed.
         report.evidence_status = Some(EvidenceStatus::Failed);
-        let gathered = gather(a, p, outcome, before, after, self.diff_base.take(), store).await?;
+        let gathered = gather(a, p, outcome, before, after, self.diff_base.take()).await?;
         report.evidence_status = Some(gathered.decision.status);
         let violations = gathered.violations.clone();
         self.gathered = Some(gathered);
@@ -211,13 +209,12 @@ async fn gather(
     p: &Prepared,
     outcome: &InvocationOutcome,
     before: &GitSnapshot,
-    after: AfterSnapshot,
+    AfterAgent { tree, store }: AfterAgent,
     diff_base: Option<String>,
-    store: StoreCheck,
 ) -> Result<Gathered, StageError> {
     let (ctx, ledger, sr) = (a.ctx, a.ledger, a.sr);
     let (run, attempt_rel) = (&sr.run, a.attempt_rel.as_str());
-    let after = after.take()?;
+    let after = tree.take()?;
     write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let mut changed = attribute(before, &after, &ledger.own_writes());
     attribute_run_made(&mut changed, before, ledger);

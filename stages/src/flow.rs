@@ -79,18 +79,14 @@ pub(crate) trait AttemptKind {
     }
 
     /// After the agent ended: the after-snapshot and the evidence records. Returns
-    /// the safety violations; may note the evidence in `report`. `after` and
-    /// `store` are the after-snapshot and the run store's comparison, both
-    /// perhaps still being taken: the store asked after the snapshot.
-    #[allow(clippy::too_many_arguments)]
+    /// the safety violations; may note the evidence in `report`.
     async fn evidence(
         &mut self,
         a: &Attempt<'_>,
         p: &Prepared,
         outcome: &InvocationOutcome,
         before: &GitSnapshot,
-        after: AfterSnapshot,
-        store: StoreCheck,
+        after: AfterAgent,
         report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError>;
 
@@ -103,6 +99,15 @@ pub(crate) trait AttemptKind {
         outcome: InvocationOutcome,
         report: &mut StageReport,
     ) -> Result<(), StageError>;
+}
+
+/// What is read after the agent, both perhaps still being taken: the working
+/// tree (the after-snapshot) and the run store's comparison, to be asked after
+/// the snapshot. Both start when the agent's group has ended
+/// (`InvokeSpec::on_exit`), else when asked for.
+pub(crate) struct AfterAgent {
+    pub(crate) tree: AfterSnapshot,
+    pub(crate) store: StoreCheck,
 }
 
 /// Runs one attempt of an agent stage of kind `K`.
@@ -170,9 +175,12 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     };
     let outcome = run_agent(a.ctx, &p, a.sr, &on_exit).await;
     let mut report = report_of(&outcome, &p);
-    let store = store.into_check();
+    let after = AfterAgent {
+        tree: after,
+        store: store.into_check(),
+    };
     let violations = match kind
-        .evidence(a, &p, &outcome, &before, after, store, &mut report)
+        .evidence(a, &p, &outcome, &before, after, &mut report)
         .await
     {
         Ok(v) => v,

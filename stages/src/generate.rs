@@ -25,9 +25,9 @@ use crate::agent::AgentSetup;
 use crate::attempt::Prepared;
 use crate::context::RunContext;
 use crate::error::StageError;
-use crate::flow::{run_attempt, Attempt, AttemptKind};
-use crate::store_check::{run_store_violations, StoreCheck};
-use crate::working_tree::{write_snapshot, AfterSnapshot, TreeLedger};
+use crate::flow::{run_attempt, AfterAgent, Attempt, AttemptKind};
+use crate::store_check::run_store_violations;
+use crate::working_tree::{write_snapshot, TreeLedger};
 
 /// Runs one attempt of a generate stage.
 pub(crate) async fn run_generate(
@@ -59,11 +59,10 @@ impl AttemptKind for Generate {
         _p: &Prepared,
         _outcome: &InvocationOutcome,
         before: &GitSnapshot,
-        after: AfterSnapshot,
-        store: StoreCheck,
+        after: AfterAgent,
         _report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError> {
-        read_only_evidence(a, before, after, store)
+        read_only_evidence(a, before, after)
     }
 
     fn accept(
@@ -87,11 +86,10 @@ impl AttemptKind for Generate {
 fn read_only_evidence(
     a: &Attempt<'_>,
     before: &GitSnapshot,
-    after: AfterSnapshot,
-    store: StoreCheck,
+    AfterAgent { tree, store }: AfterAgent,
 ) -> Result<Vec<Violation>, StageError> {
     let (run, attempt_rel) = (a.run(), a.attempt_rel.as_str());
-    let after = after.take()?;
+    let after = tree.take()?;
     write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let changed = attribute(before, &after, &a.ledger.own_writes());
     run.defer_json(

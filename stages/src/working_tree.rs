@@ -413,14 +413,21 @@ mod tests {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    #[test]
-    fn the_working_tree_object_holds_uncommitted_changes_and_leaves_the_index_alone() {
+    /// A repository with one committed file, `f`.
+    fn committed_repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         git(root, &["init", "-q"]);
         std::fs::write(root.join("f"), "a\n").unwrap();
         git(root, &["add", "f"]);
         git(root, &["commit", "-qm", "i"]);
+        dir
+    }
+
+    #[test]
+    fn the_working_tree_object_holds_uncommitted_changes_and_leaves_the_index_alone() {
+        let dir = committed_repo();
+        let root = dir.path();
         std::fs::write(root.join("f"), "a\nb\n").unwrap();
         std::fs::write(root.join("new"), "n\n").unwrap();
         std::fs::write(root.join(".gitignore"), ".specbridge/\n").unwrap();
@@ -439,12 +446,8 @@ mod tests {
     /// thread; never started, it is taken when asked for.
     #[test]
     fn the_after_snapshot_is_taken_when_started_or_when_asked() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = committed_repo();
         let root = dir.path();
-        git(root, &["init", "-q"]);
-        std::fs::write(root.join("f"), "a\n").unwrap();
-        git(root, &["add", "f"]);
-        git(root, &["commit", "-qm", "i"]);
         std::fs::write(root.join("made"), "by the agent\n").unwrap();
         let started = AfterSnapshot::new(root);
         started.start();
