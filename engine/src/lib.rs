@@ -32,6 +32,7 @@ pub mod store;
 pub mod supervisor;
 pub mod time;
 pub mod tokens;
+mod user_cache;
 
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};
 pub use status::{exit, EvidenceStatus, RunStatus, StageStatus};

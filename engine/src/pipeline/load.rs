@@ -11,7 +11,7 @@ use crate::diagnostic::{Diagnostic, Location};
 use crate::pipeline::forbidden;
 use crate::pipeline::locate::SourceIndex;
 use crate::pipeline::model::PipelineFile;
-use crate::pipeline::schema_errors;
+use crate::pipeline::{checked_cache, schema_errors};
 
 /// The only format version this build reads.
 pub(crate) const SUPPORTED_VERSION: u64 = 1;
@@ -177,11 +177,19 @@ pub(crate) fn load_bytes(
     // The structural check reads the document alone too: it runs beside the
     // typed reading, whose result is dropped unused when the check fails.
     let read_typed = || -> Option<PipelineFile> { serde::Deserialize::deserialize(&document).ok() };
-    let (mut problems, typed) = if checked.is_some_and(|c| c.vouches_for(&sha256)) {
+    // Left out for bytes it passed before: the run being resumed vouches for
+    // the file it started with, the user's cache for recent passes
+    // (`checked_cache.rs`).
+    let vouched =
+        checked.is_some_and(|c| c.vouches_for(&sha256)) || checked_cache::vouches_for(&sha256);
+    let (mut problems, typed) = if vouched {
         (Vec::new(), read_typed())
     } else {
         crate::beside::beside(|| schema_errors::check(&document, &index, path), read_typed)
     };
+    if problems.is_empty() && !vouched {
+        checked_cache::remember(&sha256);
+    }
     if !problems.is_empty() {
         // A bypass attempt is reported even in a file that is otherwise broken.
         problems.extend(forbidden::scan(&document, &index, path));

@@ -1,5 +1,6 @@
 //! The pipeline file: model, loading with source locations, validation, defaults.
 
+pub mod checked_cache;
 mod forbidden;
 pub mod inside;
 pub mod load;

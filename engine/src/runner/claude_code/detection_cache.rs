@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,7 @@ use super::doctor::{
     diagnose_with, known_report, AuthCheck, DoctorOptions, DoctorReport, DoctorStatus,
 };
 use super::probe::resolve_executable;
+use crate::user_cache::cache_dir;
 
 /// How long a remembered detection is trusted.
 pub(crate) const CACHE_LIFETIME: Duration = Duration::from_secs(15 * 60);
@@ -77,19 +78,6 @@ pub enum Source {
     BuiltIn,
     /// `--version` and `--help` were asked.
     Probe,
-}
-
-/// The cache folder: `$XDG_CACHE_HOME/specbridge` or `~/.cache/specbridge`.
-pub(crate) fn cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| Path::new(v).is_absolute())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache"))
-        })?;
-    Some(base.join("specbridge"))
 }
 
 /// Detection for a run: the built-in capabilities when the executable is a known

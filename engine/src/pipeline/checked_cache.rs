@@ -1,0 +1,153 @@
+//! Pipelines whose structure was checked before (docs/pipeline.md, "Validation";
+//! docs/performance.md). The structural check compiles the pipeline's JSON
+//! Schema and its meta-schema and validates the document against it: about
+//! 3 ms of CPU, more than the rest of loading a small pipeline, paid again by
+//! every `validate`, `run` and `graph` of a file that has not changed.
+//!
+//! The check depends only on the file's bytes and the schema, so its verdict
+//! on bytes it passed once holds for as long as the schema is the same. One
+//! file, `<cache>/specbridge/checked-pipelines`, lists the sha256 of the last
+//! [`KEEP`] pipeline files that passed it, under a first line that names the
+//! specbridge version and the schema's digest: a list written under any other
+//! schema is ignored. Only a pass is remembered, so every problem is always
+//! reported afresh, and everything else about a pipeline (its semantic checks,
+//! the safety scan, the typed reading) is checked on every load whatever the
+//! list says. Like the detection cache, the file is an optimisation: missing,
+//! unreadable, corrupt or unwritable, it is ignored.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use sha2::{Digest, Sha256};
+
+/// The file's name inside `<cache>/specbridge/`.
+pub const CACHE_FILE: &str = "checked-pipelines";
+
+/// How many pipeline files are remembered (the most recently checked).
+pub(crate) const KEEP: usize = 64;
+
+/// The committed pipeline schema, which a test holds equal to the one generated
+/// from the model (`schema.rs`): its digest names the schema the check used.
+const SCHEMA_TEXT: &str = include_str!("../../../schemas/pipeline.schema.json");
+
+/// The first line: the format, the specbridge version and the schema's digest.
+fn header() -> &'static str {
+    static HEADER: OnceLock<String> = OnceLock::new();
+    HEADER.get_or_init(|| {
+        format!(
+            "specbridge-checked-pipelines 1 {} {}",
+            env!("CARGO_PKG_VERSION"),
+            hex::encode(Sha256::digest(SCHEMA_TEXT.as_bytes()))
+        )
+    })
+}
+
+/// Whether the structural check passed before for a file with this sha256.
+pub(crate) fn vouches_for(sha256: &str) -> bool {
+    crate::user_cache::cache_dir()
+        .is_some_and(|dir| listed(&dir.join(CACHE_FILE)).iter().any(|s| s == sha256))
+}
+
+/// Remember that the structural check passed for a file with this sha256.
+pub(crate) fn remember(sha256: &str) {
+    if let Some(dir) = crate::user_cache::cache_dir() {
+        remember_in(&dir, sha256);
+    }
+}
+
+/// The digests the file at `path` lists under this build's header.
+fn listed(path: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let mut lines = text.lines();
+    if lines.next() != Some(header()) {
+        return Vec::new();
+    }
+    lines
+        .filter(|l| l.len() == 64 && l.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_string)
+        .collect()
+}
+
+fn remember_in(dir: &Path, sha256: &str) {
+    let path = dir.join(CACHE_FILE);
+    let mut digests = listed(&path);
+    digests.retain(|d| d != sha256);
+    digests.push(sha256.to_string());
+    let keep_from = digests.len().saturating_sub(KEEP);
+    let mut text = String::with_capacity(header().len() + 65 * (digests.len() + 1));
+    text.push_str(header());
+    text.push('\n');
+    for digest in &digests[keep_from..] {
+        text.push_str(digest);
+        text.push('\n');
+    }
+    // A whole file or none: renamed into place. Not synced: a list lost in a
+    // crash costs one check, never a wrong answer.
+    let tmp = dir.join(format!(".{CACHE_FILE}.{}.tmp", std::process::id()));
+    let written = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::File::create(&tmp))
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest(i: usize) -> String {
+        hex::encode(Sha256::digest(i.to_string().as_bytes()))
+    }
+
+    #[test]
+    fn a_remembered_pass_is_listed_and_the_oldest_leave_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("specbridge").join(CACHE_FILE);
+        assert!(listed(&path).is_empty(), "no file: nothing vouched for");
+        for i in 0..KEEP + 2 {
+            remember_in(&dir.path().join("specbridge"), &digest(i));
+        }
+        let now = listed(&path);
+        assert_eq!(now.len(), KEEP);
+        assert!(!now.contains(&digest(0)) && !now.contains(&digest(1)));
+        assert_eq!(now.last(), Some(&digest(KEEP + 1)));
+        // Remembered again: moved to the end, not listed twice.
+        remember_in(&dir.path().join("specbridge"), &digest(5));
+        let again = listed(&path);
+        assert_eq!(again.len(), KEEP);
+        assert_eq!(again.last(), Some(&digest(5)));
+        assert_eq!(again.iter().filter(|d| **d == digest(5)).count(), 1);
+    }
+
+    #[test]
+    fn a_list_written_under_another_schema_or_garbled_vouches_for_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CACHE_FILE);
+        let sha = digest(1);
+        std::fs::write(&path, format!("{}\n{sha}\n", header())).unwrap();
+        assert_eq!(listed(&path), vec![sha.clone()]);
+        let other = header().rsplit_once(' ').unwrap().0.to_string() + " 00";
+        std::fs::write(&path, format!("{other}\n{sha}\n")).unwrap();
+        assert!(
+            listed(&path).is_empty(),
+            "another schema's passes are not ours"
+        );
+        std::fs::write(&path, format!("{}\nnot-a-digest\n{sha}x\n", header())).unwrap();
+        assert!(listed(&path).is_empty());
+        std::fs::write(&path, [0xff, 0xfe]).unwrap();
+        assert!(listed(&path).is_empty(), "unreadable as text: ignored");
+    }
+
+    #[test]
+    fn the_committed_schema_is_the_generated_one() {
+        // The header names the schema by the committed file's digest: it must
+        // be the schema the check compiles.
+        let committed: serde_json::Value = serde_json::from_str(SCHEMA_TEXT).unwrap();
+        assert_eq!(&committed, super::super::schema::cached());
+    }
+}
