@@ -31,6 +31,9 @@ pub struct AgentSetup {
     pub sandbox: Option<Arc<specbridge_engine::sandbox::SandboxProbe>>,
     /// The run store's state between agent attempts (`store_check/`).
     pub store: Arc<crate::store_check::StoreBaseline>,
+    /// The working tree's snapshot taken ahead for the run's first agent attempt
+    /// (`snapshot_ahead.rs`).
+    pub tree_ahead: Arc<crate::snapshot_ahead::SnapshotAhead>,
 }
 
 /// Where replayed stages come from (docs/replay.md).

@@ -125,10 +125,16 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // on disk: the batch after the snapshot is written after this one. A failed
     // write stops the run's records (`store/fault.rs`), so the attempt's next
     // write reports it, as it would have reported it here.
+    //
+    // The run's first agent attempt may find its snapshot taken ahead, from the
+    // session's start (`snapshot_ahead.rs`); every attempt claims it, used or not.
     let ((before, store_before), ((), prepared)) = beside(
         || {
             beside(
-                || snapshot(&a.ctx.root),
+                || match a.agent.tree_ahead.claim() {
+                    Some(ahead) => Ok(ahead),
+                    None => snapshot(&a.ctx.root),
+                },
                 || a.agent.store.before(&a.ctx.root, a.run()),
             )
         },
@@ -173,6 +179,7 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         after.start();
         store.start();
     };
+    p.schema.compile_beside();
     let outcome = run_agent(a.ctx, &p, a.sr, &on_exit).await;
     let mut report = report_of(&outcome, &p);
     let after = AfterAgent {

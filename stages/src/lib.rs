@@ -23,6 +23,7 @@ pub mod reverify;
 pub mod schema;
 pub mod secrets;
 pub mod session;
+pub mod snapshot_ahead;
 pub mod store_check;
 pub mod upstream;
 pub mod verify;

@@ -55,17 +55,40 @@ pub fn load(name: &str, pipeline_dir: &Path) -> Result<StageSchema, SchemaError>
         name: name.to_string(),
         source,
     })?;
-    specbridge_engine::compiled_schema::validator(&value).map_err(|message| {
-        SchemaError::Invalid {
-            name: name.to_string(),
-            message,
-        }
-    })?;
+    // A schema file is compiled here, so that one that does not compile stops
+    // the stage before anything is spawned. A built-in one compiles (an engine
+    // test holds every one to it), so it is left for the agent's time
+    // ([`StageSchema::compile_beside`]): compiling it and the meta-schema it
+    // is checked against is about a millisecond of CPU that an agent's spawn
+    // would wait for.
+    if !name.starts_with(builtin_schemas::PREFIX) {
+        specbridge_engine::compiled_schema::validator(&value).map_err(|message| {
+            SchemaError::Invalid {
+                name: name.to_string(),
+                message,
+            }
+        })?;
+    }
     Ok(StageSchema {
         name: name.to_string(),
         bytes,
         value,
     })
+}
+
+impl StageSchema {
+    /// Compiles the schema into the process's cache on a thread of its own, for
+    /// the output to be checked with when the agent ends; started as the agent
+    /// is, whose run it hides in. Compiled already, or with no thread to be
+    /// had, it is compiled when first needed.
+    pub(crate) fn compile_beside(&self) {
+        let value = self.value.clone();
+        let _ = std::thread::Builder::new()
+            .name("specbridge-schema".into())
+            .spawn(move || {
+                let _ = specbridge_engine::compiled_schema::validator(&value);
+            });
+    }
 }
 
 /// The schema name a stage uses: its `output.schema`; for execute stages without

@@ -18,6 +18,7 @@ use crate::context::RunContext;
 use crate::error::StageError;
 use crate::partial_work::PartialWork;
 use crate::prompt::PromptSource;
+use crate::snapshot_ahead::SnapshotAhead;
 
 /// What this run itself changed in the working tree, as last recorded: documents
 /// specbridge wrote, and the paths execute stages changed. A later execute stage
@@ -363,11 +364,13 @@ pub(crate) fn require_clean_start(
     root: &Path,
     allow_dirty: bool,
     run_dir: Option<&Path>,
+    ahead: &SnapshotAhead,
 ) -> Result<Vec<PartialWork>, String> {
     if allow_dirty {
         return Ok(Vec::new());
     }
-    let snap = GitSnapshot::take(root).map_err(|e| {
+    let taken = ahead.peek().map_or_else(|| GitSnapshot::take(root), Ok);
+    let snap = taken.map_err(|e| {
         format!(
             "execute stages need a git repository for their evidence: {}",
             crate::error_chain(&e)
@@ -393,7 +396,7 @@ pub(crate) fn require_clean_start(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::process::Command;
 
     use super::*;
@@ -414,7 +417,7 @@ mod tests {
     }
 
     /// A repository with one committed file, `f`.
-    fn committed_repo() -> tempfile::TempDir {
+    pub(crate) fn committed_repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         git(root, &["init", "-q"]);

@@ -643,3 +643,58 @@ fn a_git_planted_in_the_repository_is_never_run() {
     );
     assert!(!ctx.path("planted-git-ran").exists());
 }
+
+/// The working tree's snapshot is taken ahead, from the session's start, for the
+/// run's first agent attempt (`snapshot_ahead.rs`). A repository's first run
+/// then adds `.specbridge/` to `.git/info/exclude`, one of the control files the
+/// snapshot covers: a snapshot from before that line would charge the run's own
+/// write to the generate stage as a safety violation.
+#[test]
+fn a_repositorys_first_run_is_not_charged_with_its_own_exclude_line() {
+    let ctx = generate_ctx("success");
+    let exclude = ctx.path(".git/info/exclude");
+    assert!(!std::fs::read_to_string(&exclude)
+        .unwrap_or_default()
+        .contains(".specbridge/"));
+    run_scenario(&ctx, "succeeded", 0);
+    assert!(std::fs::read_to_string(&exclude)
+        .unwrap()
+        .contains(".specbridge/"));
+    let before = read_json(&attempt_dir(&ctx).join("git-before.json"));
+    assert_eq!(
+        before["gitControl"][".git/info/exclude"],
+        read_json(&attempt_dir(&ctx).join("git-after.json"))["gitControl"][".git/info/exclude"],
+        "{before:#}"
+    );
+}
+
+/// A check stage that changes the tree before the first agent stage starts voids
+/// the snapshot taken ahead: the generate stage is judged from the tree as the
+/// check left it, not charged with the check's change.
+#[test]
+fn a_change_by_a_stage_before_the_first_agent_is_not_the_agents() {
+    let ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/requirements.md", PROMPT);
+    ctx.write("tracked.txt", "before\n");
+    // As after a first run: the run adds nothing to the exclude file, whose
+    // change would void the snapshot on its own.
+    ctx.write(".git/info/exclude", ".specbridge/\n");
+    // Both stages can start first; by id, the check does (concurrency 1).
+    ctx.write_agent_pipeline(
+        QUICK_RUNNER,
+        &format!(
+            "  - id: a-check\n    kind: check\n    sandbox: off\n    argv: [sh, -c, 'echo after > tracked.txt']\n{GENERATE_STAGE}"
+        ),
+    );
+    let out = ctx.run(&["run", "--concurrency", "1"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert_eq!(ctx.read("tracked.txt"), "after\n");
+    let run = ctx.only_run_dir();
+    let stage = read_json(&run.join("stages/requirements/stage.json"));
+    assert_eq!(stage["status"], "succeeded", "{stage:#}");
+    let before = read_json(&run.join("stages/requirements/attempt-001/git-before.json"));
+    assert!(
+        before["entries"].get("tracked.txt").is_some(),
+        "the check's change is in the generate stage's before-snapshot: {before:#}"
+    );
+}

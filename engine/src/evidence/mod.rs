@@ -16,6 +16,7 @@ mod repository;
 mod secrets;
 mod snapshot;
 mod status;
+mod tree_epoch;
 pub mod verification;
 
 pub use attribute::{attribute, ChangeAuthor, ChangedFiles, OwnWrite};
@@ -32,6 +33,8 @@ pub use repository::{ask_ahead, repository_paths, RepositoryPaths};
 pub use secrets::{secrets_in_change, EvidenceFinding, SECRET_IN_CHANGE};
 pub use snapshot::{require_clean_start, EntryKind, GitSnapshot, PathState, PathStatus};
 pub use status::{generate_violations, judge, EvidenceInput, EvidenceVerdict, VerificationResult};
+pub(crate) use tree_epoch::note_own_write;
+pub use tree_epoch::TreeEpoch;
 
 /// The run store's folder: specbridge writes there during every stage, so it is never
 /// part of a snapshot (the run's own hash chain is what protects it).

@@ -50,6 +50,7 @@ pub enum ConfinedWriteError {
 pub fn write_confined(root: &Path, rel: &str, bytes: &[u8]) -> Result<String, ConfinedWriteError> {
     let names = plain_components(rel)?;
     let (file_name, folders) = names.split_last().expect("at least one component");
+    crate::evidence::note_own_write();
     let io = |component: &str, e: std::io::Error| ConfinedWriteError::Io {
         path: rel.to_owned(),
         component: component.to_owned(),

@@ -50,6 +50,7 @@ pub fn add_exclude_line(path: &Path) -> std::io::Result<bool> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
+    crate::evidence::note_own_write();
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

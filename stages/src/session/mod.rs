@@ -149,17 +149,23 @@ impl RunSession {
             }
             Origin::Fresh => None,
         };
-        if !dry_run {
+        let tree_ahead = if dry_run {
+            Default::default()
+        } else {
+            let fresh = matches!(origin, Origin::Fresh);
+            let ahead = preflight::snapshot_ahead(&root, &nodes, options.allow_dirty, fresh);
             let kept = preflight::check_working_tree(
                 &root,
                 &nodes,
                 options.allow_dirty,
                 run_dir.as_deref(),
+                &ahead,
             )?;
             if !kept.is_empty() {
                 observer.warnings(&kept);
             }
-        }
+            ahead
+        };
 
         let cancel = CancelToken::new();
         let mut ctx = RunContext::new(
@@ -230,6 +236,10 @@ impl RunSession {
         agent.store = Arc::new(crate::store_check::StoreBaseline::with_early_read(
             held_read,
         ));
+        // Only a fresh run's first attempt may use it (`preflight::snapshot_ahead`).
+        if matches!(origin, Origin::Fresh) {
+            agent.tree_ahead = Arc::new(tree_ahead);
+        }
         warnings.extend(sandbox.warnings);
         observer.warnings(&warnings);
 

@@ -1,0 +1,150 @@
+//! The working tree's snapshot taken ahead, from the session's start, for the
+//! preflight's clean-tree check and the run's first agent attempt
+//! (docs/evidence.md, "Snapshots"; docs/performance.md).
+//!
+//! An attempt's before-snapshot is the state its agent starts from. A snapshot
+//! taken earlier is that state as long as nothing of the run could have changed
+//! the tree since: no process started and nothing written by specbridge itself
+//! (a document, the run store's line in `.git/info/exclude` that a repository's
+//! first run adds), which [`TreeEpoch`] tells. So it is used by the first agent
+//! attempt to claim it, and only while the epoch is the one it began at;
+//! otherwise the attempt takes its own. What the user changes meanwhile is found
+//! either way, as it is in the milliseconds between any snapshot and the spawn.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use specbridge_engine::evidence::{EvidenceError, GitSnapshot, TreeEpoch};
+
+/// At most one snapshot, for the first agent attempt that claims it.
+#[derive(Debug, Default)]
+pub struct SnapshotAhead {
+    inner: Mutex<Option<Ahead>>,
+}
+
+#[derive(Debug)]
+struct Ahead {
+    /// Before the snapshot began.
+    epoch: TreeEpoch,
+    /// Still being taken.
+    thread: Option<JoinHandle<Result<GitSnapshot, EvidenceError>>>,
+    /// Taken; `None` where taking it failed (whoever needs one takes its own,
+    /// and reports what it meets).
+    taken: Option<GitSnapshot>,
+}
+
+impl SnapshotAhead {
+    /// Starts taking the snapshot of `root` on a thread; none where no thread can
+    /// be had (whoever needs one then takes its own).
+    pub fn start(root: &Path) -> SnapshotAhead {
+        let epoch = TreeEpoch::now();
+        let root = root.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("specbridge-ahead".into())
+            .spawn(move || GitSnapshot::take(&root))
+            .ok();
+        SnapshotAhead {
+            inner: Mutex::new(thread.map(|t| Ahead {
+                epoch,
+                thread: Some(t),
+                taken: None,
+            })),
+        }
+    }
+
+    /// The snapshot, waited for and left in place: what the preflight judges a
+    /// clean start from. `None` where there is none or taking it failed.
+    pub(crate) fn peek(&self) -> Option<GitSnapshot> {
+        let mut inner = self.lock();
+        let ahead = inner.as_mut()?;
+        ahead.wait().clone()
+    }
+
+    /// The snapshot, to the first caller, while the tree's epoch is the one it
+    /// began at and it could be taken; `None` otherwise, and to every later
+    /// caller. Every agent attempt claims it before its own snapshot, used or not.
+    pub(crate) fn claim(&self) -> Option<GitSnapshot> {
+        let mut ahead = self.lock().take()?;
+        if ahead.epoch != TreeEpoch::now() {
+            // A thread still running finishes alone; its snapshot is of no use.
+            return None;
+        }
+        ahead.wait().take()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Ahead>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Ahead {
+    fn wait(&mut self) -> &mut Option<GitSnapshot> {
+        if let Some(thread) = self.thread.take() {
+            self.taken = thread.join().ok().and_then(Result::ok);
+        }
+        &mut self.taken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::working_tree::tests::committed_repo;
+
+    #[test]
+    fn the_first_claim_gets_the_snapshot_and_later_ones_nothing() {
+        let repo = committed_repo();
+        std::fs::write(repo.path().join("dirty"), "x\n").unwrap();
+        let ahead = SnapshotAhead::start(repo.path());
+        // Other tests of this process start processes; a claim is answered only
+        // while the epoch is the one the snapshot began at.
+        let before = TreeEpoch::now();
+        ahead.lock().as_mut().unwrap().epoch = before;
+        let claimed = ahead.claim();
+        if TreeEpoch::now() == before {
+            let snap = claimed.expect("nothing was spawned or written meanwhile");
+            assert!(snap.entries.contains_key("dirty"), "{:?}", snap.entries);
+        }
+        assert!(ahead.claim().is_none());
+        assert!(SnapshotAhead::default().claim().is_none());
+        assert!(SnapshotAhead::default().peek().is_none());
+    }
+
+    #[test]
+    fn a_process_started_or_a_write_since_the_snapshot_began_voids_it() {
+        let repo = committed_repo();
+        let stale = SnapshotAhead::start(repo.path());
+        stale.lock().as_mut().unwrap().epoch = TreeEpoch::never();
+        assert!(
+            stale.peek().is_some(),
+            "the preflight may still judge from it"
+        );
+        assert!(stale.claim().is_none(), "an epoch that moved voids it");
+    }
+
+    #[test]
+    fn the_preflight_peeks_and_the_first_attempt_still_claims() {
+        let repo = committed_repo();
+        let ahead = SnapshotAhead::start(repo.path());
+        let peeked = ahead.peek().expect("taken");
+        assert_eq!(ahead.peek().as_ref(), Some(&peeked));
+        // Other tests of this process start processes; a claim is answered only
+        // while the count is the one the snapshot began with.
+        let before = TreeEpoch::now();
+        ahead.lock().as_mut().unwrap().epoch = before;
+        let claimed = ahead.claim();
+        if TreeEpoch::now() == before {
+            assert_eq!(claimed, Some(peeked));
+        }
+        assert!(
+            ahead.peek().is_none() && ahead.claim().is_none(),
+            "claimed once"
+        );
+        let outside = tempfile::tempdir().unwrap();
+        assert!(
+            SnapshotAhead::start(outside.path()).peek().is_none(),
+            "no repository: nothing taken, the caller takes its own"
+        );
+    }
+}
