@@ -3,10 +3,6 @@
 //! Three layers reject them: pipeline validation, argv assembly, and an assertion
 //! just before spawn. All three ask this module, so the list cannot drift apart.
 
-use std::sync::OnceLock;
-
-use regex::Regex;
-
 /// Flags that switch off Claude Code's permission prompts.
 pub const FORBIDDEN_FLAGS: &[&str] = &[
     "--dangerously-skip-permissions",
@@ -111,9 +107,6 @@ pub enum SafetyError {
 /// mode after `--permission-mode` (separate or as `--permission-mode=…`), and no
 /// forbidden `defaultMode` inside an inline settings JSON.
 pub(crate) fn assert_argv_safe(argv: &[String]) -> Result<(), SafetyError> {
-    static DEFAULT_MODE: OnceLock<Regex> = OnceLock::new();
-    let default_mode = DEFAULT_MODE
-        .get_or_init(|| Regex::new(r#""defaultMode"\s*:\s*"([^"]*)""#).expect("valid regex"));
     let mut mode_next = false;
     for (index, arg) in argv.iter().enumerate() {
         if mode_next {
@@ -136,11 +129,47 @@ pub(crate) fn assert_argv_safe(argv: &[String]) -> Result<(), SafetyError> {
         } else if let Some(mode) = arg.strip_prefix("--permission-mode=") {
             check_mode(index, mode)?;
         }
-        for c in default_mode.captures_iter(arg) {
-            check_mode(index, &c[1])?;
+        for mode in default_modes(arg) {
+            check_mode(index, mode)?;
         }
     }
     Ok(())
+}
+
+/// Every value of a `"defaultMode": "…"` pair in `arg`, as the pattern
+/// `"defaultMode"\s*:\s*"([^"]*)"` finds them (leftmost first, none
+/// overlapping; a property test holds the two equal). Written out rather than
+/// compiled: compiling the pattern cost every agent attempt a few hundred
+/// microseconds before its spawn.
+fn default_modes(arg: &str) -> impl Iterator<Item = &str> {
+    const KEY: &str = "\"defaultMode\"";
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        while let Some(found) = arg[from..].find(KEY) {
+            let start = from + found;
+            match value_after_key(&arg[start + KEY.len()..]) {
+                Some((value, rest)) => {
+                    from = arg.len() - rest.len();
+                    return Some(value);
+                }
+                // The key's closing quote may open the next key.
+                None => from = start + 1,
+            }
+        }
+        from = arg.len();
+        None
+    })
+}
+
+/// `\s*:\s*"([^"]*)"` at the start of `text`: the value and what follows it.
+fn value_after_key(text: &str) -> Option<(&str, &str)> {
+    let text = text.trim_start_matches(char::is_whitespace);
+    let text = text
+        .strip_prefix(':')?
+        .trim_start_matches(char::is_whitespace);
+    let text = text.strip_prefix('"')?;
+    let end = text.find('"')?;
+    Some((&text[..end], &text[end + 1..]))
 }
 
 fn check_mode(index: usize, mode: &str) -> Result<(), SafetyError> {
@@ -156,6 +185,30 @@ fn check_mode(index: usize, mode: &str) -> Result<(), SafetyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The scanner finds what the pattern it replaced finds, on text made
+        /// of the pieces that matter to it (Unicode spaces included).
+        #[test]
+        fn default_modes_are_what_the_pattern_finds(pieces in proptest::collection::vec(
+            prop::sample::select(vec![
+                "\"defaultMode\"", "\"defaultMode", "defaultMode\"", "\"", ":", " ", "\t",
+                "\n", "\u{a0}", "\u{2003}", "auto", "bypassPermissions", "plan", "{", "}",
+                ",", "x", "é",
+            ]),
+            0..40,
+        )) {
+            let text: String = pieces.concat();
+            let pattern = regex::Regex::new(r#""defaultMode"\s*:\s*"([^"]*)""#).unwrap();
+            let wanted: Vec<&str> = pattern
+                .captures_iter(&text)
+                .map(|c| c.get(1).unwrap().as_str())
+                .collect();
+            let found: Vec<&str> = default_modes(&text).collect();
+            prop_assert_eq!(found, wanted);
+        }
+    }
 
     #[test]
     fn flags_are_found_inside_tokens() {
