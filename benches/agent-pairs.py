@@ -24,6 +24,12 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime
+
+
+def stamp(rfc3339):
+    """Seconds since the epoch of a record's `…Z` time stamp."""
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 specbridge, claude, server = (os.path.realpath(a) for a in sys.argv[1:4])
 pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 12
@@ -77,15 +83,21 @@ stages:
         if os.path.exists(os.path.join(repo, "notes.md")):
             os.remove(os.path.join(repo, "notes.md"))
         t = time.perf_counter()
+        clock = time.time()
         subprocess.run([build or specbridge, "run", "--json"], cwd=repo, env=env,
                        stdout=subprocess.DEVNULL, check=True)
         wall = (time.perf_counter() - t) * 1000
         process = json.load(open(attempt_file("process.json")))
-        return wall, process["durationMs"], process["redactedArgv"], open(attempt_file("prompt.md"), "rb").read()
+        # The CLI's spawn and reap by the wall clock (millisecond stamps): the
+        # run's own time before the one and after the other.
+        spawned = stamp(process["startedAt"]) - clock
+        split = (spawned * 1000, wall - spawned * 1000 - process["durationMs"])
+        return (wall, process["durationMs"], process["redactedArgv"],
+                open(attempt_file("prompt.md"), "rb").read(), split)
 
     # The argv and stdin specbridge used (no secret is in them here); each bare
     # call gets a fresh session id, as each run does.
-    _, _, argv, prompt = run_specbridge()
+    _, _, argv, prompt, _ = run_specbridge()
 
     def run_bare():
         a = list(argv)
@@ -97,6 +109,7 @@ stages:
     builds = [specbridge] + ([old] if old else [])
     walls = {b: [] for b in builds}
     clis = {b: [] for b in builds}
+    splits = {b: [] for b in builds}
     bares = []
     # A random order each round (seeded, so a rerun takes the same orders): in a
     # fixed rotation each side always follows the same other side, and the run
@@ -109,16 +122,20 @@ stages:
             if side is None:
                 bares.append(run_bare())
                 continue
-            wall, cli, _, _ = run_specbridge(side)
+            wall, cli, _, _, split = run_specbridge(side)
             walls[side].append(wall)
             clis[side].append(cli)
+            splits[side].append(split)
     m = statistics.median
     for b in builds:
         own = m([w - c for w, c in zip(walls[b], clis[b])])
         label = "" if not old else (" (new)" if b == specbridge else " (old)")
         print(f"pairs: {pairs}; specbridge{label} run {m(walls[b]):.0f} ms, bare claude -p "
               f"{m(bares):.0f} ms (medians): {m(walls[b]) / m(bares):.3f}x; specbridge's own "
-              f"time {own:.0f} ms (run less the CLI's durationMs, median)")
+              f"time {own:.0f} ms (run less the CLI's durationMs, median): "
+              f"{m([b for b, _ in splits[b]]):.1f} before the spawn, "
+              f"{m([a for _, a in splits[b]]):.1f} after the reap")
 finally:
     model.kill()
-    shutil.rmtree(scratch, ignore_errors=True)
+    if os.environ.get("KEEP_SCRATCH"): print("scratch kept:", scratch)
+    else: shutil.rmtree(scratch, ignore_errors=True)
