@@ -486,3 +486,74 @@ fn examples_validate() {
     }
     assert!(seen > 0);
 }
+
+/// The user's list of pipeline files whose structure passed
+/// (`pipeline/checked_cache.rs`).
+fn checked_list(ctx: &TestContext) -> String {
+    std::fs::read_to_string(ctx.cache.path().join("specbridge/checked-pipelines"))
+        .unwrap_or_default()
+}
+
+/// A pass is remembered by the file's sha256; a refusal never is, so the same
+/// broken bytes get their located messages every time.
+#[test]
+fn a_passed_structure_is_remembered_and_a_refused_one_never() {
+    let ctx = repo(GOOD);
+    assert_eq!(ctx.run(&["validate"]).code, 0);
+    let good = specbridge_engine::store::sha256_hex(GOOD.as_bytes());
+    assert!(checked_list(&ctx).lines().any(|l| l == good));
+    let broken = GOOD.replace("timeout: 15m", "timeout: 15m\n  colour: blue");
+    ctx.write("specbridge.yaml", &broken);
+    for _ in 0..2 {
+        let out = ctx.run(&["validate"]);
+        assert_eq!(out.code, 2, "{}", out.snapshot());
+        assert!(
+            out.stderr.contains("unknown key `colour`"),
+            "{}",
+            out.stderr
+        );
+    }
+    let broken = specbridge_engine::store::sha256_hex(broken.as_bytes());
+    assert!(!checked_list(&ctx).contains(&broken));
+}
+
+/// The list vouches for bytes, not for a run: a list that names a broken file
+/// (forged, say) leaves out the structural check alone. The typed reading, which
+/// admits no unknown key either, still refuses the file with its place, and the
+/// safety scan still finds a bypass flag.
+#[test]
+fn a_list_vouching_for_a_broken_file_does_not_let_it_through() {
+    let ctx = repo(GOOD);
+    assert_eq!(ctx.run(&["validate"]).code, 0);
+    let header = checked_list(&ctx).lines().next().unwrap().to_string();
+    let broken = GOOD.replace("timeout: 15m", "timeout: 15m\n  colour: blue");
+    let bypass = GOOD.replace(
+        "  model: sonnet",
+        "  model: sonnet\n  commandArgs: [--verbose, --dangerously-skip-permissions]",
+    );
+    let vouch = |text: &str| {
+        std::fs::write(
+            ctx.cache.path().join("specbridge/checked-pipelines"),
+            format!(
+                "{header}\n{}\n",
+                specbridge_engine::store::sha256_hex(text.as_bytes())
+            ),
+        )
+        .unwrap();
+    };
+    vouch(&broken);
+    ctx.write("specbridge.yaml", &broken);
+    let out = ctx.run(&["validate"]);
+    assert_eq!(out.code, 2, "{}", out.snapshot());
+    assert!(out.stderr.contains("specbridge.yaml:"), "{}", out.stderr);
+    assert!(out.stderr.contains("colour"), "{}", out.stderr);
+    vouch(&bypass);
+    ctx.write("specbridge.yaml", &bypass);
+    let out = ctx.run(&["validate"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    assert!(
+        out.stderr.contains("--dangerously-skip-permissions"),
+        "{}",
+        out.stderr
+    );
+}
