@@ -1,6 +1,6 @@
 //! The working tree's snapshot taken ahead, from the session's start, for the
 //! preflight's clean-tree check and the run's first agent attempt
-//! (docs/evidence.md, "Snapshots"; docs/performance.md).
+//! (docs/evidence.md, "What each agent attempt records"; docs/performance.md).
 //!
 //! An attempt's before-snapshot is the state its agent starts from. A snapshot
 //! taken earlier is that state as long as nothing of the run could have changed

@@ -1,4 +1,4 @@
-//! Pipelines whose structure was checked before (docs/pipeline.md, "Validation";
+//! Pipelines whose structure was checked before (docs/pipeline-format.md, "Validation";
 //! docs/performance.md). The structural check compiles the pipeline's JSON
 //! Schema and its meta-schema and validates the document against it: about
 //! 3 ms of CPU, more than the rest of loading a small pipeline, paid again by
