@@ -17,6 +17,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
@@ -86,7 +87,10 @@ fn remember_in(dir: &Path, sha256: &str) {
     }
     // A whole file or none: renamed into place. Not synced: a list lost in a
     // crash costs one check, never a wrong answer.
-    let tmp = dir.join(format!(".{CACHE_FILE}.{}.tmp", std::process::id()));
+    // Named for the process and the call: two writers never share one.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{CACHE_FILE}.{}.{n}.tmp", std::process::id()));
     let written = std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::File::create(&tmp))
         .and_then(|mut f| f.write_all(text.as_bytes()))
@@ -141,6 +145,35 @@ mod tests {
         assert!(listed(&path).is_empty());
         std::fs::write(&path, [0xff, 0xfe]).unwrap();
         assert!(listed(&path).is_empty(), "unreadable as text: ignored");
+    }
+
+    /// Writers racing each other may lose an entry (the last rename wins), never
+    /// list a digest nobody remembered or leave a file that is not a list.
+    #[test]
+    fn racing_writers_leave_a_whole_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("specbridge");
+        std::thread::scope(|scope| {
+            for t in 0..8 {
+                let folder = &folder;
+                scope.spawn(move || {
+                    for i in 0..20 {
+                        remember_in(folder, &digest(t * 100 + i));
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(folder.join(CACHE_FILE)).unwrap();
+        assert_eq!(text.lines().next(), Some(header()));
+        let listed = listed(&folder.join(CACHE_FILE));
+        assert!(!listed.is_empty());
+        assert_eq!(listed.len(), text.lines().count() - 1, "{text}");
+        let remembered: Vec<String> = (0..8)
+            .flat_map(|t| (0..20).map(move |i| digest(t * 100 + i)))
+            .collect();
+        assert!(listed.iter().all(|d| remembered.contains(d)));
+        let left: Vec<_> = std::fs::read_dir(&folder).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file is left behind");
     }
 
     #[test]
