@@ -17,7 +17,10 @@ use std::thread::JoinHandle;
 
 use specbridge_engine::evidence::{EvidenceError, GitSnapshot, TreeEpoch};
 
-/// At most one snapshot, for the first agent attempt that claims it.
+use crate::working_tree::snapshot_on_thread;
+
+/// At most one snapshot, for the preflight and the first agent attempt that
+/// claims it.
 #[derive(Debug, Default)]
 pub struct SnapshotAhead {
     inner: Mutex<Option<Ahead>>,
@@ -27,6 +30,8 @@ pub struct SnapshotAhead {
 struct Ahead {
     /// Before the snapshot began.
     epoch: TreeEpoch,
+    /// Whether an agent attempt may claim it, or only the preflight peek.
+    claimable: bool,
     /// Still being taken.
     thread: Option<JoinHandle<Result<GitSnapshot, EvidenceError>>>,
     /// Taken; `None` where taking it failed (whoever needs one takes its own,
@@ -36,17 +41,15 @@ struct Ahead {
 
 impl SnapshotAhead {
     /// Starts taking the snapshot of `root` on a thread; none where no thread can
-    /// be had (whoever needs one then takes its own).
-    pub fn start(root: &Path) -> SnapshotAhead {
+    /// be had (whoever needs one then takes its own). Unless `claimable`, only
+    /// the preflight may use it ([`SnapshotAhead::peek`]).
+    pub fn start(root: &Path, claimable: bool) -> SnapshotAhead {
         let epoch = TreeEpoch::now();
-        let root = root.to_path_buf();
-        let thread = std::thread::Builder::new()
-            .name("specbridge-ahead".into())
-            .spawn(move || GitSnapshot::take(&root))
-            .ok();
+        let thread = snapshot_on_thread(root, "specbridge-ahead");
         SnapshotAhead {
             inner: Mutex::new(thread.map(|t| Ahead {
                 epoch,
+                claimable,
                 thread: Some(t),
                 taken: None,
             })),
@@ -61,12 +64,13 @@ impl SnapshotAhead {
         ahead.wait().clone()
     }
 
-    /// The snapshot, to the first caller, while the tree's epoch is the one it
-    /// began at and it could be taken; `None` otherwise, and to every later
-    /// caller. Every agent attempt claims it before its own snapshot, used or not.
+    /// The snapshot, to the first caller, while it is claimable, the tree's
+    /// epoch is the one it began at and it could be taken; `None` otherwise, and
+    /// to every later caller. Every agent attempt claims it before its own
+    /// snapshot, used or not.
     pub(crate) fn claim(&self) -> Option<GitSnapshot> {
         let mut ahead = self.lock().take()?;
-        if ahead.epoch != TreeEpoch::now() {
+        if !ahead.claimable || ahead.epoch != TreeEpoch::now() {
             // A thread still running finishes alone; its snapshot is of no use.
             return None;
         }
@@ -96,7 +100,7 @@ mod tests {
     fn the_first_claim_gets_the_snapshot_and_later_ones_nothing() {
         let repo = committed_repo();
         std::fs::write(repo.path().join("dirty"), "x\n").unwrap();
-        let ahead = SnapshotAhead::start(repo.path());
+        let ahead = SnapshotAhead::start(repo.path(), true);
         // Other tests of this process start processes; a claim is answered only
         // while the epoch is the one the snapshot began at.
         let before = TreeEpoch::now();
@@ -114,7 +118,7 @@ mod tests {
     #[test]
     fn a_process_started_or_a_write_since_the_snapshot_began_voids_it() {
         let repo = committed_repo();
-        let stale = SnapshotAhead::start(repo.path());
+        let stale = SnapshotAhead::start(repo.path(), true);
         stale.lock().as_mut().unwrap().epoch = TreeEpoch::never();
         assert!(
             stale.peek().is_some(),
@@ -124,9 +128,18 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_for_the_preflight_alone_is_never_claimed() {
+        let repo = committed_repo();
+        let ahead = SnapshotAhead::start(repo.path(), false);
+        assert!(ahead.peek().is_some());
+        ahead.lock().as_mut().unwrap().epoch = TreeEpoch::now();
+        assert!(ahead.claim().is_none());
+    }
+
+    #[test]
     fn the_preflight_peeks_and_the_first_attempt_still_claims() {
         let repo = committed_repo();
-        let ahead = SnapshotAhead::start(repo.path());
+        let ahead = SnapshotAhead::start(repo.path(), true);
         let peeked = ahead.peek().expect("taken");
         assert_eq!(ahead.peek().as_ref(), Some(&peeked));
         // Other tests of this process start processes; a claim is answered only
@@ -143,7 +156,7 @@ mod tests {
         );
         let outside = tempfile::tempdir().unwrap();
         assert!(
-            SnapshotAhead::start(outside.path()).peek().is_none(),
+            SnapshotAhead::start(outside.path(), true).peek().is_none(),
             "no repository: nothing taken, the caller takes its own"
         );
     }

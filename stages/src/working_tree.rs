@@ -179,6 +179,19 @@ pub fn snapshot(root: &Path) -> Result<GitSnapshot, StageError> {
     GitSnapshot::take(root).map_err(StageError::Snapshot)
 }
 
+/// Starts taking the snapshot of `root` on a thread named `name`; `None` where no
+/// thread can be had (the caller then takes it itself when it needs it).
+pub(crate) fn snapshot_on_thread(
+    root: &Path,
+    name: &str,
+) -> Option<JoinHandle<Result<GitSnapshot, EvidenceError>>> {
+    let root = root.to_path_buf();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || GitSnapshot::take(&root))
+        .ok()
+}
+
 /// The working tree after an agent, read from the moment the agent's process
 /// group has ended (the invocation's `on_exit`), on a thread beside the writing
 /// of the invocation's records, which are all under `.specbridge/` and so never
@@ -203,11 +216,7 @@ impl AfterSnapshot {
     pub(crate) fn start(&self) {
         let mut taking = self.taking.lock().unwrap_or_else(PoisonError::into_inner);
         if taking.is_none() {
-            let root = self.root.clone();
-            *taking = std::thread::Builder::new()
-                .name("specbridge-after".into())
-                .spawn(move || GitSnapshot::take(&root))
-                .ok();
+            *taking = snapshot_on_thread(&self.root, "specbridge-after");
         }
     }
 

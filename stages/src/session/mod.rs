@@ -236,10 +236,7 @@ impl RunSession {
         agent.store = Arc::new(crate::store_check::StoreBaseline::with_early_read(
             held_read,
         ));
-        // Only a fresh run's first attempt may use it (`preflight::snapshot_ahead`).
-        if matches!(origin, Origin::Fresh) {
-            agent.tree_ahead = Arc::new(tree_ahead);
-        }
+        agent.tree_ahead = Arc::new(tree_ahead);
         warnings.extend(sandbox.warnings);
         observer.warnings(&warnings);
 

@@ -40,9 +40,10 @@ pub(crate) fn check_working_tree(
 /// The working tree's snapshot, started now where it will be wanted: by the
 /// preflight's clean-tree check (execute stages), or, in a fresh run, by an
 /// agent stage that can be the first to start (`snapshot_ahead.rs`). It needs
-/// nothing the preflight finds, so it goes on beside it. A resume's first
-/// attempt takes its own: the resume ends what the interrupted run left
-/// running after this point, and what that changed until then is no attempt's.
+/// nothing the preflight finds, so it goes on beside it. Only a fresh run's
+/// first attempt may claim it; a resume's takes its own: the resume ends what
+/// the interrupted run left running after this point, and what that changed
+/// until then is no attempt's.
 pub(crate) fn snapshot_ahead(
     root: &Path,
     nodes: &[Node],
@@ -55,7 +56,7 @@ pub(crate) fn snapshot_ahead(
             .any(|n| n.kind.is_agent() && n.needs.is_empty());
     let clean_check = !allow_dirty && nodes.iter().any(|n| n.kind == StageKind::Execute);
     if first_is_agent || clean_check {
-        SnapshotAhead::start(root)
+        SnapshotAhead::start(root, fresh)
     } else {
         SnapshotAhead::default()
     }
