@@ -494,27 +494,34 @@ fn checked_list(ctx: &TestContext) -> String {
         .unwrap_or_default()
 }
 
+/// [`GOOD`] with a key the format does not have.
+fn with_unknown_key() -> String {
+    GOOD.replace("timeout: 15m", "timeout: 15m\n  colour: blue")
+}
+
+/// Validates `yaml` in `ctx`: it exits `code` and says each of `wanted`.
+fn refused(ctx: &TestContext, yaml: &str, code: i32, wanted: &[&str]) {
+    ctx.write("specbridge.yaml", yaml);
+    let out = ctx.run(&["validate"]);
+    assert_eq!(out.code, code, "{}", out.snapshot());
+    for w in wanted {
+        assert!(out.stderr.contains(w), "{}", out.stderr);
+    }
+}
+
 /// A pass is remembered by the file's sha256; a refusal never is, so the same
 /// broken bytes get their located messages every time.
 #[test]
 fn a_passed_structure_is_remembered_and_a_refused_one_never() {
     let ctx = repo(GOOD);
     assert_eq!(ctx.run(&["validate"]).code, 0);
-    let good = specbridge_engine::store::sha256_hex(GOOD.as_bytes());
-    assert!(checked_list(&ctx).lines().any(|l| l == good));
-    let broken = GOOD.replace("timeout: 15m", "timeout: 15m\n  colour: blue");
-    ctx.write("specbridge.yaml", &broken);
+    let sha = |text: &str| specbridge_engine::store::sha256_hex(text.as_bytes());
+    assert!(checked_list(&ctx).lines().any(|l| l == sha(GOOD)));
+    let broken = with_unknown_key();
     for _ in 0..2 {
-        let out = ctx.run(&["validate"]);
-        assert_eq!(out.code, 2, "{}", out.snapshot());
-        assert!(
-            out.stderr.contains("unknown key `colour`"),
-            "{}",
-            out.stderr
-        );
+        refused(&ctx, &broken, 2, &["unknown key `colour`"]);
     }
-    let broken = specbridge_engine::store::sha256_hex(broken.as_bytes());
-    assert!(!checked_list(&ctx).contains(&broken));
+    assert!(!checked_list(&ctx).contains(&sha(&broken)));
 }
 
 /// The list vouches for bytes, not for a run: a list that names a broken file
@@ -526,11 +533,6 @@ fn a_list_vouching_for_a_broken_file_does_not_let_it_through() {
     let ctx = repo(GOOD);
     assert_eq!(ctx.run(&["validate"]).code, 0);
     let header = checked_list(&ctx).lines().next().unwrap().to_string();
-    let broken = GOOD.replace("timeout: 15m", "timeout: 15m\n  colour: blue");
-    let bypass = GOOD.replace(
-        "  model: sonnet",
-        "  model: sonnet\n  commandArgs: [--verbose, --dangerously-skip-permissions]",
-    );
     let vouch = |text: &str| {
         std::fs::write(
             ctx.cache.path().join("specbridge/checked-pipelines"),
@@ -541,19 +543,13 @@ fn a_list_vouching_for_a_broken_file_does_not_let_it_through() {
         )
         .unwrap();
     };
+    let broken = with_unknown_key();
     vouch(&broken);
-    ctx.write("specbridge.yaml", &broken);
-    let out = ctx.run(&["validate"]);
-    assert_eq!(out.code, 2, "{}", out.snapshot());
-    assert!(out.stderr.contains("specbridge.yaml:"), "{}", out.stderr);
-    assert!(out.stderr.contains("colour"), "{}", out.stderr);
-    vouch(&bypass);
-    ctx.write("specbridge.yaml", &bypass);
-    let out = ctx.run(&["validate"]);
-    assert_eq!(out.code, 6, "{}", out.snapshot());
-    assert!(
-        out.stderr.contains("--dangerously-skip-permissions"),
-        "{}",
-        out.stderr
+    refused(&ctx, &broken, 2, &["specbridge.yaml:", "colour"]);
+    let bypass = GOOD.replace(
+        "  model: sonnet",
+        "  model: sonnet\n  commandArgs: [--verbose, --dangerously-skip-permissions]",
     );
+    vouch(&bypass);
+    refused(&ctx, &bypass, 6, &["--dangerously-skip-permissions"]);
 }
