@@ -262,6 +262,32 @@ fn a_run_in_use_is_refused() {
     assert_eq!(ctx.run(&["resume", "latest"]).code, 0);
 }
 
+/// A child a crashed run had forked but that had not reached `exec` yet holds the
+/// run's lock for a moment after its parent is gone: a resume started then waits
+/// it out instead of calling the run in use. (`flock FILE sleep` stands in for
+/// that child: another holder of the lock that goes away on its own.)
+#[test]
+fn a_lock_held_for_a_moment_after_a_crash_does_not_refuse_the_resume() {
+    let ctx = TestContext::new();
+    ctx.write("specbridge.yaml", CHECKS);
+    assert_eq!(ctx.run(&["run"]).code, 1);
+    let lock = ctx.only_run_dir().join(".lock");
+    let mut holder = std::process::Command::new("flock")
+        .arg(&lock)
+        .args(["sleep", "0.3"])
+        .spawn()
+        .expect("util-linux flock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !specbridge_engine::store::is_held(&lock, &specbridge_engine::store::held_flocks()) {
+        assert!(Instant::now() < deadline, "flock never took the lock");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    ctx.write("fixed", "");
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    holder.wait().unwrap();
+}
+
 /// A resume leaves out the structural check only for the exact bytes the run
 /// started with: any edit since, however small, is checked in full, with every
 /// problem located and nothing written.

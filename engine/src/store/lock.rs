@@ -6,6 +6,8 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use super::flock::{lock_exclusive, Flock};
+
 /// Why a run lock could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
@@ -27,7 +29,8 @@ pub struct RunLock {
 }
 
 impl RunLock {
-    /// Take the lock without waiting.
+    /// Take the lock, waiting at most a moment ([`super::flock`]) for a holder
+    /// that is going away.
     pub fn acquire(run_dir: &Path, run_id: &str) -> Result<RunLock, LockError> {
         let path = run_dir.join(crate::store::layout::LOCK);
         use std::os::unix::fs::OpenOptionsExt;
@@ -41,22 +44,17 @@ impl RunLock {
                 run: run_id.to_string(),
                 source,
             })?;
-        // SAFETY: flock on a file descriptor we own; no memory is shared.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                return Err(LockError::InUse {
-                    run: run_id.to_string(),
-                    path,
-                });
-            }
-            return Err(LockError::Io {
+        match lock_exclusive(&file) {
+            Ok(Flock::Taken) => Ok(RunLock { file, path }),
+            Ok(Flock::Held) => Err(LockError::InUse {
                 run: run_id.to_string(),
-                source: e,
-            });
+                path,
+            }),
+            Err(source) => Err(LockError::Io {
+                run: run_id.to_string(),
+                source,
+            }),
         }
-        Ok(RunLock { file, path })
     }
 
     pub fn path(&self) -> &Path {

@@ -12,6 +12,7 @@ pub mod confined;
 mod durable;
 pub mod events;
 mod fault;
+mod flock;
 pub mod layout;
 pub mod lock;
 mod log;

@@ -1,17 +1,19 @@
 //! One writer of a repository's working tree at a time (docs/stage-kinds.md): every run and
 //! resume that has execute stages holds an exclusive flock on
-//! `.specbridge/worktree.lock` for as long as it runs. A second one is refused at
-//! once, with the run id and pid of the holder, before it creates or changes
-//! anything: two runs changing one tree would attribute each other's changes.
+//! `.specbridge/worktree.lock` for as long as it runs. A second one is refused
+//! (after a moment's grace, `store/flock.rs`), with the run id and pid of the
+//! holder, before it creates or changes anything: two runs changing one tree
+//! would attribute each other's changes.
 //!
 //! The kernel drops a flock when its holder dies, so a crashed run never leaves the
 //! repository locked; the holder written into the file is only for the message.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use super::flock::{lock_exclusive, Flock};
 
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +69,8 @@ pub struct TreeLock {
 }
 
 impl TreeLock {
-    /// Takes the lock without waiting. `command` is `run` or `resume`; the run id
+    /// Takes the lock, waiting at most a moment ([`super::flock`]) for a holder
+    /// that is going away. `command` is `run` or `resume`; the run id
     /// is added with [`TreeLock::set_run`] once known.
     pub fn acquire(
         root: &Path,
@@ -91,13 +94,7 @@ impl TreeLock {
             .write(true)
             .open(&path)
             .map_err(io)?;
-        // SAFETY: flock on a descriptor we own; no memory is shared.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(io(e));
-            }
+        if lock_exclusive(&file).map_err(io)? == Flock::Held {
             let mut text = String::new();
             let _ = file.read_to_string(&mut text);
             let holder = serde_json::from_str::<TreeLockHolder>(&text).map_or_else(

@@ -1,0 +1,101 @@
+//! Taking an exclusive flock that a dead holder may still hold for a moment.
+//!
+//! A flock belongs to an open file description, and `fork` copies the descriptor
+//! table: a child forked by a specbridge process holds every lock its parent
+//! holds until its `exec` closes them (they are close-on-exec). When specbridge
+//! dies (a crash, a kill) while one of its threads has forked a `git` that has
+//! not reached `exec` yet, that child holds the run's lock and the working tree's
+//! lock after its parent is gone. On a loaded machine that lasts milliseconds to
+//! tens of milliseconds: a `resume` started at once was refused with "in use by
+//! another specbridge process" when no specbridge was running. A real holder holds
+//! the lock for as long as its run lasts, so waiting a moment before refusing
+//! tells the two apart at the cost of a refusal coming [`GRACE`] later.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// How long a held lock is tried again before it counts as held.
+pub(super) const GRACE: Duration = Duration::from_secs(1);
+
+/// Whether the lock was taken, or is held by someone else after [`GRACE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Flock {
+    Taken,
+    Held,
+}
+
+/// Take an exclusive flock on `file`, trying again for up to [`GRACE`] while
+/// another descriptor holds it.
+pub(super) fn lock_exclusive(file: &File) -> std::io::Result<Flock> {
+    let deadline = Instant::now() + GRACE;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        // SAFETY: flock on a descriptor the caller owns; no memory is shared.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(Flock::Taken);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(e);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(Flock::Held);
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(path: &std::path::Path) -> File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .unwrap()
+    }
+
+    /// util-linux `flock FILE sleep S` holds the lock while `sleep` runs: a
+    /// holder that goes away within the grace, as a forked child reaching exec.
+    #[test]
+    fn a_lock_let_go_within_the_grace_is_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let mut holder = std::process::Command::new("flock")
+            .arg(&path)
+            .args(["sleep", "0.2"])
+            .spawn()
+            .expect("util-linux flock");
+        let file = open(&path);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Wait until the holder has it, so that the attempt below meets it held.
+        while crate::store::lock::lock_key(&path)
+            .is_none_or(|key| !crate::store::held_flocks().contains(&key))
+        {
+            assert!(Instant::now() < deadline, "flock never took the lock");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(lock_exclusive(&file).unwrap(), Flock::Taken);
+        holder.wait().unwrap();
+    }
+
+    #[test]
+    fn a_lock_held_past_the_grace_is_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let first = open(&path);
+        assert_eq!(lock_exclusive(&first).unwrap(), Flock::Taken);
+        let started = Instant::now();
+        assert_eq!(lock_exclusive(&open(&path)).unwrap(), Flock::Held);
+        assert!(started.elapsed() >= GRACE, "refused before the grace ended");
+        drop(first);
+        assert_eq!(lock_exclusive(&open(&path)).unwrap(), Flock::Taken);
+    }
+}
