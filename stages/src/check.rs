@@ -122,6 +122,9 @@ pub(crate) async fn run_check(
         Ok(x) => x,
         Err(e) => return failed(&e),
     };
+    // The stages that need this one read what it stands for from memory, not
+    // from its `stage.json`, which may still be in the batch being written.
+    crate::upstream::remember_digest(ctx, &sr.node.id, Some(&parts));
     let mut report = run_command(ctx, stage, runner, sr).await;
     report.input_hash = Some(hash);
     report.input_parts = Some(parts);
@@ -139,10 +142,15 @@ async fn run_command(
     sr: &StageRun,
 ) -> StageReport {
     let run = &sr.run;
-    // The attempt's start — its `stage-started` event, and its `running` record
-    // where it has one (`store/started.rs`) — and whatever was queued before it
-    // are on disk before its logs exist and its command starts.
-    if let Err(e) = run.flush() {
+    // A stage without needs is among the first of its run: the run's first
+    // records, its start and whatever was queued before are on disk before its
+    // logs exist and its command starts. One with needs had them written before
+    // it started, when it read them; or else (its needs are check stages that
+    // ended in this process) its command starts beside the batch that records
+    // their end and its start: a check changes nothing, and a crash before that
+    // batch is on disk runs it again either way (docs/run-directory.md).
+    let first = sr.node.needs.is_empty();
+    if let Err(e) = if first { run.flush() } else { run.records_ok() } {
         return failed(&StageError::from(e));
     }
     let attempt_rel = layout::attempt_rel(&sr.node.id, sr.attempt);

@@ -126,13 +126,29 @@ impl StageExecutor for PipelineExecutor {
         Some(inputs.map_err(|e| e.reason()))
     }
 
+    /// A first check attempt whose needs are all check stages settled in this
+    /// process reads nothing of the run: what each need stands for downstream is
+    /// kept in memory ([`crate::upstream::remember_digest`]).
+    fn reads_records_at_start(&self, node: &Node, attempt: u32) -> bool {
+        if node.needs.is_empty() && attempt == 1 {
+            return false;
+        }
+        let Some(stage) = self.ctx.stage(Self::def_id(node)) else {
+            return true;
+        };
+        attempt > 1
+            || node.instance_of.is_some()
+            || stage.kind != StageKind::Check
+            || !crate::upstream::digests_in_memory(&self.ctx, stage)
+    }
+
     fn kept(&self, node: &Node, parts: Option<&InputParts>) {
         let is_check = self
             .ctx
             .stage(Self::def_id(node))
             .is_some_and(|s| s.kind == StageKind::Check);
         if is_check {
-            crate::upstream::keep_digest(&self.ctx, &node.id, parts);
+            crate::upstream::remember_digest(&self.ctx, &node.id, parts);
         }
     }
 

@@ -215,13 +215,25 @@ fn stands_for(parts: Option<&InputParts>) -> Option<String> {
         .map(|p| digest_of(&p.upstream))
 }
 
-/// Check stage `id` was settled from its record, which holds `parts` and stays as
-/// it is: what it stands for downstream is known without reading it again.
-pub(crate) fn keep_digest(ctx: &RunContext, id: &str, parts: Option<&InputParts>) {
+/// Check stage `id` has a record holding `parts` in this run: it was settled from
+/// that record (a resume's reuse), or it ran in this process with those parts,
+/// which the scheduler writes into its `stage.json`. What it stands for
+/// downstream is then known without reading the record (which, for a stage that
+/// just ended, may still be in the batch being written).
+pub(crate) fn remember_digest(ctx: &RunContext, id: &str, parts: Option<&InputParts>) {
     ctx.kept_digests
         .lock()
         .expect("kept digests lock")
         .insert(id.to_string(), stands_for(parts));
+}
+
+/// Whether every direct need of `stage` is a check stage whose digest is known
+/// in memory ([`remember_digest`]): its upstream part reads no record.
+pub(crate) fn digests_in_memory(ctx: &RunContext, stage: &StageDef) -> bool {
+    let kept = ctx.kept_digests.lock().expect("kept digests lock");
+    direct_needs(stage).into_iter().all(|id| {
+        ctx.stage(id).is_some_and(|s| s.kind == StageKind::Check) && kept.contains_key(id)
+    })
 }
 
 /// The sha256 of an upstream map's canonical JSON.

@@ -1,7 +1,8 @@
 //! Crash injection: specbridge aborted (SIGABRT, no cleanup) right after its N-th
 //! store write (`SPECBRIDGE_TEST_ABORT_AFTER_WRITES`, docs/testing.md), for every N
-//! of a multi-stage run with agent stages. Every such run must resume to success
-//! without redoing a stage that had passed, and then audit clean.
+//! of a multi-stage run with agent stages and a check that starts beside the
+//! batch recording its need's end (`recheck`). Every such run must resume to
+//! success without redoing a stage that had passed, and then audit clean.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -29,9 +30,13 @@ const PIPELINE: &str = "  - id: spec
     kind: check
     needs: [implement]
     argv: [grep, -q, done, feature.txt]
+  - id: recheck
+    kind: check
+    needs: [gate]
+    argv: [grep, -q, done, feature.txt]
   - id: polish
     kind: execute
-    needs: [gate]
+    needs: [recheck]
     prompt: prompts/polish.md
     verification:
       - { name: polished, argv: [grep, -q, done, polish.txt] }

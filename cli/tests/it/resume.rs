@@ -241,6 +241,48 @@ stages:
   - { id: b, kind: check, needs: [a], argv: [sh, -c, \"test -f fixed\"] }
 ";
 
+/// A check stage whose needs are check stages takes what they stand for from
+/// memory (they ran, or were reused, in the same process) and starts beside the
+/// batch that records their end. What it hashed must be what their records say:
+/// a resume reading them from disk reuses every stage, after a run and after a
+/// resume that ran part of the chain again.
+#[test]
+fn check_stages_hash_their_check_needs_as_the_records_say() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        "version: 1
+name: checks
+stages:
+  - { id: a, kind: check, argv: [echo, a] }
+  - { id: b, kind: check, needs: [a], argv: [sh, -c, \"test -f fixed\"] }
+  - { id: c, kind: check, needs: [a, b], argv: [echo, c] }
+  - { id: d, kind: check, needs: [c], argv: [echo, d] }
+",
+    );
+    assert_eq!(ctx.run(&["run"]).code, 1);
+    ctx.write("fixed", "");
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    assert!(reused_by_last_resume(&ctx, "a"));
+    let upstream = &stage(&ctx, "c")["inputParts"]["upstream"];
+    assert!(upstream["a"].is_null(), "a needs nothing: {upstream}");
+    assert!(upstream["b"].is_string(), "b stands for a: {upstream}");
+    let all_reused = decisions(&[
+        ("a", "reuse", ""),
+        ("b", "reuse", ""),
+        ("c", "reuse", ""),
+        ("d", "reuse", ""),
+    ]);
+    assert_eq!(dry_run(&ctx), all_reused);
+
+    // The same chain run whole in one process.
+    std::fs::remove_dir_all(ctx.path(".specbridge/runs")).unwrap();
+    assert_eq!(ctx.run(&["run"]).code, 0);
+    assert_eq!(dry_run(&ctx), all_reused);
+    assert_audit_clean(&ctx);
+}
+
 #[test]
 fn a_run_in_use_is_refused() {
     let ctx = TestContext::new();

@@ -189,7 +189,7 @@ fn a_run_working_beside_the_agent_in_the_same_repository_is_not_blamed_on_it() {
         .command()
         .args(["run", "-f", "b.yaml"])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(ctx.aux_path("b-stderr")).unwrap())
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -203,7 +203,12 @@ fn a_run_working_beside_the_agent_in_the_same_repository_is_not_blamed_on_it() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let out = ctx.run(&["run", "-f", "a.yaml"]);
-    assert_eq!(b.wait().unwrap().code(), Some(0), "run b failed");
+    assert_eq!(
+        b.wait().unwrap().code(),
+        Some(0),
+        "run b failed: {}",
+        std::fs::read_to_string(ctx.aux_path("b-stderr")).unwrap_or_default()
+    );
     assert_eq!(out.code, 0, "{}", out.snapshot());
     let a = run_dirs(&ctx)
         .into_iter()

@@ -219,6 +219,10 @@ impl StageExecutor for ResumeExecutor {
         self.inner.kept(node, parts);
     }
 
+    fn reads_records_at_start(&self, node: &Node, attempt: u32) -> bool {
+        self.inner.reads_records_at_start(node, attempt)
+    }
+
     fn reuse(&self, node: &Node, run: &RunHandle) -> Option<StageReport> {
         // The decision reads the upstream records: what this resume queued (the
         // end of a stage it ran again) is written first. A failed write stopped

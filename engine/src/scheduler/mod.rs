@@ -70,6 +70,15 @@ pub trait StageExecutor: Send + Sync + 'static {
     /// SIGKILL after their grace): the run's records can no longer be written.
     fn stop(&self) {}
 
+    /// Whether attempt `attempt` of `node` reads records of the run before its
+    /// process starts (its needs' outputs, the attempt before it). What is queued
+    /// — the records that ended the stages it needs, and its own start — is then
+    /// written before it starts; otherwise it starts beside that batch
+    /// (docs/run-directory.md, "Writing rules").
+    fn reads_records_at_start(&self, node: &Node, attempt: u32) -> bool {
+        !node.needs.is_empty() || attempt > 1
+    }
+
     /// `node` was settled from its record without running (a resume's reuse): its
     /// record stays byte for byte as it is, holding `parts`.
     fn kept(&self, node: &Node, parts: Option<&InputParts>) {
@@ -182,17 +191,6 @@ pub async fn run_plan(
     })
 }
 
-/// Fails once the run's records have stopped being written.
-fn records_ok(run: &RunHandle) -> Result<(), StoreError> {
-    match run.failure() {
-        Some(f) => Err(StoreError::Stopped {
-            path: String::new(),
-            first: f.message,
-        }),
-        None => Ok(()),
-    }
-}
-
 /// How often the run folder is checked while nothing is written (agents at work).
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -213,7 +211,7 @@ async fn schedule(
 
     loop {
         // A write a stage made (and reported only in its outcome) may have failed.
-        records_ok(run)?;
+        run.records_ok()?;
         if !halted && executor.cancelled() {
             halted = true;
         }
@@ -333,7 +331,7 @@ async fn schedule(
                 joined = running.join_next() => break joined.expect("a task is running"),
                 _ = tokio::time::sleep(WATCH_EVERY) => {
                     if run.watch().is_some() {
-                        records_ok(run)?;
+                        run.records_ok()?;
                     }
                 }
             }

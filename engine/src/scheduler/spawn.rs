@@ -44,8 +44,10 @@ pub(super) fn start_attempt(
     // stage that reads records of the run (its needs' outputs, its previous
     // attempt's result) finds them on disk: the batch is written before it
     // starts. One that reads none has its start written with its own first
-    // records, in the batch every executor flushes before it spawns anything
-    // (docs/run-directory.md, "Writing rules"): one wait for the disk less.
+    // records, in the batch its executor flushes before it spawns anything, or
+    // (a check stage whose needs ended in this process) beside its command, by
+    // the flush below the scheduler's loop (docs/run-directory.md, "Writing
+    // rules"): one wait for the disk less, or both off its path.
     if writes_running_record(node.kind, attempt, node.instance_of.is_some()) {
         write_stage(run, node, StageStatus::Running, Some(&started), attempt)?;
     }
@@ -54,7 +56,7 @@ pub(super) fn start_attempt(
         stage: id.clone(),
         attempt,
     }))?;
-    if !node.needs.is_empty() || attempt > 1 {
+    if spawn.executor.reads_records_at_start(node, attempt) {
         run.flush()?;
     }
     let exec = spawn.executor.clone();

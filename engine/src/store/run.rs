@@ -386,6 +386,12 @@ impl RunHandle {
         self.guard.failure()
     }
 
+    /// Fails, as any later write would, once the run's records have stopped
+    /// being written ([`Self::failure`]).
+    pub fn records_ok(&self) -> Result<(), StoreError> {
+        self.guard.stopped("")
+    }
+
     /// Check now that the run folder is still there (while nothing is written).
     pub(crate) fn watch(&self) -> Option<StoreFailure> {
         self.guard.watch()

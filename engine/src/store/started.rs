@@ -5,8 +5,10 @@
 //! `running` record it used to write first, and replace a few milliseconds later,
 //! was a third of the files a stage made and two of its seven waits for the disk
 //! (docs/performance.md). What that record said is still known: the stage's
-//! `stage-started` event is in the log before its attempt folder exists, and the
-//! attempt folder and `plan.json` say which stage and attempt it was. Retries
+//! `stage-started` event is in the log (a check whose needs ended in the same
+//! process makes its attempt folder while that event is being written, so a crash
+//! can leave the folder without the event), and the attempt folder and
+//! `plan.json` say which stage and attempt it was. Retries
 //! (whose `stage.json` holds the attempt before), agent stages (which write the
 //! record with their prompt, in a batch they write anyway) and fan-out instances
 //! (which `plan.json` lists only once the run settles) still write it.
