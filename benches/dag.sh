@@ -16,9 +16,10 @@ RUNS=${RUNS:-5}
 # Untimed runs before the timed ones (0 for the largest sizes, where one run
 # takes minutes and the caches are warm anyway).
 WARMUP=${WARMUP:-1}
-# validate and dry-run sizes; `runs show` and no-op resume need a full run first.
-PLAN_SIZES=${PLAN_SIZES:-"1000 10000"}
-SHOW_SIZES=${SHOW_SIZES:-"200 1000"}
+# validate and dry-run sizes; `runs show` and no-op resume need a full run first
+# (an empty list leaves the rows out).
+PLAN_SIZES=${PLAN_SIZES-"1000 10000"}
+SHOW_SIZES=${SHOW_SIZES-"200 1000"}
 command -v hyperfine >/dev/null || {
     echo "hyperfine is missing: apt-get install hyperfine" >&2
     exit 2
@@ -87,12 +88,13 @@ floor_n=200
 floor_dir=$scratch/floor
 # The folders the engine's argv binds read-only must exist in the floor's too.
 mkdir -p "$floor_dir/out" "$floor_dir/.git" "$floor_dir/.specbridge"
-floor_loop() { # wrapper…
-    local w=""
+floor_loop() { # n wrapper…
+    local n=$1 w=""
+    shift
     [ $# -gt 0 ] && w="$* "
-    echo "sh -c 'cd $floor_dir && seq $floor_n | xargs -I{} $w sh -c \"true && touch out/s{}\"'"
+    echo "sh -c 'cd $floor_dir && seq $n | xargs -I{} $w sh -c \"true && touch out/s{}\"'"
 }
-t_floor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(floor_loop)")
+t_floor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(floor_loop "$floor_n")")
 c_floor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
 floor=$(awk -v t="$t_floor" -v n="$floor_n" 'BEGIN { print t / n }')
 wrapper=$(jq -r '.sandbox.wrapperArgv // [] | join(" ")' \
@@ -101,11 +103,41 @@ floor_kind="unconfined"
 if [ -n "$wrapper" ]; then
     # The recorded argv binds the one-stage repository; bind the floor's instead.
     wrapper=${wrapper//$one/$floor_dir}
-    t_cfloor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(floor_loop "$wrapper")")
+    t_cfloor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(floor_loop "$floor_n" "$wrapper")")
     c_cfloor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
     cfloor=$(awk -v t="$t_cfloor" -v n="$floor_n" 'BEGIN { print t / n }')
     floor_kind="confined"
 fi
+# One row of the per-stage table: the run of N stages and the floor loop of the
+# same N, one right after the other, RUNS times (after WARMUP untimed pairs).
+# This machine's speed moves by a fifth between minutes; a floor timed minutes
+# before its row measured that drift, not the engine. Prints the medians of the
+# run and of the floor, in seconds; GNU time appends each run's peak RSS and
+# CPU seconds to $scratch/rss.
+pair() { # dir n
+    local d=$1 n=$2 i t0 t1 t2 t3 floor_cmd
+    floor_cmd=$(floor_loop "$n" ${wrapper:+"$wrapper"})
+    : >"$scratch/runs"
+    : >"$scratch/floors"
+    : >"$scratch/rss"
+    for i in $(seq $((WARMUP + RUNS))); do
+        rm -rf "$d/out" && mkdir -p "$d/out"
+        t0=$(date +%s%N)
+        /usr/bin/time -f "%M %U %S" -a -o "$scratch/rss" \
+            "$bin" -C "$d" run --concurrency 1 --json >/dev/null 2>&1 || true
+        t1=$(date +%s%N)
+        rm -rf "$floor_dir/out" && mkdir "$floor_dir/out"
+        t2=$(date +%s%N)
+        bash -c "$floor_cmd" >/dev/null 2>&1
+        t3=$(date +%s%N)
+        if [ "$i" -gt "$WARMUP" ]; then
+            echo $((t1 - t0)) >>"$scratch/runs"
+            echo $((t3 - t2)) >>"$scratch/floors"
+        fi
+    done
+    median() { sort -n "$1" | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m / 1e9 }'; }
+    echo "$(median "$scratch/runs") $(median "$scratch/floors")"
+}
 
 echo "## Fixed costs"
 echo
@@ -122,20 +154,22 @@ echo "| start-up of the 4-stage run (less 4 × $floor_kind floor) | $(ms "$(awk 
 echo
 echo "## Per-stage cost (run of N check stages, concurrency 1)"
 echo
-echo "| shape | N | run (CPU) | per stage | above the $floor_kind floor | peak RSS |"
-echo "|---|---|---|---|---|---|"
+echo "Medians of $RUNS runs, each followed by the $floor_kind floor loop of the same N."
+echo
+echo "| shape | N | run (CPU) | per stage | floor per stage | above it | peak RSS |"
+echo "|---|---|---|---|---|---|---|"
 for shape in $SHAPES; do
     for n in $SIZES; do
         d=$(repo "$shape" "$n")
-        # Peak RSS from the timed runs themselves (GNU time appends one line a
-        # run), so that a large DAG is not run once more only to measure it.
-        : >"$scratch/rss"
-        t=$(mean "$(clean "$d")" "/usr/bin/time -f %M -a -o $scratch/rss $bin -C $d run --concurrency 1 --json")
-        c=$(cpu)
+        read -r t tf < <(pair "$d" "$n")
+        # Peak RSS and CPU from the runs themselves, so that a large DAG is not
+        # run once more only to measure them.
         r=$(sort -n "$scratch/rss" | tail -1 | awk '{ printf "%.1f", $1 / 1024 }')
+        c=$(tail -n "$RUNS" "$scratch/rss" | awk '{ s += $2 + $3 } END { printf " (CPU %.1f ms)", s * 1000 / NR }')
         per=$(awk -v t="$t" -v o="$t_one" -v n="$n" 'BEGIN { print (t - o) / (n - 1) }')
-        above=$(awk -v p="$per" -v f="$floor" 'BEGIN { print p - f }')
-        echo "| $shape | $n | $(ms "$t") ms$c | $(ms "$per") ms | $(ms "$above") ms | $r MiB |"
+        f=$(awk -v t="$tf" -v n="$n" 'BEGIN { print t / n }')
+        above=$(awk -v p="$per" -v f="$f" 'BEGIN { print p - f }')
+        echo "| $shape | $n | $(ms "$t") ms$c | $(ms "$per") ms | $(ms "$f") ms | $(ms "$above") ms | $r MiB |"
     done
 done
 echo
