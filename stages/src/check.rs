@@ -147,8 +147,9 @@ async fn run_command(
     // logs exist and its command starts. One with needs had them written before
     // it started, when it read them; or else (its needs are check stages that
     // ended in this process) its command starts beside the batch that records
-    // their end and its start: a check changes nothing, and a crash before that
-    // batch is on disk runs it again either way (docs/run-directory.md).
+    // their end and its start: a check is confined read-only (unless `sandbox:
+    // off`), and a crash before that batch is on disk runs it again either way
+    // (docs/run-directory.md).
     let first = sr.node.needs.is_empty();
     if let Err(e) = if first { run.flush() } else { run.records_ok() } {
         return failed(&StageError::from(e));
