@@ -68,6 +68,11 @@ rss() { # command…
 
 ms() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
 
+# The median of a file of nanosecond counts, one a line, in seconds.
+median_s() {
+    sort -n "$1" | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m / 1e9 }'
+}
+
 # Before each timed run: a fresh out/ (every stage creates its file, as in the
 # floor below). Earlier runs are kept, as a user keeps them: deleting thousands of
 # records right before a run makes the file system's inode allocation, not the
@@ -135,8 +140,7 @@ pair() { # dir n
             echo $((t3 - t2)) >>"$scratch/floors"
         fi
     done
-    median() { sort -n "$1" | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m / 1e9 }'; }
-    echo "$(median "$scratch/runs") $(median "$scratch/floors")"
+    echo "$(median_s "$scratch/runs") $(median_s "$scratch/floors")"
 }
 
 echo "## Fixed costs"

@@ -62,26 +62,13 @@ mod tests {
             .unwrap()
     }
 
-    /// util-linux `flock FILE sleep S` holds the lock while `sleep` runs: a
-    /// holder that goes away within the grace, as a forked child reaching exec.
+    /// A holder that goes away within the grace, as a forked child reaching exec.
     #[test]
     fn a_lock_let_go_within_the_grace_is_taken() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lock");
-        let mut holder = std::process::Command::new("flock")
-            .arg(&path)
-            .args(["sleep", "0.2"])
-            .spawn()
-            .expect("util-linux flock");
         let file = open(&path);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        // Wait until the holder has it, so that the attempt below meets it held.
-        while crate::store::lock::lock_key(&path)
-            .is_none_or(|key| !crate::store::held_flocks().contains(&key))
-        {
-            assert!(Instant::now() < deadline, "flock never took the lock");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let mut holder = crate::store::lock::held_by_another_process(&path, "0.2");
         assert_eq!(lock_exclusive(&file).unwrap(), Flock::Taken);
         holder.wait().unwrap();
     }

@@ -162,10 +162,30 @@ fn parse_lock_line(line: &str) -> Option<(u32, (u32, u32, u64))> {
     Some((pid, (major, minor, inode)))
 }
 
+/// util-linux `flock PATH sleep SECONDS`, in its own process group, once it holds
+/// the lock on `path` (as another process's run would): the lock is held by
+/// both, `flock` and `sleep`, until `sleep` ends.
+#[cfg(test)]
+pub(super) fn held_by_another_process(path: &Path, seconds: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+    let child = std::process::Command::new("flock")
+        .arg(path)
+        .args(["sleep", seconds])
+        .process_group(0)
+        .spawn()
+        .expect("util-linux flock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !is_held(path, &held_flocks()) {
+        assert!(Instant::now() < deadline, "flock never took the lock");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::process::CommandExt;
 
     #[test]
     fn proc_locks_lines_give_the_files_under_flock() {
@@ -191,18 +211,8 @@ mod tests {
         let mine = RunLock::acquire(dir.path(), "r1").unwrap();
         assert!(!is_held(&lock, &held_flocks()), "this process's own lock");
         drop(mine);
-        // `flock FILE sleep 30`: the lock is held by both; both are ended below.
-        let mut other = std::process::Command::new("flock")
-            .arg(&lock)
-            .args(["sleep", "30"])
-            .process_group(0)
-            .spawn()
-            .expect("util-linux flock");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !is_held(&lock, &held_flocks()) {
-            assert!(std::time::Instant::now() < deadline, "never seen held");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        // Both `flock` and its `sleep` are ended below.
+        let mut other = held_by_another_process(&lock, "30");
         // A symlink to a held lock is not a held lock.
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&lock, &link).unwrap();
