@@ -9,6 +9,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::thread::JoinHandle;
 
 mod bwrap;
 
@@ -22,9 +24,14 @@ pub(crate) const INSTALL_HINT: &str =
     "install bubblewrap and socat (Debian/Ubuntu: `apt-get install bubblewrap socat`)";
 
 /// [`SandboxSupport`] found on first use: a run whose agent stages never offer
-/// Bash (generate stages never do) starts no bubblewrap to learn it.
+/// Bash (generate stages never do) starts no bubblewrap to learn it. A resume
+/// starts it [`ahead`](SandboxProbe::ahead), beside the audit that gates it.
 #[derive(Debug, Default)]
-pub struct SandboxProbe(std::sync::OnceLock<SandboxSupport>);
+pub struct SandboxProbe {
+    found: OnceLock<SandboxSupport>,
+    /// Detection started ahead and not yet taken.
+    ahead: Mutex<Option<JoinHandle<SandboxSupport>>>,
+}
 
 impl SandboxProbe {
     /// Detected when first asked.
@@ -32,14 +39,53 @@ impl SandboxProbe {
         Self::default()
     }
 
+    /// Detected from now on, on a thread of its own: the first [`get`](Self::get)
+    /// waits for it. The probe only reads (`true` in a read-only sandbox), so
+    /// what it finds is what a later probe would have found; one nobody asks
+    /// for is waited for when the probe is dropped, so no `bwrap` outlives it.
+    pub fn ahead() -> Self {
+        let handle = std::thread::Builder::new()
+            .name("specbridge-bwrap".into())
+            .spawn(SandboxSupport::detect)
+            // Best effort: a refused thread leaves the first caller to detect.
+            .ok();
+        SandboxProbe {
+            found: OnceLock::new(),
+            ahead: Mutex::new(handle),
+        }
+    }
+
     /// Already known (tests, or a caller that detected it).
     pub fn known(support: SandboxSupport) -> Self {
-        SandboxProbe(std::sync::OnceLock::from(support))
+        SandboxProbe {
+            found: OnceLock::from(support),
+            ahead: Mutex::new(None),
+        }
     }
 
     /// The support, detecting it now if nobody asked before.
     pub fn get(&self) -> &SandboxSupport {
-        self.0.get_or_init(SandboxSupport::detect)
+        self.found.get_or_init(|| {
+            let ahead = self.take_ahead();
+            ahead
+                .and_then(|h| h.join().ok())
+                .unwrap_or_else(SandboxSupport::detect)
+        })
+    }
+
+    fn take_ahead(&self) -> Option<JoinHandle<SandboxSupport>> {
+        self.ahead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl Drop for SandboxProbe {
+    fn drop(&mut self) {
+        if let Some(handle) = self.take_ahead() {
+            let _ = handle.join();
+        }
     }
 }
 
@@ -160,6 +206,15 @@ fn probe(bwrap: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_started_ahead_finds_what_one_asked_later_finds() {
+        let ahead = SandboxProbe::ahead();
+        assert_eq!(ahead.get(), SandboxProbe::lazy().get());
+        // Asked again, the same answer, without a second probe.
+        assert!(std::ptr::eq(ahead.get(), ahead.get()));
+        assert!(ahead.take_ahead().is_none());
+    }
 
     #[test]
     fn a_missing_bubblewrap_is_named_with_the_install_hint() {

@@ -27,6 +27,7 @@ use specbridge_engine::orchestrate::{
 use specbridge_engine::pipeline::load::CheckedBefore;
 use specbridge_engine::pipeline::validate::load_and_validate_checked;
 use specbridge_engine::resume::{open_for_resume, plan_dry_run, Forced, OpenedRun, ResumeStart};
+use specbridge_engine::sandbox::SandboxProbe;
 use specbridge_engine::scheduler::StageExecutor;
 use specbridge_engine::store::RunnerInfo;
 use specbridge_engine::supervisor::{install_cancel_signals, CancelToken};
@@ -65,6 +66,9 @@ impl RunSession {
         let RunSession { settings, observer } = self;
         settings.given.check()?;
         let dry_run = settings.dry_run;
+        // One bubblewrap probe for the run, at the first need: the commands'
+        // sandbox, or an agent stage offering Bash (the CLI's sandbox).
+        let mut probe = SandboxProbe::lazy();
         let (origin, replay, scaffold) = match &settings.kind {
             SessionKind::Run { replay, scaffold } => {
                 let scaffold = match scaffold {
@@ -82,6 +86,13 @@ impl RunSession {
                 rerun,
                 reverify,
             } => {
+                if !dry_run {
+                    // The audit that gates a resume is its longest step; what the
+                    // rest of the session will ask is started beside it
+                    // (docs/performance.md). Both only read.
+                    specbridge_engine::evidence::ask_ahead(&settings.root);
+                    probe = SandboxProbe::ahead();
+                }
                 let opened = open_for_resume(&settings.root, run)?;
                 observer.resume_opened(&opened.findings, opened.torn_tail, dry_run);
                 let origin = Origin::Resume {
@@ -192,9 +203,7 @@ impl RunSession {
             });
         }
 
-        // One bubblewrap probe for the run, at the first need: the commands'
-        // sandbox, or an agent stage offering Bash (the CLI's sandbox).
-        let probe = std::sync::Arc::new(specbridge_engine::sandbox::SandboxProbe::lazy());
+        let probe = Arc::new(probe);
         let sandbox = preflight::command_sandbox(&root, &source.file, &nodes, dry_run, &probe)?;
         ctx.bubblewrap = sandbox.bubblewrap;
         // Recordings are audited before anything else happens.
