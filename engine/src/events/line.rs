@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::RunEvent;
-use crate::store::events::{verify_chain_with, ChainCheck, EventError};
+use crate::store::events::{verify_chain_with, ChainCheck, Envelope, EventError, Prev};
 
 /// The fields the log adds around every event; a payload never carries them.
 pub(crate) const ENVELOPE: [&str; 3] = ["seq", "at", "prev"];
@@ -66,16 +66,109 @@ pub fn read_with(
     path: &Path,
     mut visit: impl FnMut(u64, Result<EventLine, UnknownEvent>),
 ) -> Result<ChainCheck, EventError> {
-    verify_chain_with(path, |line, ev| {
-        let seq = ev.get("seq").and_then(Value::as_u64).unwrap_or(line);
-        let at = ev
-            .get("at")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let parsed = parse_owned(ev).map(|event| EventLine { seq, at, event });
-        visit(line, parsed);
+    let mut payload = Vec::new();
+    verify_chain_with(path, |line_no, line, last_hash| {
+        let (envelope, parsed) = read_line(line_no, line, last_hash, &mut payload)?;
+        visit(line_no, parsed);
+        Ok(envelope)
     })
+}
+
+/// One line: its envelope and its event, or why it is not JSON. A line as the
+/// log writes it is read without a JSON tree ([`as_written`]); every other line,
+/// and every line whose event does not parse that way, is read as a JSON value
+/// first ([`read_line_as_value`]), which gives the same answer for the first
+/// kind (a property test holds them equal) and is the only reading of the rest.
+pub(crate) fn read_line(
+    line_no: u64,
+    line: &[u8],
+    last_hash: &str,
+    payload: &mut Vec<u8>,
+) -> Result<(Envelope, Result<EventLine, UnknownEvent>), String> {
+    if let Some(found) = as_written(line, last_hash, payload) {
+        return Ok(found);
+    }
+    read_line_as_value(line_no, line, last_hash)
+}
+
+/// The general reading: the line as a JSON value, its envelope from that value,
+/// and its event from the value less the envelope.
+pub(crate) fn read_line_as_value(
+    line_no: u64,
+    line: &[u8],
+    last_hash: &str,
+) -> Result<(Envelope, Result<EventLine, UnknownEvent>), String> {
+    let value = serde_json::from_slice::<Value>(line).map_err(|e| e.to_string())?;
+    let envelope = Envelope::of(&value, last_hash);
+    let seq = envelope.seq.unwrap_or(line_no);
+    let at = value
+        .get("at")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let parsed = parse_owned(value).map(|event| EventLine { seq, at, event });
+    Ok((envelope, parsed))
+}
+
+/// A line as [`crate::store::events::EventLog`] writes it — `{"seq":N,"at":"…",
+/// "type":"…","prev":"…"` then the payload's fields, no whitespace, no escape in
+/// the envelope — read without a JSON tree: the envelope by its bytes, the event
+/// straight from `{"type":"…"` and the rest of the line. `None` for any other
+/// shape, and for an event that does not parse this way: its payload may repeat
+/// an envelope field, which a JSON value would keep the last of (every payload
+/// refuses unknown and repeated fields, so an event that parses here has none).
+fn as_written(
+    line: &[u8],
+    last_hash: &str,
+    payload: &mut Vec<u8>,
+) -> Option<(Envelope, Result<EventLine, UnknownEvent>)> {
+    let rest = line.strip_prefix(b"{\"seq\":")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    // JSON allows no leading zero; a number past u64 is not a `seq` either.
+    if digits == 0 || (digits > 1 && rest[0] == b'0') {
+        return None;
+    }
+    let seq: u64 = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+    let rest = rest[digits..].strip_prefix(b",\"at\":\"")?;
+    let (at, rest) = plain_string(rest)?;
+    let rest = rest.strip_prefix(b",\"type\":\"")?;
+    let (kind, rest) = plain_string(rest)?;
+    let rest = rest.strip_prefix(b",\"prev\":\"")?;
+    let (prev, rest) = plain_string(rest)?;
+    if !matches!(rest.first(), Some(b',' | b'}')) {
+        return None;
+    }
+    payload.clear();
+    payload.extend_from_slice(b"{\"type\":\"");
+    payload.extend_from_slice(kind.as_bytes());
+    payload.push(b'"');
+    payload.extend_from_slice(rest);
+    let event = serde_json::from_slice::<RunEvent>(payload).ok()?;
+    let envelope = Envelope {
+        seq: Some(seq),
+        prev: Prev::of(Some(prev), last_hash),
+        at: true,
+        kind: true,
+    };
+    let line = EventLine {
+        seq,
+        at: at.to_string(),
+        event,
+    };
+    Some((envelope, Ok(line)))
+}
+
+/// The text of a JSON string up to its closing quote, and what follows it, when
+/// the string holds no escape and no control character: then its value is that
+/// text.
+fn plain_string(s: &[u8]) -> Option<(&str, &[u8])> {
+    let end = s
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+    if s[end] != b'"' {
+        return None;
+    }
+    Some((std::str::from_utf8(&s[..end]).ok()?, &s[end + 1..]))
 }
 
 /// Every event of a log whose lines parse, in order; unreadable lines are left
@@ -89,6 +182,9 @@ pub fn read_all(path: &Path) -> Vec<EventLine> {
     });
     out
 }
+
+#[cfg(test)]
+mod read_tests;
 
 #[cfg(test)]
 mod tests {

@@ -234,13 +234,62 @@ pub(crate) struct ChainHead {
 
 /// Read a log line by line (never whole) and check every link of the chain.
 pub fn verify_chain(path: &Path) -> Result<ChainCheck, EventError> {
-    verify_chain_with(path, |_, _| {})
+    verify_chain_with(path, |_, line, last_hash| {
+        serde_json::from_slice::<Value>(line)
+            .map(|v| Envelope::of(&v, last_hash))
+            .map_err(|e| e.to_string())
+    })
 }
 
-/// Like [`verify_chain`], handing each parsed event to `visit` (line number, event).
+/// What the chain check reads of one line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Envelope {
+    pub seq: Option<u64>,
+    pub prev: Prev,
+    /// Whether `at` is a string.
+    pub at: bool,
+    /// Whether `type` is a string.
+    pub kind: bool,
+}
+
+/// A line's `prev` against the hash of the line before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prev {
+    Matches,
+    Differs,
+    Missing,
+}
+
+impl Prev {
+    pub(crate) fn of(prev: Option<&str>, last_hash: &str) -> Prev {
+        match prev {
+            Some(p) if p == last_hash => Prev::Matches,
+            Some(_) => Prev::Differs,
+            None => Prev::Missing,
+        }
+    }
+}
+
+impl Envelope {
+    /// The envelope of a line read as JSON (any JSON: a value that is not an
+    /// object has none of the fields).
+    pub(crate) fn of(line: &Value, last_hash: &str) -> Envelope {
+        Envelope {
+            seq: line.get("seq").and_then(Value::as_u64),
+            prev: Prev::of(line.get("prev").and_then(Value::as_str), last_hash),
+            at: line.get("at").and_then(Value::as_str).is_some(),
+            kind: line.get("type").and_then(Value::as_str).is_some(),
+        }
+    }
+}
+
+/// Like [`verify_chain`], reading each line with `read` (line number, bytes
+/// without the newline, hash of the line before): its envelope, or why the line
+/// is not JSON. How a line is read is the caller's; what the chain requires of
+/// its envelope is decided here alone.
 pub(crate) fn verify_chain_with(
     path: &Path,
-    mut visit: impl FnMut(u64, Value),
+    mut read: impl FnMut(u64, &[u8], &str) -> Result<Envelope, String>,
 ) -> Result<ChainCheck, EventError> {
     let read_err = |source| EventError::Read {
         path: path.to_path_buf(),
@@ -269,31 +318,29 @@ pub(crate) fn verify_chain_with(
             line: line_no,
             message,
         };
-        match serde_json::from_slice::<Value>(&buf) {
-            Ok(ev) => {
-                let seq = ev.get("seq").and_then(Value::as_u64);
-                if seq != Some(line_no) {
+        match read(line_no, &buf, &check.last_hash) {
+            Ok(envelope) => {
+                if envelope.seq != Some(line_no) {
                     check.problems.push(problem(format!(
                         "seq is {} where {line_no} was expected (an event was deleted, inserted or reordered)",
-                        seq.map_or("missing".to_string(), |s| s.to_string())
+                        envelope.seq.map_or("missing".to_string(), |s| s.to_string())
                     )));
                 }
-                match ev.get("prev").and_then(Value::as_str) {
-                    Some(prev) if prev == check.last_hash => {}
-                    Some(_) => check.problems.push(problem(
+                match envelope.prev {
+                    Prev::Matches => {}
+                    Prev::Differs => check.problems.push(problem(
                         "prev does not match the hash of the line before (the chain is broken)"
                             .into(),
                     )),
-                    None => check.problems.push(problem("prev is missing".into())),
+                    Prev::Missing => check.problems.push(problem("prev is missing".into())),
                 }
-                for field in ["at", "type"] {
-                    if ev.get(field).and_then(Value::as_str).is_none() {
+                for (field, present) in [("at", envelope.at), ("type", envelope.kind)] {
+                    if !present {
                         check
                             .problems
                             .push(problem(format!("`{field}` is missing")));
                     }
                 }
-                visit(line_no, ev);
             }
             Err(e) => check
                 .problems
@@ -360,6 +407,26 @@ fn torn_tail(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
         end = start;
     }
     Ok((!tail.is_empty()).then_some(tail))
+}
+
+/// The lines [`EventLog`] writes for `events`, without their newlines: what the
+/// crate's readers of a log are tested against.
+#[cfg(test)]
+pub(crate) fn written_lines(events: &[crate::events::RunEvent]) -> Vec<Vec<u8>> {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let path = dir.path().join(crate::store::layout::EVENTS);
+    let mut log = EventLog::create(&path).expect("log created");
+    let redactor = crate::redact::Redactor::default();
+    for event in events {
+        log.append(&Redacted::new(event, &redactor))
+            .expect("event appended");
+    }
+    std::fs::read(&path)
+        .expect("log read")
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
 }
 
 #[cfg(test)]
