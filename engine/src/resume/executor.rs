@@ -74,9 +74,11 @@ impl ResumeExecutor {
     }
 
     fn note(&self, run: &RunHandle, decision: ReuseDecision) {
-        // A failed write stops the run's records (store::StoreFailure), and the
-        // scheduler ends the run before anything else starts: nothing to do here.
-        if let Err(e) = run.event(RunEvent::ResumeDecision((&decision).into())) {
+        // Queued: written with the scheduler's next batch, ahead of anything
+        // the stage itself logs (docs/resume.md). A failed write stops the
+        // run's records (store::StoreFailure), and the scheduler ends the run
+        // before anything else starts: nothing to do here.
+        if let Err(e) = run.defer_event(RunEvent::ResumeDecision((&decision).into())) {
             tracing::debug!("failed to record the decision for {}: {e}", decision.stage);
         }
         self.decisions
@@ -225,9 +227,10 @@ impl StageExecutor for ResumeExecutor {
 
     fn reuse(&self, node: &Node, run: &RunHandle) -> Option<StageReport> {
         // The decision reads the upstream records: what this resume queued (the
-        // end of a stage it ran again) is written first. A failed write stopped
+        // end of a stage it ran again) is written first; the decisions queued
+        // before it wait for the scheduler's next flush. A failed write stopped
         // the run's records; the scheduler's next write ends the run.
-        if run.flush().is_err() {
+        if run.flush_records().is_err() {
             return None;
         }
         if let Some(why) = self.forced.check(node) {

@@ -1,7 +1,7 @@
 //! Opening a run for resume, and beginning the resume in its own folder: the
 //! resume-only steps of the run lifecycle (docs/architecture.md).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -295,14 +295,19 @@ impl OpenedRun {
         record.pipeline.name = spec.source.file.name.clone();
 
         let mut decisions = Vec::new();
+        // Each stage of the pipeline by id, and whether it has `forEach`.
+        let defined: HashMap<&str, bool> = spec
+            .source
+            .file
+            .stages
+            .iter()
+            .map(|s| (s.id.as_str(), s.for_each.is_some()))
+            .collect();
         for rec in stages.values() {
             let def = rec.instance_of.as_deref().unwrap_or(&rec.stage_id);
-            let in_pipeline = spec
-                .source
-                .file
-                .stages
-                .iter()
-                .any(|s| s.id == def && (rec.instance_of.is_none() || s.for_each.is_some()));
+            let in_pipeline = defined
+                .get(def)
+                .is_some_and(|&for_each| rec.instance_of.is_none() || for_each);
             if !in_pipeline && rec.status != StageStatus::Retired {
                 decisions.push(retire(&run, rec, Reason::StageRemoved)?);
             }

@@ -94,6 +94,25 @@ impl RunHandle {
         self.flush_through(ticket)
     }
 
+    /// [`flush`](Self::flush) when a record is queued; events alone wait for
+    /// the next flush. For a reader of records, which needs only those written:
+    /// a resume deciding stage after stage queues one event a decision, and
+    /// they go to the log together instead of one by one.
+    pub fn flush_records(&self) -> Result<(), StoreError> {
+        let record_queued = self
+            .queue
+            .lock()
+            .expect("write queue lock")
+            .items
+            .iter()
+            .any(|i| matches!(i, Deferred::Record { .. }));
+        if record_queued {
+            self.flush()
+        } else {
+            self.records_ok()
+        }
+    }
+
     pub(in crate::store) fn enqueue_record(
         &self,
         rel: &str,
