@@ -122,6 +122,48 @@ fn every_line_of_a_resumed_run_matches_the_committed_event_schema() {
     assert_eq!(audit.code, 0, "{}", audit.snapshot());
 }
 
+/// A resume queues its decisions and writes them with its next batch of
+/// writes: each is still in the log, once, and ahead of anything the stage it
+/// decides logs in that resume.
+#[test]
+fn a_resumes_decisions_are_logged_once_each_before_the_stages_they_decide() {
+    let (ctx, _, _) = resumed_run();
+    let events = assert_events_match_schema(&ctx.only_run_dir());
+    let resumed_at = events
+        .iter()
+        .position(|e| e["type"] == "run-resumed")
+        .expect("a run-resumed event");
+    let after = &events[resumed_at..];
+    let decided: Vec<(&str, &str)> = after
+        .iter()
+        .filter(|e| e["type"] == "resume-decision")
+        .map(|e| (e["stage"].as_str().unwrap(), e["action"].as_str().unwrap()))
+        .collect();
+    let stages: BTreeSet<&str> = decided.iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        stages.len(),
+        decided.len(),
+        "one decision a stage: {decided:?}"
+    );
+    for stage in ["lint", "plan", "implement.t1", "implement.t2", "ready"] {
+        assert!(
+            stages.contains(stage),
+            "no decision for {stage}: {decided:?}"
+        );
+    }
+    assert!(decided.contains(&("ready", "rerun")), "{decided:?}");
+    let first_of = |kind: &str, stage: &str| {
+        after
+            .iter()
+            .position(|e| e["type"] == kind && e["stage"] == stage)
+            .unwrap_or_else(|| panic!("no {kind} of {stage} after the resume"))
+    };
+    assert!(
+        first_of("resume-decision", "ready") < first_of("stage-started", "ready"),
+        "{after:#?}"
+    );
+}
+
 #[test]
 fn the_schema_refuses_an_unknown_field_an_unknown_type_and_a_missing_field() {
     let validator = event_schema();
