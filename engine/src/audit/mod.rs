@@ -58,6 +58,7 @@ pub(crate) fn audit_run_with(
         .unwrap_or_default()
         .to_string();
     let mut findings = Vec::new();
+    secrets::warm_up();
     // The file pass (every file hashed and scanned for secrets) needs nothing
     // from the event log until the comparison: it runs on a second core while
     // the log is read and its chain checked, which take about as long.
