@@ -278,6 +278,37 @@ fn without_bubblewrap_a_confined_command_refuses_the_run_before_anything_runs() 
         .contains("check stage `tests` (`echo hi`) runs without a sandbox"));
 }
 
+/// A resume starts its bubblewrap probe beside the audit, before it knows the
+/// pipeline: a confined command without bubblewrap still refuses the resume, at
+/// the same check, before anything of the run changes.
+#[test]
+fn without_bubblewrap_a_resume_of_a_confined_command_is_refused_before_the_run_changes() {
+    let mut ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        "version: 1\nname: resume-no-bwrap\nstages:\n  - { id: tests, kind: check, argv: [test, -f, ready.txt] }\n",
+    );
+    let first = ctx.run(&["run"]);
+    assert_eq!(first.code, 1, "{}", first.snapshot());
+    let run_dir = ctx.only_run_dir();
+    let before = |name: &str| std::fs::read(run_dir.join(name)).unwrap();
+    let (events, record) = (before("events.jsonl"), before("run.json"));
+
+    let bin = path_with(&["test"]);
+    ctx.set_env("PATH", &bin.path().display().to_string());
+    let out = ctx.run(&["resume", "latest"]);
+    assert_eq!(out.code, 2, "{}", out.snapshot());
+    assert!(
+        out.stderr.contains(
+            "check stage `tests` (`test -f ready.txt`) runs confined in bubblewrap, but bubblewrap (`bwrap`) is not on PATH"
+        ),
+        "{}",
+        out.snapshot()
+    );
+    assert_eq!(before("events.jsonl"), events, "the log changed");
+    assert_eq!(before("run.json"), record, "run.json changed");
+}
+
 #[test]
 fn a_timed_out_confined_command_leaves_no_process_behind() {
     let ctx = TestContext::new();
