@@ -53,6 +53,15 @@ where
     })
 }
 
+/// Initialises `lazy` on a thread named `name`, for a caller that will need
+/// it soon and has other work until then (a regex's compilation). Best effort:
+/// a refused thread leaves the first user to initialise it, as it would have.
+pub(crate) fn force_aside<T: Send + Sync>(name: &str, lazy: &'static std::sync::LazyLock<T>) {
+    let _ = thread::Builder::new().name(name.into()).spawn(move || {
+        std::sync::LazyLock::force(lazy);
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,12 +29,7 @@ static PATTERN: LazyLock<Regex> = LazyLock::new(|| {
 /// compiled (about a millisecond) instead of one compiling it while the other
 /// waits.
 pub(crate) fn warm_up() {
-    // Best effort: a refused thread leaves the first scan to compile it.
-    let _ = std::thread::Builder::new()
-        .name("specbridge-secrets".into())
-        .spawn(|| {
-            LazyLock::force(&PATTERN);
-        });
+    crate::beside::force_aside("specbridge-secrets", &PATTERN);
 }
 
 /// Bytes read at a time.

@@ -71,9 +71,7 @@ static BOUNDARY_RE: LazyLock<Regex> = LazyLock::new(|| {
 /// run calls it before its first record, which is redacted, and would otherwise
 /// wait about 1.5 ms for the compilation on the path of every run's start.
 pub fn warm_up() {
-    std::thread::spawn(|| {
-        LazyLock::force(&BOUNDARY_RE);
-    });
+    crate::beside::force_aside("specbridge-redact", &BOUNDARY_RE);
 }
 
 /// Whether some shape may match in `bytes` ([`BOUNDARY_RE`]).
