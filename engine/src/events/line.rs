@@ -79,7 +79,7 @@ pub fn read_with(
 /// and every line whose event does not parse that way, is read as a JSON value
 /// first ([`read_line_as_value`]), which gives the same answer for the first
 /// kind (a property test holds them equal) and is the only reading of the rest.
-pub(crate) fn read_line(
+fn read_line(
     line_no: u64,
     line: &[u8],
     last_hash: &str,
@@ -93,7 +93,7 @@ pub(crate) fn read_line(
 
 /// The general reading: the line as a JSON value, its envelope from that value,
 /// and its event from the value less the envelope.
-pub(crate) fn read_line_as_value(
+fn read_line_as_value(
     line_no: u64,
     line: &[u8],
     last_hash: &str,
