@@ -503,6 +503,35 @@ fn the_diff_is_capped_by_leaving_out_whole_files() {
     );
 }
 
+/// git trusts an index entry's stat data unless the entry is as new as the index
+/// file ("racily clean"). A file rewritten with the same size in the second its
+/// entry was recorded looks unchanged by its stat data alone: the patch must
+/// still hold the change, however much later it is made.
+#[test]
+fn a_same_size_rewrite_in_the_second_of_the_commit_is_in_the_patch() {
+    let repo = Repo::new();
+    // Early in a second, so that the commit and the rewrite share it (20 ms
+    // in: file times come from a clock that lags by up to a tick).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_nanos(
+        1_020_000_000 - u64::from(now.subsec_nanos()),
+    ));
+    repo.write("f.txt", "v1\n");
+    repo.commit_all("one");
+    let before = repo.snapshot();
+    repo.write("f.txt", "v2\n");
+    let after = repo.snapshot();
+    let changed = attribute(&before, &after, &[]);
+    assert_eq!(changed.modified, s(&["f.txt"]));
+    // The patch is made in a later second than the index was written.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let diff = attempt_diff(repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let patch = String::from_utf8(diff.patch).unwrap();
+    assert!(patch.contains("+v2"), "{patch}");
+}
+
 #[test]
 fn names_with_spaces_and_unicode_work_throughout() {
     let repo = Repo::new();

@@ -96,14 +96,25 @@ pub fn attempt_diff(
 }
 
 /// A copy of the user's index in `dir`, so marking files intent-to-add changes nothing
-/// the user sees.
+/// the user sees. The copy keeps the index's modification time: git trusts an
+/// entry's stat data unless the entry is as new as the index file ("racily
+/// clean"), so a copy made a second later would hide a file rewritten with the
+/// same size in the second its entry was recorded.
 fn private_index(root: &Path, dir: &Path) -> Result<std::path::PathBuf, EvidenceError> {
     let git = Git::new(root);
     let out = git.run(&["rev-parse", "--git-path", "index"])?;
     let real = root.join(String::from_utf8_lossy(&out).trim());
     let copy = dir.join("index");
     if real.exists() {
-        std::fs::copy(&real, &copy).map_err(|source| EvidenceError::TempIndex { source })?;
+        let copied = std::fs::copy(&real, &copy)
+            .and_then(|_| std::fs::metadata(&real)?.modified())
+            .and_then(|modified| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&copy)?
+                    .set_modified(modified)
+            });
+        copied.map_err(|source| EvidenceError::TempIndex { source })?;
     }
     Ok(copy)
 }
