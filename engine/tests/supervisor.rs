@@ -6,9 +6,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use specbridge_engine::supervisor::{
-    kill_group_if_alive, run, CancelToken, OutputStream, ProcessRecord, SpawnSpec, SupervisorError,
+    kill_group_if_alive, run, run_until_ended, CancelToken, OutputSink, OutputStream,
+    ProcessRecord, SpawnSpec, SupervisorError,
 };
-use supervisor_common::{alive, assert_group_gone, sh, ResultOnLine};
+use supervisor_common::{alive, assert_group_gone, live_group_members, sh, ResultOnLine};
 use tokio::sync::mpsc;
 
 /// Fails instead of hanging when the supervisor misses a stop.
@@ -153,6 +154,86 @@ async fn a_grandchild_left_behind_by_a_finished_leader_is_ended() {
         .unwrap();
     assert!(!alive(grandchild), "grandchild {grandchild} survived");
     assert_group_gone(record.pgid);
+}
+
+/// A sink that notes when it is completed, for the order of `on_ended`.
+struct NotedSink {
+    inner: Box<dyn OutputSink>,
+    completed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl OutputSink for NotedSink {
+    fn write_chunk(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.inner.write_chunk(bytes)
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.completed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.inner.finish()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+/// What reads the state a process left behind (an agent's after-snapshot)
+/// starts at `on_ended`: once, when nothing of the group is left — a member
+/// the leader left behind included — with all its output read, and before the
+/// logs are completed, so that their syncs wait beside it. A process that never
+/// started has no end to report.
+#[tokio::test]
+async fn on_ended_comes_once_the_whole_group_is_gone_and_before_the_logs_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(dir.path(), "sleep 1000 & echo $!; echo last line");
+    let completed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    spec.stdout = Box::new(NotedSink {
+        inner: spec.stdout,
+        completed: completed.clone(),
+    });
+    let pgid = std::sync::OnceLock::new();
+    let seen = std::sync::Mutex::new(Vec::new());
+    let record = bounded(run_until_ended(
+        spec,
+        CancelToken::new(),
+        None,
+        |_, group| pgid.set(group).unwrap(),
+        || {
+            let out = read(&dir.path().join("raw-stdout.log"));
+            let member: i32 = out.lines().next().unwrap().parse().unwrap();
+            seen.lock().unwrap().push((
+                alive(member),
+                live_group_members(*pgid.get().unwrap()),
+                out.ends_with("last line\n"),
+                completed.load(std::sync::atomic::Ordering::SeqCst),
+            ));
+        },
+    ))
+    .await
+    .unwrap();
+    assert!(record.orphans_killed);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(false, Vec::new(), true, false)],
+        "once; the member gone, the group empty, the output read, the logs not completed"
+    );
+
+    let mut missing = sh(dir.path(), "true");
+    missing.program = dir.path().join("no-such-program").display().to_string();
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let failed = run_until_ended(
+        missing,
+        CancelToken::new(),
+        None,
+        |_, _| {},
+        || {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        },
+    )
+    .await;
+    assert!(failed.is_err());
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
 /// An orphan is reparented to specbridge, the subreaper of what it starts, and

@@ -26,6 +26,6 @@ pub use error::SupervisorError;
 pub use group::{group_alive, kill_group_if_alive, process_start_ticks};
 pub use record::{process_record_schema, OutputStream, ProcessRecord, PROCESS_SCHEMA_VERSION};
 pub use resolve::resolve_program;
-pub use run::{run, spawned};
+pub use run::{run, run_until_ended, spawned};
 pub use sink::{Discard, OutputSink};
 pub use spec::SpawnSpec;

@@ -50,10 +50,25 @@ pub fn spawned() -> u64 {
 /// returns an error after the spawn. If the returned future is dropped before it
 /// completes, the group is killed with SIGKILL.
 pub async fn run(
+    spec: SpawnSpec,
+    cancel: CancelToken,
+    observer: Option<&mut dyn StdoutObserver>,
+    on_spawn: impl FnOnce(u32, i32),
+) -> Result<ProcessRecord, SupervisorError> {
+    run_until_ended(spec, cancel, observer, on_spawn, || {}).await
+}
+
+/// [`run`], with `on_ended` called once the process group has ended and its
+/// pipes are drained, before its logs are completed (each synced and
+/// announced): what reads the state the process left behind can start while
+/// the logs wait for the disk. Not called when the process was not started,
+/// nor when supervising it failed before the group ended.
+pub async fn run_until_ended(
     mut spec: SpawnSpec,
     cancel: CancelToken,
     observer: Option<&mut dyn StdoutObserver>,
     on_spawn: impl FnOnce(u32, i32),
+    on_ended: impl FnOnce(),
 ) -> Result<ProcessRecord, SupervisorError> {
     // Whatever happens, the sinks are completed: an empty log is recorded like
     // any other, never left behind unannounced.
@@ -170,6 +185,9 @@ pub async fn run(
     }
     if let Some(writer) = stdin_writer {
         writer.abort();
+    }
+    if ended.is_ok() {
+        on_ended();
     }
     stdout.finish();
     stderr.finish();

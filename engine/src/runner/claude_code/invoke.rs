@@ -340,7 +340,15 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     let mut observer = StreamObserver::new(spec.on_progress.clone(), init_expectation(&spec));
     let run = spec.run;
     let (stage_id, attempt) = (spec.stage_id.to_string(), spec.attempt);
-    let result = supervisor::run(
+    // The caller's after-snapshot may start as soon as the agent's group has
+    // ended, while its logs are synced — unless the CLI's temporary folder lies
+    // inside the working tree: that folder is removed first (below), so that
+    // the snapshot never sees it.
+    let tmp_in_tree = private_tmp
+        .as_ref()
+        .is_some_and(|tmp| inside(tmp.path(), spec.cwd));
+    let at_end = spec.on_exit.filter(|_| !tmp_in_tree);
+    let result = supervisor::run_until_ended(
         spawn,
         spec.cancel.clone(),
         Some(&mut observer),
@@ -348,6 +356,11 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             // Recorded at once so that a resume after a crash can end the group.
             if let Err(e) = run.event(RunEvent::stage_spawned(&stage_id, attempt, pid, pgid)) {
                 tracing::warn!("failed to record the spawn of pid {pid}: {e}");
+            }
+        },
+        || {
+            if let Some(on_exit) = at_end {
+                on_exit();
             }
         },
     )
@@ -375,17 +388,16 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     // The CLI's temporary folder is removed while the outcome is read: nothing
     // reads the folder (the agent's group has ended), and its removal took as
     // long as the reading. A folder inside the working tree goes first, so that
-    // the caller's after-snapshot, which may start now, never sees it.
-    let private_tmp = match private_tmp {
-        Some(tmp) if inside(tmp.path(), spec.cwd) => {
-            drop(tmp);
-            None
+    // the caller's after-snapshot, which starts only now, never sees it.
+    let private_tmp = if tmp_in_tree {
+        drop(private_tmp);
+        if let Some(on_exit) = spec.on_exit {
+            on_exit();
         }
-        other => other,
+        None
+    } else {
+        private_tmp
     };
-    if let Some(on_exit) = spec.on_exit {
-        on_exit();
-    }
     let ((), outcome) = crate::beside::beside(
         move || drop(private_tmp),
         || finish(&spec, attempt_rel, record, observer.state, fallback),
