@@ -117,8 +117,9 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // the stage's inputs: none of them writes, so they run side by side and the
     // waits for git and for the file system are hidden. What the scheduler
     // queued to start the stage (its `running` record and `stage-started`; for
-    // the run's first stage, the run's first records) is written beside them
-    // too, rather than with the prompt and request after the snapshot: the
+    // the run's first stage, the run's first records), and left for the stage
+    // to write where it started alone (`agent_flushes_first` in the
+    // scheduler), is written beside them too, rather than with the prompt and request after the snapshot: the
     // records the agent's spawn then waits for are fewer, and on a disk whose
     // syncs barely overlap each one costs its own wait. Nothing read here is
     // among those records, and no process of the stage starts before they are
@@ -128,6 +129,11 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     //
     // The run's first agent attempt may find its snapshot taken ahead, from the
     // session's start (`snapshot_ahead.rs`); every attempt claims it, used or not.
+    // Then there is little or no wait to hide the start's batch behind (it
+    // began with the session): what is queued is written with the prompt and
+    // request instead, in one batch, one wait for the disk less before the
+    // spawn.
+    let claims_ahead = a.agent.tree_ahead.claimable();
     let ((before, store_before), ((), prepared)) = beside(
         || {
             beside(
@@ -141,7 +147,9 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         || {
             beside(
                 || {
-                    let _ = a.run().flush();
+                    if !claims_ahead {
+                        let _ = a.run().flush();
+                    }
                 },
                 || prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION),
             )

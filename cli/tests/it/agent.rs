@@ -119,6 +119,47 @@ fn the_document_is_announced_after_its_output_and_before_the_stage_ends() {
     assert_eq!(audit.code, 0, "{}", audit.snapshot());
 }
 
+/// The first agent stage of a run, started alone with the working tree's
+/// snapshot taken ahead, waits for the disk once before its agent starts: the
+/// run's first records, the stage's start and the attempt's records go in one
+/// batch — every intent before any announcement — and the log stays whole.
+#[test]
+fn the_first_agent_stage_writes_what_its_spawn_waits_for_in_one_batch() {
+    let ctx = generate_ctx("success");
+    // A repository's first run adds the run store's line to
+    // `.git/info/exclude`, a write that voids the snapshot taken ahead; every
+    // later run starts as the second does.
+    run_scenario(&ctx, "succeeded", 0);
+    std::fs::remove_dir_all(ctx.path(".specbridge/runs")).unwrap();
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let events = crate::events::assert_events_match_schema(&ctx.only_run_dir());
+    let spawned = events
+        .iter()
+        .position(|e| e["type"] == "process-spawned")
+        .expect("the agent was spawned");
+    let before = &events[..spawned];
+    let kinds: Vec<&str> = before.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let last_intent = kinds.iter().rposition(|k| *k == "record-intent").unwrap();
+    let first_written = kinds.iter().position(|k| *k == "record-written").unwrap();
+    assert!(last_intent < first_written, "two batches: {kinds:?}");
+    for path in [
+        "run.json",
+        "stages/requirements/attempt-001/git-before.json",
+        "stages/requirements/attempt-001/request.json",
+    ] {
+        assert!(
+            before
+                .iter()
+                .any(|e| e["type"] == "record-written" && e["path"] == path),
+            "{path} is not written before the spawn: {before:#?}"
+        );
+    }
+    assert!(kinds.contains(&"stage-started"), "{kinds:?}");
+    let audit = ctx.run(&["runs", "audit", "latest"]);
+    assert_eq!(audit.code, 0, "{}", audit.snapshot());
+}
+
 #[test]
 fn success_writes_the_output_and_the_document() {
     let ctx = generate_ctx("success");

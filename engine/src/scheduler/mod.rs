@@ -23,6 +23,7 @@ pub use node::{Node, StageReport};
 use spawn::{start_attempt, Spawn};
 use state::SchedState;
 
+use crate::pipeline::StageKind;
 use crate::status::StageStatus;
 use crate::store::{InputParts, RunHandle, StoreError, StoreFailure, Totals};
 
@@ -191,6 +192,18 @@ pub async fn run_plan(
     })
 }
 
+/// Whether what is queued is left for the one stage just started: an agent
+/// stage running alone (nothing else holds the working tree's lock, and it is
+/// not a retry waiting out its backoff) writes everything queued, its own start
+/// included, in the batch it flushes before it spawns anything — with its
+/// prompt and request, or beside its snapshot (`stages/src/flow.rs`) — or,
+/// where it ends first, the scheduler's next turn does. One wait for the disk
+/// less on its way to the agent. Anything else is written now: a check stage's
+/// start beside its command, the records that ended stages while others go on.
+fn agent_flushes_first(started: &[StageKind], running: usize) -> bool {
+    running == 1 && matches!(started, [kind] if kind.is_agent())
+}
+
 /// How often the run folder is checked while nothing is written (agents at work).
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -243,6 +256,8 @@ async fn schedule(
                 finish_unstarted(st, run, &id, StageStatus::Blocked, reason)?;
             }
         }
+        // The kinds of the stages started from the ready list in this turn.
+        let mut started: Vec<StageKind> = Vec::new();
         while running.len() < concurrency {
             let Some(id) = st.next_ready() else { break };
             let node = st.node(&id).clone();
@@ -312,6 +327,7 @@ async fn schedule(
                     delay: None,
                 },
             )?;
+            started.push(node.kind);
         }
         if running.is_empty() {
             if st.all_done() {
@@ -325,7 +341,9 @@ async fn schedule(
             }
             break;
         }
-        run.flush()?;
+        if !agent_flushes_first(&started, running.len()) {
+            run.flush()?;
+        }
         let joined = loop {
             tokio::select! {
                 joined = running.join_next() => break joined.expect("a task is running"),
