@@ -119,9 +119,10 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // queued to start the stage (its `running` record and `stage-started`; for
     // the run's first stage, the run's first records), and left for the stage
     // to write where it started alone (`agent_flushes_first` in the
-    // scheduler), is written beside them too, rather than with the prompt and request after the snapshot: the
-    // records the agent's spawn then waits for are fewer, and on a disk whose
-    // syncs barely overlap each one costs its own wait. Nothing read here is
+    // scheduler), is written beside them too, rather than with the prompt and
+    // request after the snapshot: the records the agent's spawn then waits for
+    // are fewer, and on a disk whose syncs barely overlap each one costs its
+    // own wait. Nothing read here is
     // among those records, and no process of the stage starts before they are
     // on disk: the batch after the snapshot is written after this one. A failed
     // write stops the run's records (`store/fault.rs`), so the attempt's next

@@ -70,7 +70,7 @@ impl SnapshotAhead {
     /// snapshot, used or not.
     pub(crate) fn claim(&self) -> Option<GitSnapshot> {
         let mut ahead = self.lock().take()?;
-        if !ahead.claimable || ahead.epoch != TreeEpoch::now() {
+        if !ahead.still_the_tree() {
             // A thread still running finishes alone; its snapshot is of no use.
             return None;
         }
@@ -83,9 +83,7 @@ impl SnapshotAhead {
     pub(crate) fn claimable(&self) -> bool {
         let inner = self.lock();
         inner.as_ref().is_some_and(|ahead| {
-            ahead.claimable
-                && ahead.epoch == TreeEpoch::now()
-                && (ahead.thread.is_some() || ahead.taken.is_some())
+            ahead.still_the_tree() && (ahead.thread.is_some() || ahead.taken.is_some())
         })
     }
 
@@ -95,6 +93,12 @@ impl SnapshotAhead {
 }
 
 impl Ahead {
+    /// Claimable, and nothing of the run could have changed the tree since it
+    /// began.
+    fn still_the_tree(&self) -> bool {
+        self.claimable && self.epoch == TreeEpoch::now()
+    }
+
     fn wait(&mut self) -> &mut Option<GitSnapshot> {
         if let Some(thread) = self.thread.take() {
             self.taken = thread.join().ok().and_then(Result::ok);

@@ -340,14 +340,18 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     let mut observer = StreamObserver::new(spec.on_progress.clone(), init_expectation(&spec));
     let run = spec.run;
     let (stage_id, attempt) = (spec.stage_id.to_string(), spec.attempt);
-    // The caller's after-snapshot may start as soon as the agent's group has
+    // The caller's after-snapshot starts as soon as the agent's group has
     // ended, while its logs are synced — unless the CLI's temporary folder lies
-    // inside the working tree: that folder is removed first (below), so that
-    // the snapshot never sees it.
+    // inside the working tree: then that folder is removed first (below), so
+    // that the snapshot never sees it.
     let tmp_in_tree = private_tmp
         .as_ref()
         .is_some_and(|tmp| inside(tmp.path(), spec.cwd));
-    let at_end = spec.on_exit.filter(|_| !tmp_in_tree);
+    let (at_end, after_tmp) = if tmp_in_tree {
+        (None, spec.on_exit)
+    } else {
+        (spec.on_exit, None)
+    };
     let result = supervisor::run_until_ended(
         spawn,
         spec.cancel.clone(),
@@ -387,17 +391,12 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     let fallback = observer.fallback.take();
     // The CLI's temporary folder is removed while the outcome is read: nothing
     // reads the folder (the agent's group has ended), and its removal took as
-    // long as the reading. A folder inside the working tree goes first, so that
-    // the caller's after-snapshot, which starts only now, never sees it.
-    let private_tmp = if tmp_in_tree {
-        drop(private_tmp);
-        if let Some(on_exit) = spec.on_exit {
-            on_exit();
-        }
-        None
-    } else {
-        private_tmp
-    };
+    // long as the reading. A folder inside the working tree goes first, and
+    // only then does the caller's after-snapshot start.
+    let private_tmp = private_tmp.filter(|_| !tmp_in_tree);
+    if let Some(on_exit) = after_tmp {
+        on_exit();
+    }
     let ((), outcome) = crate::beside::beside(
         move || drop(private_tmp),
         || finish(&spec, attempt_rel, record, observer.state, fallback),
