@@ -163,6 +163,10 @@ struct NotedSink {
 }
 
 impl OutputSink for NotedSink {
+    fn open(&mut self) -> std::io::Result<()> {
+        self.inner.open()
+    }
+
     fn write_chunk(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.inner.write_chunk(bytes)
     }
@@ -234,6 +238,105 @@ async fn on_ended_comes_once_the_whole_group_is_gone_and_before_the_logs_complet
     .await;
     assert!(failed.is_err());
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+/// A sink that notes whether the child had started when it was opened, and can
+/// refuse to open.
+struct OpenedSink {
+    spawned: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    opened_after_spawn: std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
+    refuse: bool,
+}
+
+impl OutputSink for OpenedSink {
+    fn open(&mut self) -> std::io::Result<()> {
+        let spawned = self.spawned.load(std::sync::atomic::Ordering::SeqCst);
+        self.opened_after_spawn.lock().unwrap().push(spawned);
+        if self.refuse {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        Ok(())
+    }
+
+    fn write_chunk(&mut self, _: &[u8]) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        "the noted sink".into()
+    }
+}
+
+fn opened_sinks(
+    spec: &mut SpawnSpec,
+    refuse_stderr: bool,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
+) {
+    let spawned = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let opened = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = |refuse| {
+        Box::new(OpenedSink {
+            spawned: spawned.clone(),
+            opened_after_spawn: opened.clone(),
+            refuse,
+        })
+    };
+    spec.stdout = sink(false);
+    spec.stderr = sink(refuse_stderr);
+    (spawned, opened)
+}
+
+/// A process's logs are made while it starts, not before it: each sink is
+/// opened once, after the spawn (the run store's logs make their file and
+/// folders there).
+#[tokio::test]
+async fn the_sinks_are_opened_once_the_child_has_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(dir.path(), "echo out; echo err >&2");
+    let (spawned, opened) = opened_sinks(&mut spec, false);
+    let record = bounded(run(spec, CancelToken::new(), None, |_, _| {
+        spawned.store(true, std::sync::atomic::Ordering::SeqCst);
+    }))
+    .await
+    .unwrap();
+    assert_eq!(record.exit_code, Some(0));
+    assert_eq!(*opened.lock().unwrap(), [true, true]);
+}
+
+/// A log that cannot be made once the child has started (a full disk) stops
+/// the child as a failed write does, and the error names the log; nothing of
+/// the group is left.
+#[tokio::test]
+async fn a_sink_that_cannot_open_stops_the_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh(dir.path(), "trap '' TERM; sleep 1000 & sleep 1000; wait");
+    let (spawned, _) = opened_sinks(&mut spec, true);
+    let pgid = std::sync::OnceLock::new();
+    let started = std::time::Instant::now();
+    let err = bounded(run(spec, CancelToken::new(), None, |_, group| {
+        spawned.store(true, std::sync::atomic::Ordering::SeqCst);
+        pgid.set(group).unwrap();
+    }))
+    .await
+    .unwrap_err();
+    match &err {
+        SupervisorError::Capture { into, source } => {
+            assert_eq!(into, "the noted sink");
+            assert_eq!(source.raw_os_error(), Some(libc::ENOSPC), "{source}");
+        }
+        other => panic!("expected a capture error, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the child was not stopped"
+    );
+    assert_group_gone(*pgid.get().unwrap());
 }
 
 /// An orphan is reparented to specbridge, the subreaper of what it starts, and

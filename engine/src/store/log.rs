@@ -1,5 +1,10 @@
 //! Streamed records (the logs of a running process, JSON lines): redacted as they
 //! are written, announced with their sha256 once complete.
+//!
+//! A log is made on the disk when it is opened, not when it is named: the
+//! supervisor opens a process's logs right after the spawn, so the folders and
+//! inodes they need are made while the process starts instead of before it
+//! (docs/run-directory.md, "Writing rules").
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -22,11 +27,18 @@ use crate::supervisor::OutputSink;
 pub struct RunLog {
     rel: String,
     path: PathBuf,
-    writer: Option<RedactingWriter<Hashing>>,
+    stream: Stream,
     redactor: Arc<Redactor>,
     events: Arc<Publisher>,
     guard: Arc<Guard>,
     sha256: Option<String>,
+}
+
+/// Where a log is: named only, open for writing, or complete.
+enum Stream {
+    Unopened,
+    Open(RedactingWriter<Hashing>),
+    Complete,
 }
 
 /// Hashes and counts what reaches the file.
@@ -56,19 +68,47 @@ impl std::fmt::Debug for RunLog {
 }
 
 impl RunLog {
-    pub(super) fn create(
+    /// A log named `rel` at `path`; nothing is made on the disk until
+    /// [`RunLog::open`] (or the first write, or its completion).
+    pub(super) fn new(
         rel: String,
         path: PathBuf,
         redactor: Arc<Redactor>,
         events: Arc<Publisher>,
         guard: Arc<Guard>,
-    ) -> Result<Self, StoreError> {
+    ) -> Self {
+        RunLog {
+            rel,
+            path,
+            stream: Stream::Unopened,
+            redactor,
+            events,
+            guard,
+            sha256: None,
+        }
+    }
+
+    /// Makes the file (and its folders), empty, unless it is open or complete
+    /// already. A failure is the run's failure, as any record write's is: the run
+    /// folder must still be the run's own, and nothing is made again in a folder
+    /// that was deleted.
+    pub fn open(&mut self) -> Result<(), StoreError> {
+        if !matches!(self.stream, Stream::Unopened) {
+            return Ok(());
+        }
+        let writer = self.make().inspect_err(|e| self.guard.fail(e, false))?;
+        self.stream = Stream::Open(writer);
+        Ok(())
+    }
+
+    fn make(&self) -> Result<RedactingWriter<Hashing>, StoreError> {
+        self.guard.check(&self.rel)?;
         let create = |source| StoreError::Create {
-            path: path.clone(),
+            path: self.path.clone(),
             source,
         };
         injected_failure().map_err(create)?;
-        if let Some(dir) = path.parent() {
+        if let Some(dir) = self.path.parent() {
             super::private::create_private_dir(dir).map_err(create)?;
         }
         let file = std::fs::OpenOptions::new()
@@ -76,22 +116,14 @@ impl RunLog {
             .create(true)
             .truncate(true)
             .mode(0o600)
-            .open(&path)
+            .open(&self.path)
             .map_err(create)?;
         let hashing = Hashing {
             file: BufWriter::with_capacity(64 * 1024, file),
             hasher: Sha256::new(),
             bytes: 0,
         };
-        Ok(RunLog {
-            rel,
-            path,
-            writer: Some(RedactingWriter::new(redactor.clone(), hashing)),
-            redactor,
-            events,
-            guard,
-            sha256: None,
-        })
+        Ok(RedactingWriter::new(self.redactor.clone(), hashing))
     }
 
     /// The path relative to the run folder.
@@ -100,9 +132,14 @@ impl RunLog {
     }
 
     fn writer(&mut self) -> std::io::Result<&mut RedactingWriter<Hashing>> {
-        self.writer
-            .as_mut()
-            .ok_or_else(|| std::io::Error::other("the log is already complete"))
+        self.open()
+            .map_err(|e| std::io::Error::other(crate::error_chain(&e)))?;
+        match &mut self.stream {
+            Stream::Open(writer) => Ok(writer),
+            Stream::Unopened | Stream::Complete => {
+                Err(std::io::Error::other("the log is already complete"))
+            }
+        }
     }
 
     /// Bytes in any order of chunks.
@@ -138,14 +175,15 @@ impl RunLog {
         if let Some(sha) = &self.sha256 {
             return Ok(sha.clone());
         }
+        // A log nothing was written to is still made, and recorded empty.
+        self.open()?;
         let io = |e: std::io::Error| StoreError::Read {
             path: self.path.clone(),
             message: format!("failed to complete the log: {e}"),
         };
-        let writer = self
-            .writer
-            .take()
-            .ok_or_else(|| io(std::io::Error::other("no writer")))?;
+        let Stream::Open(writer) = std::mem::replace(&mut self.stream, Stream::Complete) else {
+            return Err(io(std::io::Error::other("no writer")));
+        };
         let synced = writer.finish().and_then(|hashing| {
             let Hashing {
                 file,
@@ -179,6 +217,10 @@ impl RunLog {
 }
 
 impl OutputSink for RunLog {
+    fn open(&mut self) -> std::io::Result<()> {
+        RunLog::open(self).map_err(|e| std::io::Error::other(crate::error_chain(&e)))
+    }
+
     fn write_chunk(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         RunLog::write_chunk(self, bytes)
     }

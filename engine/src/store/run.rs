@@ -398,18 +398,19 @@ impl RunHandle {
     }
 
     /// A record written as a stream (a process's output, JSON lines), redacted as
-    /// it is written and announced by [`RunLog::complete`].
+    /// it is written and announced by [`RunLog::complete`]. The file is made when
+    /// the log is opened ([`RunLog::open`]); a run whose records stopped, or whose
+    /// folder is gone, is refused here already.
     pub fn log(&self, rel: &str) -> Result<RunLog, StoreError> {
         let path = self.path(rel)?;
         self.guard.check(rel)?;
-        RunLog::create(
+        Ok(RunLog::new(
             rel.to_string(),
             path,
             self.redactor.clone(),
             self.events.clone(),
             self.guard.clone(),
-        )
-        .inspect_err(|e| self.guard.fail(e, false))
+        ))
     }
 
     /// Announce a streamed file as it was left by a process that died (resume).
@@ -592,6 +593,46 @@ mod tests {
             events.contains(&sha),
             "the log is announced with its sha256"
         );
+    }
+
+    /// A log is named before its process starts and made once it has: nothing
+    /// on the disk until it is opened, then an empty file in new private
+    /// folders; one never written to is still made and announced when it is
+    /// completed; and one whose run folder was deleted is not made again.
+    #[test]
+    fn a_log_is_made_when_opened_and_never_in_a_deleted_run_folder() {
+        use std::os::unix::fs::PermissionsExt;
+        let repo = tempfile::tempdir().unwrap();
+        let run = RunStore::new(repo.path())
+            .create(Redactor::from_pairs(Vec::<(String, String)>::new()))
+            .unwrap();
+        let mut opened = run.log("stages/s/attempt-001/raw-stdout.log").unwrap();
+        let mut unopened = run.log("stages/s/attempt-001/raw-stderr.log").unwrap();
+        assert!(!run.dir().join("stages").exists(), "named, not made");
+        opened.open().unwrap();
+        let attempt = run.dir().join("stages/s/attempt-001");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&attempt), 0o700);
+        assert_eq!(mode(&attempt.join("raw-stdout.log")), 0o600);
+        assert!(!attempt.join("raw-stderr.log").exists());
+        opened.open().unwrap();
+        opened.write_chunk(b"x\n").unwrap();
+        opened.complete().unwrap();
+        let empty = unopened.complete().unwrap();
+        assert_eq!(empty, crate::store::sha256_hex(b""));
+        assert_eq!(std::fs::read(attempt.join("raw-stderr.log")).unwrap(), b"");
+        let events = std::fs::read_to_string(run.dir().join("events.jsonl")).unwrap();
+        assert!(
+            events.contains(&empty),
+            "the empty log is announced: {events}"
+        );
+
+        let mut late = run.log("stages/t/attempt-001/raw-stdout.log").unwrap();
+        std::fs::remove_dir_all(run.dir()).unwrap();
+        let err = late.open().unwrap_err();
+        assert!(matches!(err, StoreError::FolderVanished { .. }), "{err}");
+        assert!(!run.dir().exists(), "the deleted run folder was made again");
+        assert!(run.failure().is_some_and(|f| f.vanished));
     }
 
     #[test]

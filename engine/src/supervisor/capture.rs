@@ -79,7 +79,8 @@ impl<'o> Capture<'o> {
         self.sink.describe()
     }
 
-    /// Copies `pipe` into the sink until end of stream, the cap, or an error.
+    /// Opens the sink, then copies `pipe` into it until end of stream, the cap,
+    /// or an error.
     /// The sink writes synchronously: a chunk at a time into a local file.
     /// Past the cap the pipe is dropped unread: the process is being stopped anyway.
     pub(crate) async fn pump(
@@ -87,6 +88,9 @@ impl<'o> Capture<'o> {
         mut pipe: impl AsyncRead + Unpin,
         events: UnboundedSender<CaptureEvent>,
     ) {
+        if let Err(error) = self.sink.open() {
+            return self.fail(error, &events);
+        }
         let mut buffer = vec![0u8; READ_BUFFER_BYTES];
         loop {
             let read = match pipe.read(&mut buffer).await {

@@ -7,6 +7,13 @@ use std::io;
 /// the supervisor never opens a file itself, so nothing a child prints reaches
 /// the disk unredacted.
 pub trait OutputSink: Send + Sync {
+    /// Makes the destination ready, called once the child has started and
+    /// before its first chunk: what it makes (a file and its folders) is made
+    /// while the child starts, not before. An error stops the child as a failed
+    /// write does.
+    fn open(&mut self) -> io::Result<()> {
+        Ok(())
+    }
     /// Bytes as read from the child, in order; a chunk may end anywhere.
     fn write_chunk(&mut self, bytes: &[u8]) -> io::Result<()>;
     /// End of the stream: write what is held, flush, sync, record the file.
