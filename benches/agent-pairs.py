@@ -10,8 +10,10 @@ specbridge's own time: its run less the CLI's `durationMs` in process.json.
 SERVER is the test kit's scripted-model-server (cargo build --release -p
 specbridge-testkit --bin scripted-model-server). With OLD_SPECBRIDGE, an older
 build runs in every round too, the three in a random order, and both builds'
-ratios and own times are printed. Nothing leaves the machine: the CLI talks to
-the server on 127.0.0.1.
+ratios and own times are printed. Every round also makes a second bare call
+whose stdout is a pipe read as it arrives (the first one's goes to /dev/null),
+and each build's ratio to it is printed too. Nothing leaves the machine: the
+CLI talks to the server on 127.0.0.1.
 """
 import glob
 import json
@@ -99,11 +101,25 @@ stages:
     # call gets a fresh session id, as each run does.
     _, _, argv, prompt, _ = run_specbridge()
 
-    def run_bare():
+    # The bare call's stdout goes to /dev/null, or with PIPED to a pipe read
+    # here as it arrives, as specbridge reads the CLI's (a caller that keeps
+    # the output reads it from a pipe too).
+    def run_bare(piped=False):
         a = list(argv)
         a[a.index("--session-id") + 1] = str(uuid.uuid4())
         t = time.perf_counter()
-        subprocess.run(a, cwd=repo, env=env, input=prompt, stdout=subprocess.DEVNULL, check=True)
+        if piped:
+            p = subprocess.Popen(a, cwd=repo, env=env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE)
+            p.stdin.write(prompt)
+            p.stdin.close()
+            while p.stdout.read1(65536):
+                pass
+            if p.wait() != 0:
+                raise subprocess.CalledProcessError(p.returncode, a)
+        else:
+            subprocess.run(a, cwd=repo, env=env, input=prompt, stdout=subprocess.DEVNULL,
+                           check=True)
         return (time.perf_counter() - t) * 1000
 
     builds = [specbridge] + ([old] if old else [])
@@ -111,16 +127,20 @@ stages:
     clis = {b: [] for b in builds}
     splits = {b: [] for b in builds}
     bares = []
+    piped = []
     # A random order each round (seeded, so a rerun takes the same orders): in a
     # fixed rotation each side always follows the same other side, and the run
     # right after a CLI run was seen to be slower, whoever made it.
     order = random.Random(0)
     for _ in range(pairs):
-        sides = builds + [None]
+        sides = builds + [None, "piped"]
         order.shuffle(sides)
         for side in sides:
             if side is None:
                 bares.append(run_bare())
+                continue
+            if side == "piped":
+                piped.append(run_bare(piped=True))
                 continue
             wall, cli, _, _, split = run_specbridge(side)
             walls[side].append(wall)
@@ -134,7 +154,9 @@ stages:
               f"{m(bares):.0f} ms (medians): {m(walls[b]) / m(bares):.3f}x; specbridge's own "
               f"time {own:.0f} ms (run less the CLI's durationMs, median): "
               f"{m([b for b, _ in splits[b]]):.1f} before the spawn, "
-              f"{m([a for _, a in splits[b]]):.1f} after the reap")
+              f"{m([a for _, a in splits[b]]):.1f} after the reap; against a bare call "
+              f"whose stdout is a pipe read as it comes ({m(piped):.0f} ms): "
+              f"{m(walls[b]) / m(piped):.3f}x")
 finally:
     model.kill()
     if os.environ.get("KEEP_SCRATCH"): print("scratch kept:", scratch)
