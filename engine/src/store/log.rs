@@ -111,10 +111,12 @@ impl RunLog {
         if let Some(dir) = self.path.parent() {
             super::private::create_private_dir(dir).map_err(create)?;
         }
+        // A new file or none: the log is opened once the process has started,
+        // so whatever is at its path by then (a symlink planted there, say) is
+        // refused, never followed or truncated. Every attempt's logs are new.
         let file = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
             .open(&self.path)
             .map_err(create)?;

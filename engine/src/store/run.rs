@@ -635,6 +635,33 @@ mod tests {
         assert!(run.failure().is_some_and(|f| f.vanished));
     }
 
+    /// A log is opened once its process has started, so whatever that process
+    /// put at the log's path in between (a symlink to a file of the user's) is
+    /// neither followed nor truncated: the open fails, and the run with it.
+    #[test]
+    fn a_log_opens_only_a_new_file_never_what_was_put_at_its_path() {
+        let repo = tempfile::tempdir().unwrap();
+        let run = RunStore::new(repo.path())
+            .create(Redactor::from_pairs(Vec::<(String, String)>::new()))
+            .unwrap();
+        let outside = repo.path().join("outside.txt");
+        std::fs::write(&outside, "keep me\n").unwrap();
+        let mut log = run.log("stages/u/attempt-001/raw-stdout.log").unwrap();
+        let attempt = run.dir().join("stages/u/attempt-001");
+        std::fs::create_dir_all(&attempt).unwrap();
+        std::os::unix::fs::symlink(&outside, attempt.join("raw-stdout.log")).unwrap();
+        let err = log.open().unwrap_err();
+        assert!(matches!(err, StoreError::Create { .. }), "{err}");
+        assert!(
+            log.write_chunk(b"secret\n").is_err(),
+            "nothing is written after it"
+        );
+        assert!(log.complete().is_err());
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me\n");
+        let failure = run.failure().expect("the failed open is the run's failure");
+        assert!(failure.message.contains("raw-stdout.log"), "{failure:?}");
+    }
+
     #[test]
     fn subscribers_see_each_event_as_written_in_order_and_live_progress_unwritten() {
         use crate::events::{CrashRepaired, Observed};
