@@ -595,6 +595,15 @@ mod tests {
         );
     }
 
+    /// A new run in a new repository, with nothing to redact.
+    fn run_without_secrets() -> (tempfile::TempDir, RunHandle) {
+        let repo = tempfile::tempdir().unwrap();
+        let run = RunStore::new(repo.path())
+            .create(Redactor::from_pairs(Vec::<(String, String)>::new()))
+            .unwrap();
+        (repo, run)
+    }
+
     /// A log is named before its process starts and made once it has: nothing
     /// on the disk until it is opened, then an empty file in new private
     /// folders; one never written to is still made and announced when it is
@@ -602,10 +611,7 @@ mod tests {
     #[test]
     fn a_log_is_made_when_opened_and_never_in_a_deleted_run_folder() {
         use std::os::unix::fs::PermissionsExt;
-        let repo = tempfile::tempdir().unwrap();
-        let run = RunStore::new(repo.path())
-            .create(Redactor::from_pairs(Vec::<(String, String)>::new()))
-            .unwrap();
+        let (_repo, run) = run_without_secrets();
         let mut opened = run.log("stages/s/attempt-001/raw-stdout.log").unwrap();
         let mut unopened = run.log("stages/s/attempt-001/raw-stderr.log").unwrap();
         assert!(!run.dir().join("stages").exists(), "named, not made");
@@ -640,10 +646,7 @@ mod tests {
     /// neither followed nor truncated: the open fails, and the run with it.
     #[test]
     fn a_log_opens_only_a_new_file_never_what_was_put_at_its_path() {
-        let repo = tempfile::tempdir().unwrap();
-        let run = RunStore::new(repo.path())
-            .create(Redactor::from_pairs(Vec::<(String, String)>::new()))
-            .unwrap();
+        let (repo, run) = run_without_secrets();
         let outside = repo.path().join("outside.txt");
         std::fs::write(&outside, "keep me\n").unwrap();
         let mut log = run.log("stages/u/attempt-001/raw-stdout.log").unwrap();
