@@ -117,23 +117,23 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // the stage's inputs: none of them writes, so they run side by side and the
     // waits for git and for the file system are hidden. What the scheduler
     // queued to start the stage (its `running` record and `stage-started`; for
-    // the run's first stage, the run's first records), and left for the stage
-    // to write where it started alone (`agent_flushes_first` in the
-    // scheduler), is written beside them too, rather than with the prompt and
-    // request after the snapshot: the records the agent's spawn then waits for
-    // are fewer, and on a disk whose syncs barely overlap each one costs its
-    // own wait. Nothing read here is
-    // among those records, and no process of the stage starts before they are
-    // on disk: the batch after the snapshot is written after this one. A failed
-    // write stops the run's records (`store/fault.rs`), so the attempt's next
-    // write reports it, as it would have reported it here.
+    // the run's first stage, the run's first records, which the scheduler
+    // leaves to a stage started alone: `agent_flushes_first`) is written where
+    // it costs the spawn least:
     //
-    // The run's first agent attempt may find its snapshot taken ahead, from the
-    // session's start (`snapshot_ahead.rs`); every attempt claims it, used or not.
-    // Then there is little or no wait to hide the start's batch behind (it
-    // began with the session): what is queued is written with the prompt and
-    // request instead, in one batch, one wait for the disk less before the
-    // spawn.
+    // - beside a snapshot this attempt takes itself, rather than with the
+    //   prompt and request after it: the records the spawn then waits for are
+    //   fewer, and on a disk whose syncs barely overlap each costs its own wait;
+    // - with the prompt and request, in one batch, where the attempt claims the
+    //   snapshot taken ahead from the session's start (`snapshot_ahead.rs`;
+    //   every attempt claims it, used or not): that one began with the session,
+    //   so there is little or no wait left to hide a batch behind.
+    //
+    // Nothing read here is among those records, and no process of the stage
+    // starts before they are on disk: the batch after the snapshot is written
+    // after this one. A failed write stops the run's records
+    // (`store/fault.rs`), so the attempt's next write reports it, as it would
+    // have reported it here.
     let claims_ahead = a.agent.tree_ahead.claimable();
     let ((before, store_before), ((), prepared)) = beside(
         || {

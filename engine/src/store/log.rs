@@ -134,8 +134,7 @@ impl RunLog {
     }
 
     fn writer(&mut self) -> std::io::Result<&mut RedactingWriter<Hashing>> {
-        self.open()
-            .map_err(|e| std::io::Error::other(crate::error_chain(&e)))?;
+        self.open().map_err(|e| as_io(&e))?;
         match &mut self.stream {
             Stream::Open(writer) => Ok(writer),
             Stream::Unopened | Stream::Complete => {
@@ -218,9 +217,14 @@ impl RunLog {
     }
 }
 
+/// A store error as the supervisor's sinks report it: with every cause.
+fn as_io(e: &StoreError) -> std::io::Error {
+    std::io::Error::other(crate::error_chain(e))
+}
+
 impl OutputSink for RunLog {
     fn open(&mut self) -> std::io::Result<()> {
-        RunLog::open(self).map_err(|e| std::io::Error::other(crate::error_chain(&e)))
+        RunLog::open(self).map_err(|e| as_io(&e))
     }
 
     fn write_chunk(&mut self, bytes: &[u8]) -> std::io::Result<()> {
@@ -228,9 +232,7 @@ impl OutputSink for RunLog {
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
-        self.complete()
-            .map(|_| ())
-            .map_err(|e| std::io::Error::other(crate::error_chain(&e)))
+        self.complete().map(|_| ()).map_err(|e| as_io(&e))
     }
 
     fn describe(&self) -> String {
