@@ -32,10 +32,10 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<String, WriteErr
 }
 
 /// The first half of [`write_atomic`]: the bytes in a temporary file beside
-/// `path`, not yet visible nor synced. The run handle syncs them
-/// ([`Staged::sync`]) while it makes the record's `record-intent` durable: the
-/// two syncs do not depend on each other, and two flushes in flight at once
-/// cost the disk about one.
+/// `path`, not yet visible nor synced. A batch makes and syncs each on a kept
+/// sync thread ([`Staged::sync`]) while it makes the records' `record-intent`s
+/// durable: the syncs do not depend on each other, and flushes in flight at
+/// once cost the disk about one.
 pub(super) fn stage_atomic(path: &Path, bytes: &[u8]) -> Result<Staged, WriteError> {
     let err = |source| WriteError {
         path: path.display().to_string(),
@@ -67,22 +67,6 @@ impl Staged {
             path: self.path.display().to_string(),
             source,
         })
-    }
-
-    /// [`Staged::sync`] as a job for another thread (`store/sync_pool.rs`), over
-    /// a second descriptor of the same file.
-    pub(super) fn sync_job(&self) -> impl FnOnce() -> Result<(), WriteError> + Send + 'static {
-        let path = self.path.display().to_string();
-        let file = self.tmp.as_file().try_clone();
-        move || {
-            file.and_then(|f| f.sync_all())
-                .map_err(|source| WriteError { path, source })
-        }
-    }
-
-    /// The record's final path.
-    pub(super) fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Rename into place, then sync the folder so the rename itself survives a

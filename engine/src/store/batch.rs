@@ -214,9 +214,7 @@ impl RunHandle {
                     crash_point();
                 }
             }
-            let staged = self.stage_all(&records)?;
-            self.sync_staged_and_intents(&staged, last_intent)?;
-            staged
+            self.stage_and_sync(&records, last_intent)?
         };
         // The log is held from the first rename to the last announcement, so
         // that a check of the records never sees a file between the two.
@@ -246,52 +244,58 @@ impl RunHandle {
         Ok(())
     }
 
-    /// Each record's bytes in a temporary file beside it, in order.
-    fn stage_all(&self, records: &[(&str, &Path, &[u8], &str)]) -> Result<Vec<Staged>, StoreError> {
-        records
+    /// Each record's bytes in a temporary file beside it, made and synced on
+    /// the kept sync threads while this one syncs the log through the last
+    /// intent: none needs another, only the renames need them all. Made one
+    /// after the other on this thread, the new inodes of a batch of eleven
+    /// took about 2 ms before the first sync started.
+    fn stage_and_sync(
+        &self,
+        records: &[(&str, &Path, &[u8], &str)],
+        last_intent: u64,
+    ) -> Result<Vec<Staged>, StoreError> {
+        // The injected failures are asked here, in the records' order, so the
+        // test hooks' N-th write is the same one in every run.
+        for &(_, path, _, _) in records {
+            injected_failure().map_err(|source| {
+                self.failed(WriteError {
+                    path: path.display().to_string(),
+                    source,
+                })
+            })?;
+        }
+        let files: Vec<_> = records
             .iter()
             .map(|&(_, path, bytes, _)| {
-                injected_failure()
-                    .map_err(|source| WriteError {
-                        path: path.display().to_string(),
-                        source,
-                    })
-                    .and_then(|()| stage_atomic(path, bytes))
-                    .map_err(|e| self.failed(e))
+                let (path, bytes) = (path.to_path_buf(), bytes.to_vec());
+                let job = move || {
+                    let staged = stage_atomic(&path, &bytes)?;
+                    staged.sync()?;
+                    Ok(staged)
+                };
+                sync_pool::start(job)
             })
-            .collect()
-    }
-
-    /// The temporary files and the log (through the last intent) synced at the
-    /// same time, each on its own thread: none needs another, only the renames
-    /// need them all.
-    fn sync_staged_and_intents(
-        &self,
-        staged: &[Staged],
-        last_intent: u64,
-    ) -> Result<(), StoreError> {
-        // On the kept sync threads while this one syncs the log.
-        let files: Vec<_> = staged
-            .iter()
-            .map(|f| (f.path(), sync_pool::start(f.sync_job())))
             .collect();
         let intents = self.sync_through(last_intent);
-        let files: Vec<_> = files
-            .into_iter()
-            .map(|(path, pending)| {
-                pending.wait().unwrap_or_else(|| {
-                    Err(WriteError {
-                        path: path.display().to_string(),
-                        source: std::io::Error::other("the thread syncing it panicked"),
-                    })
-                })
-            })
-            .collect();
-        intents?;
-        for synced in files {
-            synced.map_err(|e| self.failed(e))?;
+        let mut staged = Vec::with_capacity(files.len());
+        let mut failed = None;
+        for (pending, &(_, path, _, _)) in files.into_iter().zip(records) {
+            match pending.wait() {
+                Some(Ok(file)) => staged.push(file),
+                Some(Err(e)) => drop(failed.get_or_insert(e)),
+                None => drop(failed.get_or_insert(WriteError {
+                    path: path.display().to_string(),
+                    source: std::io::Error::other("the thread writing it panicked"),
+                })),
+            }
         }
-        Ok(())
+        // The first file that failed, in the records' order, is the batch's
+        // failure; the files made are removed as they are dropped.
+        if let Some(e) = failed {
+            return Err(self.failed(e));
+        }
+        intents?;
+        Ok(staged)
     }
 
     fn failed(&self, e: WriteError) -> StoreError {
@@ -433,6 +437,41 @@ mod tests {
         assert!(matches!(later, StoreError::Stopped { .. }), "{later}");
         assert!(run.event(repaired("x")).is_err());
         assert!(!dir.exists(), "the vanished folder was not made again");
+    }
+
+    #[test]
+    fn a_batch_whose_files_cannot_all_be_made_renames_none_and_names_the_first_in_order() {
+        let base = tempfile::tempdir().unwrap();
+        let run = RunStore::new(base.path())
+            .create(Redactor::default())
+            .unwrap();
+        // Files where the second and third records' folders would be: their
+        // temporary files cannot be made, on whichever sync threads take them.
+        std::fs::write(run.dir().join("b"), "not a folder").unwrap();
+        std::fs::write(run.dir().join("c"), "not a folder").unwrap();
+        run.defer_json("a/first.json", &json!(1)).unwrap();
+        run.defer_json("b/second.json", &json!(2)).unwrap();
+        run.defer_json("c/third.json", &json!(3)).unwrap();
+        let err = run.flush().unwrap_err().to_string();
+        assert!(err.contains("b/second.json"), "{err}");
+        // Nothing renamed, and the temporary file made for the first record
+        // removed: its folder is empty.
+        let left: Vec<_> = std::fs::read_dir(run.dir().join("a"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, Vec::<std::ffi::OsString>::new());
+        assert_eq!(
+            types(run.dir()),
+            [
+                "record-intent a/first.json",
+                "record-intent b/second.json",
+                "record-intent c/third.json",
+            ],
+            "intents only: a crash's leftovers, which resume understands"
+        );
+        let later = run.defer_json("d.json", &json!(4)).unwrap_err();
+        assert!(matches!(later, StoreError::Stopped { .. }), "{later}");
     }
 
     #[test]
