@@ -14,8 +14,12 @@ ratios and own times are printed. Every round also makes a second bare call
 whose stdout is a pipe read as it arrives (the first one's goes to /dev/null),
 and each build's ratio to it is printed too. Nothing leaves the machine: the
 CLI talks to the server on 127.0.0.1.
+
+EARLIER_RUNS=N keeps N earlier runs of the same pipeline in the run store for
+every timed run, as a repository used for a while has (default 0: the store
+is emptied before each run). Each agent attempt compares every file of them
+before and after the agent (docs/evidence.md, the run store's check).
 """
-import glob
 import json
 import os
 import random
@@ -77,18 +81,33 @@ stages:
            "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
-    def attempt_file(name):
-        return glob.glob(os.path.join(repo, ".specbridge/runs/*/stages/notes/attempt-001", name))[0]
+    runs_dir = os.path.join(repo, ".specbridge", "runs")
+    kept = set()
+
+    def runs():
+        return set(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else set()
 
     def run_specbridge(build=None):
-        shutil.rmtree(os.path.join(repo, ".specbridge"), ignore_errors=True)
+        # Only the earlier runs kept stay: the store is the same for every run.
+        if kept:
+            for extra in runs() - kept:
+                shutil.rmtree(os.path.join(runs_dir, extra))
+        else:
+            shutil.rmtree(os.path.join(repo, ".specbridge"), ignore_errors=True)
         if os.path.exists(os.path.join(repo, "notes.md")):
             os.remove(os.path.join(repo, "notes.md"))
+        before = runs()
         t = time.perf_counter()
         clock = time.time()
         subprocess.run([build or specbridge, "run", "--json"], cwd=repo, env=env,
                        stdout=subprocess.DEVNULL, check=True)
         wall = (time.perf_counter() - t) * 1000
+        (new_run,) = runs() - before
+        attempt = os.path.join(runs_dir, new_run, "stages/notes/attempt-001")
+
+        def attempt_file(name):
+            return os.path.join(attempt, name)
+
         process = json.load(open(attempt_file("process.json")))
         # The CLI's spawn and reap by the wall clock (millisecond stamps): the
         # run's own time before the one and after the other.
@@ -100,6 +119,12 @@ stages:
     # The argv and stdin specbridge used (no secret is in them here); each bare
     # call gets a fresh session id, as each run does.
     _, _, argv, prompt, _ = run_specbridge()
+    # That first run is the first of those kept, when any are.
+    earlier = int(os.environ.get("EARLIER_RUNS", "0"))
+    for _ in range(earlier - 1):
+        kept = runs()
+        run_specbridge()
+    kept = runs() if earlier else set()
 
     # The bare call's stdout goes to /dev/null, or with PIPED to a pipe read
     # here as it arrives, as specbridge reads the CLI's (a caller that keeps
@@ -150,7 +175,7 @@ stages:
     for b in builds:
         own = m([w - c for w, c in zip(walls[b], clis[b])])
         label = "" if not old else (" (new)" if b == specbridge else " (old)")
-        print(f"pairs: {pairs}; specbridge{label} run {m(walls[b]):.0f} ms, bare claude -p "
+        print(f"pairs: {pairs}; earlier runs kept: {len(kept)}; specbridge{label} run {m(walls[b]):.0f} ms, bare claude -p "
               f"{m(bares):.0f} ms (medians): {m(walls[b]) / m(bares):.3f}x; specbridge's own "
               f"time {own:.0f} ms (run less the CLI's durationMs, median): "
               f"{m([b for b, _ in splits[b]]):.1f} before the spawn, "

@@ -11,8 +11,11 @@
 //! the lock for as long as its run lasts, so waiting a moment before refusing
 //! tells the two apart at the cost of a refusal coming [`GRACE`] later.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long a held lock is tried again before it counts as held.
@@ -25,6 +28,21 @@ pub(super) enum Flock {
     Held,
 }
 
+/// The files (device, inode) this process has taken a lock on with
+/// [`lock_exclusive`], kept after they are let go: [`taken_here`].
+static TAKEN_HERE: Mutex<Option<HashSet<(u64, u64)>>> = Mutex::new(None);
+
+/// Whether this process took a lock on the file with this device and inode (its
+/// run's, the working tree's). Such a file is never "held by another process",
+/// wherever an agent it started linked it.
+pub(super) fn taken_here(dev: u64, ino: u64) -> bool {
+    TAKEN_HERE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .is_some_and(|taken| taken.contains(&(dev, ino)))
+}
+
 /// Take an exclusive flock on `file`, trying again for up to [`GRACE`] while
 /// another descriptor holds it.
 pub(super) fn lock_exclusive(file: &File) -> std::io::Result<Flock> {
@@ -34,6 +52,13 @@ pub(super) fn lock_exclusive(file: &File) -> std::io::Result<Flock> {
         // SAFETY: flock on a descriptor the caller owns; no memory is shared.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc == 0 {
+            if let Ok(meta) = file.metadata() {
+                TAKEN_HERE
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get_or_insert_with(HashSet::new)
+                    .insert((meta.dev(), meta.ino()));
+            }
             return Ok(Flock::Taken);
         }
         let e = std::io::Error::last_os_error();

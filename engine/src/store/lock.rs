@@ -105,16 +105,14 @@ fn clock_of(file: &File) -> std::io::Result<i128> {
 }
 
 /// The files another process holds a `flock` on right now, as (major, minor,
-/// inode) of their device and inode, read from `/proc/locks`. Reading it disturbs
-/// no holder: taking a run's lock to see whether it is free, even for a moment,
-/// could make another process's `run` or `resume` of that run fail. Locks this
-/// process holds are not listed: what it holds, an agent it started could link
-/// anywhere. Empty where `/proc/locks` cannot be read.
+/// inode) of their device and inode, read from `/proc/locks`: what the tests
+/// hold [`held_by_another`] to. Locks this process holds are not listed: what it
+/// holds, an agent it started could link anywhere. Empty where `/proc/locks`
+/// cannot be read.
 ///
 /// Slow, whatever the number of locks: the kernel takes its lock table for
 /// writing to list it, which waits for an RCU grace period (8 to 22 ms on the
 /// 2-core machine of docs/performance.md; a second read right after is fast).
-/// Ask only when there is a file to ask about, and not on a stage's path.
 pub fn held_flocks() -> HashSet<(u32, u32, u64)> {
     let me = std::process::id();
     std::fs::read_to_string("/proc/locks")
@@ -126,6 +124,68 @@ pub fn held_flocks() -> HashSet<(u32, u32, u64)> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Whether another process holds a `flock` on the regular file at `path` (a
+/// symlink is not followed), such as a run's `.lock` while another process works
+/// on the run: found by trying to take it, which costs a few system calls where
+/// reading `/proc/locks` waits for an RCU grace period ([`held_flocks`]).
+///
+/// The probe is a shared lock, let go at once: specbridge holds a run with an
+/// exclusive one, which a shared lock waits for, while probes (of this process,
+/// of another, or a copy of one in a child forked before its `exec`) never
+/// wait for each other. A `run` or `resume` of that run trying to take it
+/// meanwhile tries again for a moment (`store::flock`). A file this process took
+/// a lock on itself (its run's, the working tree's) is never held by another,
+/// wherever an agent linked it, as [`held_flocks`] leaves this process's locks
+/// out. Anything that cannot be asked (a file that cannot be opened, replaced
+/// while asked) is not held: a held run folder is left out of the run store's
+/// check, so "not held" is the answer that checks more; so is a lock held only
+/// shared, which no specbridge takes.
+pub fn held_by_another(path: &Path) -> bool {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    const TRIES: u32 = 3;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
+    if !meta.is_file() || super::flock::taken_here(meta.dev(), meta.ino()) {
+        return false;
+    }
+    // Not following a symlink put there since, not waiting on a FIFO, and not
+    // touching its access time (the file is the user's own, as every record is).
+    let open = |extra: i32| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | extra)
+            .open(path)
+    };
+    let file = match open(libc::O_NOATIME) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(0),
+        opened => opened,
+    };
+    let Ok(file) = file else {
+        return false;
+    };
+    match file.metadata() {
+        Ok(now) if (now.dev(), now.ino()) == (meta.dev(), meta.ino()) => {}
+        _ => return false,
+    }
+    // Tried a few times over two milliseconds: a lock let go by then (a
+    // crashed run's child before its `exec`, `store::flock`) had no holder.
+    for attempt in 1..=TRIES {
+        // SAFETY: flock on a descriptor owned here; closing it lets go.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        if rc == 0 {
+            return false;
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return false;
+        }
+        if attempt < TRIES {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    true
 }
 
 /// Whether `path` itself (a symlink is not followed) is a file `held` lists, such
@@ -228,6 +288,69 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+    }
+
+    /// The probe answers what `/proc/locks` answers for every case the run store's
+    /// check meets, and disturbs nobody.
+    #[test]
+    fn a_lock_is_held_by_another_exactly_when_the_lock_table_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = |p: &Path| is_held(p, &held_flocks());
+        // Nobody: free, and a run takes it right after the probe.
+        let own = dir.path().join("own");
+        std::fs::create_dir(&own).unwrap();
+        std::fs::write(own.join(crate::store::layout::LOCK), "").unwrap();
+        assert!(!held_by_another(&own.join(crate::store::layout::LOCK)));
+        let mine = RunLock::acquire(&own, "r1").unwrap();
+        // This process's own lock, and a hard link to it, are not another's.
+        let linked = dir.path().join("mine-linked");
+        std::fs::hard_link(mine.path(), &linked).unwrap();
+        assert!(!held_by_another(mine.path()) && !table(mine.path()));
+        assert!(!held_by_another(&linked) && !table(&linked));
+        let lock = dir.path().join(crate::store::layout::LOCK);
+        let link = dir.path().join("hard");
+        std::fs::write(&lock, "").unwrap();
+        std::fs::hard_link(&lock, &link).unwrap();
+        let mut other = held_by_another_process(&lock, "30");
+        assert!(held_by_another(&lock) && table(&lock));
+        assert!(held_by_another(&link) && table(&link), "the same file");
+        // A symlink to it, a FIFO (not waited on), a folder, nothing: not held.
+        let symlink = dir.path().join("symlink");
+        std::os::unix::fs::symlink(&lock, &symlink).unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        for p in [
+            &symlink,
+            &fifo,
+            &dir.path().to_path_buf(),
+            &dir.path().join("none"),
+        ] {
+            assert!(!held_by_another(p) && !table(p), "{}", p.display());
+        }
+        let group = nix::unistd::Pid::from_raw(other.id() as i32);
+        nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+        other.wait().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while table(&lock) {
+            assert!(std::time::Instant::now() < deadline, "still held");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!held_by_another(&lock));
+        drop(mine);
+    }
+
+    /// A probe is a shared lock: a copy of one (another probe, a child forked
+    /// while it was held) is not a holder, and no specbridge holds a run shared.
+    #[test]
+    fn a_shared_lock_is_not_a_run_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join(crate::store::layout::LOCK);
+        std::fs::write(&lock, "").unwrap();
+        let shared = File::open(&lock).unwrap();
+        // SAFETY: flock on a descriptor owned here.
+        let rc = unsafe { libc::flock(shared.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        assert_eq!(rc, 0);
+        assert!(!held_by_another(&lock));
     }
 
     #[test]

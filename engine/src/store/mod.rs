@@ -31,7 +31,7 @@ pub use atomic::{sha256_file, sha256_hex, write_report, WriteError};
 pub use confined::{write_confined, ConfinedWriteError};
 pub use events::{verify_chain, ChainCheck};
 pub use fault::StoreFailure;
-pub use lock::{held_flocks, is_held, lock_key, LockError, RunLock, StoreClock};
+pub use lock::{held_by_another, held_flocks, is_held, lock_key, LockError, RunLock, StoreClock};
 pub use log::RunLog;
 pub use private::{add_exclude_line, excludes_run_store, git_exclude_file, EXCLUDE_LINE};
 pub use reader::{AttemptReader, RunReader};

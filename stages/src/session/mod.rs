@@ -106,17 +106,13 @@ impl RunSession {
         let root = scaffold
             .as_ref()
             .map_or_else(|| settings.root.clone(), |s| s.root().to_path_buf());
-        // Asked ahead, each on a thread of its own, while the pipeline loads
-        // (docs/performance.md): the lock table for the first agent attempt's
-        // run store check (`store_check::HeldRead`), and the repository's paths
-        // for the preflight, the run store and the snapshots. Each only reads,
-        // and what each finds is what the step that needs it would have found.
-        let held_read = if dry_run {
-            None
-        } else {
+        // Asked ahead, on a thread of its own, while the pipeline loads
+        // (docs/performance.md): the repository's paths for the preflight, the
+        // run store and the snapshots. It only reads, and what it finds is what
+        // the step that needs it would have found.
+        if !dry_run {
             specbridge_engine::evidence::ask_ahead(&root);
-            crate::store_check::HeldRead::start(&root)
-        };
+        }
 
         let recorded = match &origin {
             Origin::Resume { opened, .. } => Some(&opened.record),
@@ -242,9 +238,6 @@ impl RunSession {
             }
         }
         agent.replay = replay;
-        agent.store = Arc::new(crate::store_check::StoreBaseline::with_early_read(
-            held_read,
-        ));
         agent.tree_ahead = Arc::new(tree_ahead);
         warnings.extend(sandbox.warnings);
         observer.warnings(&warnings);

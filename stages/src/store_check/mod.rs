@@ -45,47 +45,6 @@ use state::{held_runs, listed, run_of, Beside};
 #[derive(Debug, Default)]
 pub struct StoreBaseline {
     inner: Mutex<Option<Taken>>,
-    /// The lock table read ahead for the first attempt.
-    early: Mutex<Option<HeldRead>>,
-}
-
-/// `/proc/locks` read ahead, from the start of a session, for the "before" of
-/// the run's first agent attempt. The read waits for the kernel's RCU grace period
-/// (`store::held_flocks`), several milliseconds that the working tree's snapshot
-/// beside it did not cover. A reading taken at any moment before the agent starts
-/// is what the attempt needs — the agent cannot have taken a lock yet — as long as
-/// the run has started no process since (the same rule as a [`StoreBaseline`]'s):
-/// one of its own commands could have linked a held lock into an earlier run
-/// after the reading. Otherwise the attempt reads the table itself.
-#[derive(Debug)]
-pub struct HeldRead {
-    spawned: u64,
-    read: JoinHandle<HashSet<(u32, u32, u64)>>,
-}
-
-impl HeldRead {
-    /// Starts reading the lock table beside the session's start, where the store
-    /// under `root` holds a run folder at all; `None` where there is nothing to
-    /// ask about.
-    pub fn start(root: &Path) -> Option<HeldRead> {
-        let runs = root
-            .join(RUN_STORE_DIR)
-            .join(specbridge_engine::store::layout::RUNS_DIR);
-        std::fs::read_dir(runs).ok()?.next()?.ok()?;
-        let spawned = supervisor::spawned();
-        Some(HeldRead {
-            spawned,
-            read: std::thread::spawn(specbridge_engine::store::held_flocks),
-        })
-    }
-
-    /// The reading, while the run has started no process since it began.
-    fn still_good(self) -> Option<HashSet<(u32, u32, u64)>> {
-        if self.spawned != supervisor::spawned() {
-            return None;
-        }
-        self.read.join().ok()
-    }
 }
 
 #[derive(Debug)]
@@ -165,31 +124,13 @@ impl StoreBaseline {
                 return BeforeAgent::Exact(t.state);
             }
         }
-        let early = self
-            .early
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
         let store = root.join(RUN_STORE_DIR);
         let listed = listed(&store, run.id());
         let runs = listed.iter().filter(|k| run_of(k) == Some(k.as_str()));
-        let read = || {
-            early
-                .and_then(HeldRead::still_good)
-                .unwrap_or_else(specbridge_engine::store::held_flocks)
-        };
         BeforeAgent::Read {
-            live: held_runs(&store, runs, read),
+            live: held_runs(&store, runs),
             listed,
             store,
-        }
-    }
-
-    /// A baseline whose first attempt may use `early`, a lock table read ahead.
-    pub fn with_early_read(early: Option<HeldRead>) -> StoreBaseline {
-        StoreBaseline {
-            early: Mutex::new(early),
-            ..StoreBaseline::default()
         }
     }
 

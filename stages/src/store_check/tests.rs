@@ -394,39 +394,41 @@ fn a_baseline_is_used_once_and_only_while_no_process_was_started_since_its_walk(
     ));
 }
 
-/// A lock table read ahead answers the first attempt only, and only while the
-/// run has started no process since the reading began; otherwise the attempt
-/// reads the table itself.
+/// The run folders another process holds are asked before the agent starts, by
+/// trying each one's lock: held while a holder has it, free once it is gone,
+/// and never held for a lock of this process's own linked there.
 #[test]
-fn a_lock_table_read_ahead_answers_the_first_attempt_while_no_process_started() {
+fn the_folders_held_before_an_attempt_are_those_another_process_locks() {
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
-    store(root, &[("runs/old/run.json", "{}"), ("runs/old/.lock", "")]);
+    store(
+        root,
+        &[
+            ("runs/old/run.json", "{}"),
+            ("runs/old/.lock", ""),
+            ("runs/linked/run.json", "{}"),
+        ],
+    );
     let run = own_run(root);
-    let lock = root.join(RUN_STORE_DIR).join("runs/old/.lock");
-    let lock = specbridge_engine::store::lock_key(&lock).unwrap();
-    // A reading that says the earlier run's lock is held (nobody holds it now).
-    let ahead = |spawned: u64| {
-        let held = HashSet::from([lock]);
-        Some(HeldRead {
-            spawned,
-            read: std::thread::spawn(move || held),
-        })
-    };
+    // The agent of an earlier attempt linked the run's own lock, which this
+    // process holds, into an earlier run: that run is not worked on by anyone.
+    std::fs::hard_link(
+        run.dir().join(layout::LOCK),
+        root.join(RUN_STORE_DIR)
+            .join("runs/linked")
+            .join(layout::LOCK),
+    )
+    .unwrap();
     let live = |baseline: &StoreBaseline| match baseline.before(root, &run) {
         BeforeAgent::Read { live, .. } => live,
         BeforeAgent::Exact(_) => panic!("no state was offered"),
     };
-    let baseline = StoreBaseline::with_early_read(ahead(supervisor::spawned()));
+    let baseline = StoreBaseline::default();
+    let lock = root.join(RUN_STORE_DIR).join("runs/old").join(layout::LOCK);
+    let holder = Holder::hold(&lock);
     assert_eq!(live(&baseline), HashSet::from(["runs/old".to_string()]));
-    // Used up: the next attempt reads the table, where nobody holds the lock.
-    assert!(live(&baseline).is_empty());
-    let stale = StoreBaseline::with_early_read(ahead(supervisor::spawned().wrapping_sub(1)));
-    assert!(live(&stale).is_empty(), "a process was started since");
-    // Nothing to ask about: no reading at all.
-    let empty = tempfile::tempdir().unwrap();
-    assert!(HeldRead::start(empty.path()).is_none());
-    assert!(HeldRead::start(root).is_some());
+    drop(holder);
+    assert!(live(&baseline).is_empty(), "nobody holds it now");
 }
 
 #[test]
