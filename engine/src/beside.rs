@@ -53,6 +53,20 @@ where
     })
 }
 
+/// Gives the calling thread `nice` more than the process's (threads it starts
+/// later inherit it): for work that goes on beside an agent and must not take
+/// the cores the agent wants, yet should use those it leaves idle. A thread's
+/// priority cannot be raised again without privileges: only for threads whose
+/// work is all beside. A failure leaves the thread as it was.
+pub fn lower_this_thread(nice: i32) {
+    // SAFETY: setpriority of this thread alone (its tid), no memory involved.
+    unsafe {
+        let tid = libc::gettid();
+        let now = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, now + nice);
+    }
+}
+
 /// Initialises `lazy` on a thread named `name`, for a caller that will need
 /// it soon and has other work until then (a regex's compilation). Best effort:
 /// a refused thread leaves the first user to initialise it, as it would have.
@@ -64,6 +78,24 @@ pub(crate) fn force_aside<T: Send + Sync>(name: &str, lazy: &'static std::sync::
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_thread_lowered_is_lowered_alone_and_passes_it_on() {
+        let priority = || {
+            // SAFETY: getpriority of this thread (its tid).
+            unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+        };
+        let here = priority();
+        let (lowered, child) = std::thread::spawn(move || {
+            super::lower_this_thread(5);
+            (priority(), std::thread::spawn(priority).join().unwrap())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(lowered, (here + 5).min(19));
+        assert_eq!(child, lowered, "a thread it starts inherits it");
+        assert_eq!(priority(), here, "the caller's own thread is unchanged");
+    }
+
     use super::*;
 
     #[test]

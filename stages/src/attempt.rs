@@ -251,6 +251,7 @@ pub(crate) async fn run_agent(
     ctx: &RunContext,
     p: &Prepared,
     sr: &StageRun,
+    on_spawn: &(dyn Fn() + Sync),
     on_exit: &(dyn Fn() + Sync),
 ) -> InvocationOutcome {
     let protected: Vec<String> = crate::working_tree::protected_paths(ctx)
@@ -273,6 +274,7 @@ pub(crate) async fn run_agent(
         on_progress: Some(live_progress(sr)),
         replay: p.replay.as_ref(),
         on_exit: Some(on_exit),
+        on_spawn: Some(on_spawn),
     })
     .await
 }

@@ -181,15 +181,18 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
 
     let store_before = store_before.at_spawn(run);
     // The after-snapshot and the run store's "after" start as soon as the agent
-    // has ended, beside the invocation's own records (`InvokeSpec::on_exit`).
+    // has ended, beside the invocation's own records (`InvokeSpec::on_exit`);
+    // the run store's "before", where it is walked beside the agent, once the
+    // agent is spawned (`InvokeSpec::on_spawn`).
     let after = AfterSnapshot::new(&a.ctx.root);
     let store = PendingCheck::new(&a.ctx.root, run, store_before, a.agent.store.clone());
+    let on_spawn = || store.agent_spawned();
     let on_exit = || {
         after.start();
         store.start();
     };
     p.schema.compile_beside();
-    let outcome = run_agent(a.ctx, &p, a.sr, &on_exit).await;
+    let outcome = run_agent(a.ctx, &p, a.sr, &on_spawn, &on_exit).await;
     let mut report = report_of(&outcome, &p);
     let after = AfterAgent {
         tree: after,

@@ -59,7 +59,30 @@ pub(crate) enum Before {
     Exact(Arc<RunStoreState>),
     /// Being walked beside the agent.
     Walking(JoinHandle<RunStoreState>),
+    /// To be walked beside the agent once it is spawned ([`Before::walk_beside`]),
+    /// with what was read before it: the store's clock among it.
+    Ready(Box<BesideWalk>),
 }
+
+/// What a walk beside the agent starts from, all read before the spawn.
+pub(crate) struct BesideWalk {
+    store: PathBuf,
+    own: PathBuf,
+    live: HashSet<String>,
+    beside: Beside,
+}
+
+impl BesideWalk {
+    fn walk(self) -> RunStoreState {
+        RunStoreState::beside_agent(&self.store, Some(&self.own), self.live, self.beside)
+    }
+}
+
+/// How much less of the cores the walk beside an agent asks for than the agent:
+/// a `nice` of 10 gives it about a tenth of a core the agent's threads want too
+/// (the CLI's start is busy on both of a small machine's cores), and all of one
+/// the agent leaves idle while it waits for its model.
+const BESIDE_NICE: i32 = 10;
 
 impl Before {
     fn state(self) -> Arc<RunStoreState> {
@@ -69,6 +92,19 @@ impl Before {
                 walk.join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
             ),
+            Before::Ready(ready) => Arc::new(ready.walk()),
+        }
+    }
+
+    /// A ready walk started, on a thread of its own at a lower priority (its
+    /// own walking threads inherit it); any other state as it is.
+    fn walk_beside(self) -> Before {
+        match self {
+            Before::Ready(ready) => Before::Walking(std::thread::spawn(move || {
+                specbridge_engine::beside::lower_this_thread(BESIDE_NICE);
+                ready.walk()
+            })),
+            other => other,
         }
     }
 }
@@ -86,9 +122,10 @@ pub(crate) enum BeforeAgent {
 }
 
 impl BeforeAgent {
-    /// Call last before the agent is spawned: reads the store's clock and starts
-    /// the walk that goes on beside the agent. Only where the clock cannot be
-    /// read is the walk waited for here.
+    /// Call last before the agent is spawned: reads the store's clock, which the
+    /// walk that goes on beside the agent starts from once the agent is spawned
+    /// ([`PendingCheck::agent_spawned`]). Only where the clock cannot be read is
+    /// the store walked here.
     pub(crate) fn at_spawn(self, run: &RunHandle) -> Before {
         let (store, live, listed) = match self {
             BeforeAgent::Exact(state) => return Before::Exact(state),
@@ -107,8 +144,11 @@ impl BeforeAgent {
                 None,
             )));
         };
-        Before::Walking(std::thread::spawn(move || {
-            RunStoreState::beside_agent(&store, Some(&own), live, Beside { since, listed })
+        Before::Ready(Box::new(BesideWalk {
+            store,
+            own,
+            live,
+            beside: Beside { since, listed },
         }))
     }
 }
@@ -184,6 +224,12 @@ impl<'a> PendingCheck<'a> {
             before: Mutex::new(Some(before)),
             started: Mutex::default(),
         }
+    }
+
+    /// The agent is spawned: a "before" still to be walked starts beside it.
+    pub(crate) fn agent_spawned(&self) {
+        let mut before = self.before.lock().unwrap_or_else(PoisonError::into_inner);
+        *before = before.take().map(Before::walk_beside);
     }
 
     /// Starts the check, once.

@@ -359,8 +359,11 @@ fn a_baseline_is_used_once_and_only_while_no_process_was_started_since_its_walk(
     let run = own_run(root);
     let dir = root.join(RUN_STORE_DIR);
     let baseline = StoreBaseline::default();
-    // Nothing taken yet: the first attempt walks beside its agent.
+    // Nothing taken yet: the first attempt walks beside its agent, once the
+    // agent is spawned.
     let first = baseline.before(root, &run).at_spawn(&run);
+    assert!(matches!(first, Before::Ready(_)));
+    let first = first.walk_beside();
     assert!(matches!(first, Before::Walking(_)));
     let first = first.state();
     assert!(first.beside.is_some());
@@ -376,12 +379,12 @@ fn a_baseline_is_used_once_and_only_while_no_process_was_started_since_its_walk(
     });
     match baseline.before(root, &run).at_spawn(&run) {
         Before::Exact(state) => assert!(Arc::ptr_eq(&state, &offered)),
-        Before::Walking(_) => panic!("the baseline was exact"),
+        Before::Walking(_) | Before::Ready(_) => panic!("the baseline was exact"),
     }
     // Used up: the next attempt walks.
     assert!(matches!(
         baseline.before(root, &run).at_spawn(&run),
-        Before::Walking(_)
+        Before::Ready(_)
     ));
     // A state walked before the run started another process is not exact.
     baseline.offer(Taken {
@@ -390,7 +393,7 @@ fn a_baseline_is_used_once_and_only_while_no_process_was_started_since_its_walk(
     });
     assert!(matches!(
         baseline.before(root, &run).at_spawn(&run),
-        Before::Walking(_)
+        Before::Ready(_)
     ));
 }
 

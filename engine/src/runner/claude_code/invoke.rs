@@ -84,6 +84,10 @@ pub struct InvokeSpec<'a> {
     /// removed before it. Not called for a playback (it changes the tree) or
     /// when nothing was spawned.
     pub on_exit: Option<&'a (dyn Fn() + Sync)>,
+    /// Called once the agent has been spawned (its `exec` done) and its spawn
+    /// recorded: what the caller runs beside the agent starts here, not
+    /// before, so that it never holds the cores the spawn waits for.
+    pub on_spawn: Option<&'a (dyn Fn() + Sync)>,
 }
 
 /// How one invocation ended. Texts that came from the agent (the failure reason) are
@@ -360,6 +364,9 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             // Recorded at once so that a resume after a crash can end the group.
             if let Err(e) = run.event(RunEvent::stage_spawned(&stage_id, attempt, pid, pgid)) {
                 tracing::warn!("failed to record the spawn of pid {pid}: {e}");
+            }
+            if let Some(on_spawn) = spec.on_spawn {
+                on_spawn();
             }
         },
         || {

@@ -73,6 +73,7 @@ fn spec<'a>(
         on_progress: None,
         replay: None,
         on_exit: None,
+        on_spawn: None,
     }
 }
 
@@ -353,7 +354,8 @@ async fn on_exit_comes_after_the_agent_and_after_a_temporary_folder_inside_the_t
 
 /// A folder outside the working tree is removed beside the outcome's reading,
 /// and `on_exit` is still called once; an invocation that spawned nothing never
-/// calls it.
+/// calls it. Nor `on_spawn`, which an agent's invocation calls once, after its
+/// spawn is recorded and before it ends.
 #[tokio::test]
 async fn on_exit_is_called_once_for_an_agent_and_never_without_one() {
     let fx = fixture();
@@ -370,10 +372,24 @@ async fn on_exit_is_called_once_for_an_agent_and_never_without_one() {
     let on_exit = || {
         calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     };
+    let spawns = std::sync::Mutex::new(Vec::new());
+    let on_spawn = || {
+        let recorded = std::fs::read_to_string(fx.run.dir().join("events.jsonl")).unwrap();
+        spawns.lock().unwrap().push((
+            recorded.contains("\"process-spawned\""),
+            calls.load(std::sync::atomic::Ordering::SeqCst),
+        ));
+    };
     let mut invocation = spec(&fx, &request, &agent, Some(&schema), "hi");
     invocation.on_exit = Some(&on_exit);
+    invocation.on_spawn = Some(&on_spawn);
     assert!(invoke(invocation).await.spawned());
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(
+        *spawns.lock().unwrap(),
+        [(true, 0)],
+        "once, the spawn recorded, before the end"
+    );
     assert_eq!(private_folders(outside.path()), Vec::<PathBuf>::new());
 
     let missing = runner(&fx.repo.path().join("no-such-claude").display().to_string());
@@ -381,6 +397,8 @@ async fn on_exit_is_called_once_for_an_agent_and_never_without_one() {
     let mut invocation = spec(&fx, &request, &missing, Some(&schema), "hi");
     invocation.attempt = 2;
     invocation.on_exit = Some(&on_exit);
+    invocation.on_spawn = Some(&on_spawn);
     assert!(!invoke(invocation).await.spawned());
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(spawns.lock().unwrap().len(), 1, "no spawn, no call");
 }
