@@ -353,6 +353,15 @@ mod tests {
             .collect()
     }
 
+    /// A run of its own in a new folder, with no secret to redact.
+    fn new_run() -> (tempfile::TempDir, crate::store::RunHandle) {
+        let base = tempfile::tempdir().unwrap();
+        let run = RunStore::new(base.path())
+            .create(Redactor::default())
+            .unwrap();
+        (base, run)
+    }
+
     fn repaired(what: &str) -> RunEvent {
         RunEvent::CrashRepaired(CrashRepaired {
             repaired: vec![what.to_string()],
@@ -403,10 +412,7 @@ mod tests {
 
     #[test]
     fn a_direct_write_comes_after_what_was_queued_before_it() {
-        let repo = tempfile::tempdir().unwrap();
-        let run = RunStore::new(repo.path())
-            .create(Redactor::default())
-            .unwrap();
+        let (_repo, run) = new_run();
         run.defer_json("a.json", &json!(1)).unwrap();
         run.event(repaired("direct")).unwrap();
         run.write_json("b.json", &json!(2)).unwrap();
@@ -424,10 +430,7 @@ mod tests {
 
     #[test]
     fn a_failed_batch_writes_nothing_and_nothing_is_queued_after_it() {
-        let base = tempfile::tempdir().unwrap();
-        let run = RunStore::new(base.path())
-            .create(Redactor::default())
-            .unwrap();
+        let (_base, run) = new_run();
         run.defer_json("a.json", &json!(1)).unwrap();
         let dir = run.dir().to_path_buf();
         std::fs::remove_dir_all(&dir).unwrap();
@@ -441,10 +444,7 @@ mod tests {
 
     #[test]
     fn a_batch_whose_files_cannot_all_be_made_renames_none_and_names_the_first_in_order() {
-        let base = tempfile::tempdir().unwrap();
-        let run = RunStore::new(base.path())
-            .create(Redactor::default())
-            .unwrap();
+        let (_base, run) = new_run();
         // Files where the second and third records' folders would be: their
         // temporary files cannot be made, on whichever sync threads take them.
         std::fs::write(run.dir().join("b"), "not a folder").unwrap();
