@@ -11,7 +11,6 @@
 //! the lock for as long as its run lasts, so waiting a moment before refusing
 //! tells the two apart at the cost of a refusal coming [`GRACE`] later.
 
-use std::collections::HashSet;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
@@ -28,19 +27,47 @@ pub(super) enum Flock {
     Held,
 }
 
-/// The files (device, inode) this process has taken a lock on with
-/// [`lock_exclusive`], kept after they are let go: [`taken_here`].
-static TAKEN_HERE: Mutex<Option<HashSet<(u64, u64)>>> = Mutex::new(None);
+/// The files (device, inode) whose lock a [`HeldHere`] of this process holds.
+static HELD_HERE: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
 
-/// Whether this process took a lock on the file with this device and inode (its
-/// run's, the working tree's). Such a file is never "held by another process",
-/// wherever an agent it started linked it.
-pub(super) fn taken_here(dev: u64, ino: u64) -> bool {
-    TAKEN_HERE
+/// Whether this process holds a run's or the working tree's lock on the file
+/// with this device and inode. Such a file is never "held by another process",
+/// wherever an agent it started linked it. While it is held its inode stays in
+/// use, so no other file can have it meanwhile.
+pub(super) fn held_here(dev: u64, ino: u64) -> bool {
+    HELD_HERE
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        .is_some_and(|taken| taken.contains(&(dev, ino)))
+        .contains(&(dev, ino))
+}
+
+/// Marks a lock this process took (with [`lock_exclusive`]) as its own until
+/// dropped: kept by the run's and the working tree's lock beside their file.
+#[derive(Debug)]
+pub(super) struct HeldHere(Option<(u64, u64)>);
+
+impl HeldHere {
+    pub(super) fn new(file: &File) -> HeldHere {
+        let key = file.metadata().ok().map(|m| (m.dev(), m.ino()));
+        if let Some(key) = key {
+            HELD_HERE
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(key);
+        }
+        HeldHere(key)
+    }
+}
+
+impl Drop for HeldHere {
+    fn drop(&mut self) {
+        if let Some(key) = self.0 {
+            let mut held = HELD_HERE.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(at) = held.iter().position(|k| *k == key) {
+                held.swap_remove(at);
+            }
+        }
+    }
 }
 
 /// Take an exclusive flock on `file`, trying again for up to [`GRACE`] while
@@ -52,13 +79,6 @@ pub(super) fn lock_exclusive(file: &File) -> std::io::Result<Flock> {
         // SAFETY: flock on a descriptor the caller owns; no memory is shared.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc == 0 {
-            if let Ok(meta) = file.metadata() {
-                TAKEN_HERE
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .get_or_insert_with(HashSet::new)
-                    .insert((meta.dev(), meta.ino()));
-            }
             return Ok(Flock::Taken);
         }
         let e = std::io::Error::last_os_error();

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use super::flock::{lock_exclusive, Flock};
+use super::flock::{lock_exclusive, Flock, HeldHere};
 
 /// Why a run lock could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +26,8 @@ pub enum LockError {
 pub struct RunLock {
     file: File,
     path: PathBuf,
+    /// Declared after `file`: this process's own until the file is closed.
+    _here: HeldHere,
 }
 
 impl RunLock {
@@ -45,7 +47,11 @@ impl RunLock {
                 source,
             })?;
         match lock_exclusive(&file) {
-            Ok(Flock::Taken) => Ok(RunLock { file, path }),
+            Ok(Flock::Taken) => Ok(RunLock {
+                _here: HeldHere::new(&file),
+                file,
+                path,
+            }),
             Ok(Flock::Held) => Err(LockError::InUse {
                 run: run_id.to_string(),
                 path,
@@ -135,8 +141,8 @@ pub fn held_flocks() -> HashSet<(u32, u32, u64)> {
 /// exclusive one, which a shared lock waits for, while probes (of this process,
 /// of another, or a copy of one in a child forked before its `exec`) never
 /// wait for each other. A `run` or `resume` of that run trying to take it
-/// meanwhile tries again for a moment (`store::flock`). A file this process took
-/// a lock on itself (its run's, the working tree's) is never held by another,
+/// meanwhile tries again for a moment (`store::flock`). A file whose lock this
+/// process holds (its run's, the working tree's) is never held by another,
 /// wherever an agent linked it, as [`held_flocks`] leaves this process's locks
 /// out. Anything that cannot be asked (a file that cannot be opened, replaced
 /// while asked) is not held: a held run folder is left out of the run store's
@@ -148,7 +154,7 @@ pub fn held_by_another(path: &Path) -> bool {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return false;
     };
-    if !meta.is_file() || super::flock::taken_here(meta.dev(), meta.ino()) {
+    if !meta.is_file() || super::flock::held_here(meta.dev(), meta.ino()) {
         return false;
     }
     // Not following a symlink put there since, not waiting on a FIFO, and not
@@ -337,6 +343,21 @@ mod tests {
         }
         assert!(!held_by_another(&lock));
         drop(mine);
+    }
+
+    /// Only a lock this process still holds is its own: once let go, the same
+    /// file held by another process is held (its inode could be any file's).
+    #[test]
+    fn a_run_lock_let_go_is_no_longer_this_process_s() {
+        let dir = tempfile::tempdir().unwrap();
+        let mine = RunLock::acquire(dir.path(), "r1").unwrap();
+        let lock = mine.path().to_path_buf();
+        drop(mine);
+        let mut other = held_by_another_process(&lock, "30");
+        assert!(held_by_another(&lock));
+        let group = nix::unistd::Pid::from_raw(other.id() as i32);
+        nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+        other.wait().unwrap();
     }
 
     /// A probe is a shared lock: a copy of one (another probe, a child forked

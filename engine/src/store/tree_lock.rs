@@ -13,7 +13,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::flock::{lock_exclusive, Flock};
+use super::flock::{lock_exclusive, Flock, HeldHere};
 
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +66,8 @@ pub struct TreeLock {
     file: File,
     path: PathBuf,
     holder: TreeLockHolder,
+    /// Declared after `file`: this process's own until the file is closed.
+    _here: HeldHere,
 }
 
 impl TreeLock {
@@ -107,6 +109,7 @@ impl TreeLock {
             });
         }
         let mut lock = TreeLock {
+            _here: HeldHere::new(&file),
             file,
             path: path.clone(),
             holder: TreeLockHolder {
