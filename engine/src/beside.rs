@@ -78,6 +78,8 @@ pub(crate) fn force_aside<T: Send + Sync>(name: &str, lazy: &'static std::sync::
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_thread_lowered_is_lowered_alone_and_passes_it_on() {
         let priority = || {
@@ -86,7 +88,7 @@ mod tests {
         };
         let here = priority();
         let (lowered, child) = std::thread::spawn(move || {
-            super::lower_this_thread(5);
+            lower_this_thread(5);
             (priority(), std::thread::spawn(priority).join().unwrap())
         })
         .join()
@@ -95,8 +97,6 @@ mod tests {
         assert_eq!(child, lowered, "a thread it starts inherits it");
         assert_eq!(priority(), here, "the caller's own thread is unchanged");
     }
-
-    use super::*;
 
     #[test]
     fn both_results_come_back_in_order() {

@@ -73,11 +73,26 @@ impl Drop for HeldHere {
 /// Take an exclusive flock on `file`, trying again for up to [`GRACE`] while
 /// another descriptor holds it.
 pub(super) fn lock_exclusive(file: &File) -> std::io::Result<Flock> {
-    let deadline = Instant::now() + GRACE;
+    flock_within(file, libc::LOCK_EX, GRACE)
+}
+
+/// How long a probe of another process's lock (`lock::held_by_another`) tries
+/// again: a lock let go by then (a crashed run's child before its `exec`) had
+/// no holder, and a run's holder holds it for as long as the run lasts.
+pub(super) const PROBE_GRACE: Duration = Duration::from_millis(2);
+
+/// Take a flock of kind `op` (`LOCK_EX`, `LOCK_SH`) on `file`, trying again
+/// for up to `grace` while another descriptor holds one it waits for.
+pub(super) fn flock_within(
+    file: &File,
+    op: libc::c_int,
+    grace: Duration,
+) -> std::io::Result<Flock> {
+    let deadline = Instant::now() + grace;
     let mut pause = Duration::from_millis(1);
     loop {
         // SAFETY: flock on a descriptor the caller owns; no memory is shared.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let rc = unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) };
         if rc == 0 {
             return Ok(Flock::Taken);
         }

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use super::flock::{lock_exclusive, Flock, HeldHere};
+use super::flock::{flock_within, held_here, lock_exclusive, Flock, HeldHere, PROBE_GRACE};
 
 /// Why a run lock could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -150,11 +150,10 @@ pub fn held_flocks() -> HashSet<(u32, u32, u64)> {
 /// shared, which no specbridge takes.
 pub fn held_by_another(path: &Path) -> bool {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    const TRIES: u32 = 3;
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return false;
     };
-    if !meta.is_file() || super::flock::held_here(meta.dev(), meta.ino()) {
+    if !meta.is_file() || held_here(meta.dev(), meta.ino()) {
         return false;
     }
     // Not following a symlink put there since, not waiting on a FIFO, and not
@@ -176,22 +175,11 @@ pub fn held_by_another(path: &Path) -> bool {
         Ok(now) if (now.dev(), now.ino()) == (meta.dev(), meta.ino()) => {}
         _ => return false,
     }
-    // Tried a few times over two milliseconds: a lock let go by then (a
-    // crashed run's child before its `exec`, `store::flock`) had no holder.
-    for attempt in 1..=TRIES {
-        // SAFETY: flock on a descriptor owned here; closing it lets go.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-        if rc == 0 {
-            return false;
-        }
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return false;
-        }
-        if attempt < TRIES {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    }
-    true
+    // Closing the file lets the probe's lock go.
+    matches!(
+        flock_within(&file, libc::LOCK_SH, PROBE_GRACE),
+        Ok(Flock::Held)
+    )
 }
 
 /// Whether `path` itself (a symlink is not followed) is a file `held` lists, such
