@@ -104,17 +104,13 @@ stages:
         wall = (time.perf_counter() - t) * 1000
         (new_run,) = runs() - before
         attempt = os.path.join(runs_dir, new_run, "stages/notes/attempt-001")
-
-        def attempt_file(name):
-            return os.path.join(attempt, name)
-
-        process = json.load(open(attempt_file("process.json")))
+        process = json.load(open(os.path.join(attempt, "process.json")))
         # The CLI's spawn and reap by the wall clock (millisecond stamps): the
         # run's own time before the one and after the other.
         spawned = stamp(process["startedAt"]) - clock
         split = (spawned * 1000, wall - spawned * 1000 - process["durationMs"])
         return (wall, process["durationMs"], process["redactedArgv"],
-                open(attempt_file("prompt.md"), "rb").read(), split)
+                open(os.path.join(attempt, "prompt.md"), "rb").read(), split)
 
     # The argv and stdin specbridge used (no secret is in them here); each bare
     # call gets a fresh session id, as each run does.
