@@ -157,7 +157,7 @@ pub(crate) struct OverrideArgs {
     /// Print one JSON summary on stdout and nothing else there
     #[arg(long)]
     pub json: bool,
-    /// Probe the runner again instead of using the detection remembered in the cache folder
+    /// Probe the runner and bubblewrap again instead of using what the cache folder remembers
     #[arg(long)]
     pub refresh_runner: bool,
 }

@@ -22,6 +22,7 @@ mod retry;
 mod run_checks;
 mod run_store;
 mod sandbox;
+mod sandbox_probe;
 mod secrets;
 mod signals;
 mod store_failure;

@@ -15,9 +15,7 @@
 //! list says. Like the detection cache, the file is an optimisation: missing,
 //! unreadable, corrupt or unwritable, it is ignored.
 
-use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
@@ -85,19 +83,8 @@ fn remember_in(dir: &Path, sha256: &str) {
         text.push_str(digest);
         text.push('\n');
     }
-    // A whole file or none: renamed into place. Not synced: a list lost in a
-    // crash costs one check, never a wrong answer.
-    // Named for the process and the call: two writers never share one.
-    static WRITES: AtomicU64 = AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{CACHE_FILE}.{}.{n}.tmp", std::process::id()));
-    let written = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::File::create(&tmp))
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .and_then(|()| std::fs::rename(&tmp, &path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    // Not synced: a list lost in a crash costs one check.
+    let _ = crate::user_cache::replace_file(&path, text.as_bytes());
 }
 
 #[cfg(test)]

@@ -13,11 +13,14 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 
 mod bwrap;
+mod probe_cache;
 
+pub use crate::user_cache::CacheUse;
 pub use bwrap::{
     expand_writable, home_dir, writable_form_problem, AppliedSandbox, Confinement, SandboxError,
     SandboxMode, READ_ONLY_IN_REPOSITORY,
 };
+pub use probe_cache::CACHE_FILE as PROBE_CACHE_FILE;
 
 /// The Debian package names, for install hints.
 pub(crate) const INSTALL_HINT: &str =
@@ -26,32 +29,40 @@ pub(crate) const INSTALL_HINT: &str =
 /// [`SandboxSupport`] found on first use: a run whose agent stages never offer
 /// Bash (generate stages never do) starts no bubblewrap to learn it. A resume
 /// starts it [`ahead`](SandboxProbe::ahead), beside the audit that gates it.
-#[derive(Debug, Default)]
+/// A pass remembered for this environment answers without a probe
+/// (`probe_cache.rs`), unless `--refresh-runner` asked for a fresh one.
+#[derive(Debug)]
 pub struct SandboxProbe {
     found: OnceLock<SandboxSupport>,
     /// Detection started ahead and not yet taken.
     ahead: Mutex<Option<JoinHandle<SandboxSupport>>>,
+    cache: CacheUse,
 }
 
 impl SandboxProbe {
     /// Detected when first asked.
-    pub fn lazy() -> Self {
-        Self::default()
+    pub fn lazy(cache: CacheUse) -> Self {
+        SandboxProbe {
+            found: OnceLock::new(),
+            ahead: Mutex::new(None),
+            cache,
+        }
     }
 
     /// Detected from now on, on a thread of its own: the first [`get`](Self::get)
     /// waits for it. The probe only reads (`true` in a read-only sandbox), so
     /// what it finds is what a later probe would have found; one nobody asks
     /// for is waited for when the probe is dropped, so no `bwrap` outlives it.
-    pub fn ahead() -> Self {
+    pub fn ahead(cache: CacheUse) -> Self {
         let handle = std::thread::Builder::new()
             .name("specbridge-bwrap".into())
-            .spawn(SandboxSupport::detect)
+            .spawn(move || SandboxSupport::detect(cache))
             // Best effort: a refused thread leaves the first caller to detect.
             .ok();
         SandboxProbe {
             found: OnceLock::new(),
             ahead: Mutex::new(handle),
+            cache,
         }
     }
 
@@ -60,6 +71,7 @@ impl SandboxProbe {
         SandboxProbe {
             found: OnceLock::from(support),
             ahead: Mutex::new(None),
+            cache: CacheUse::Use,
         }
     }
 
@@ -69,7 +81,7 @@ impl SandboxProbe {
             let ahead = self.take_ahead();
             ahead
                 .and_then(|h| h.join().ok())
-                .unwrap_or_else(SandboxSupport::detect)
+                .unwrap_or_else(|| SandboxSupport::detect(self.cache))
         })
     }
 
@@ -102,11 +114,16 @@ pub struct SandboxSupport {
 }
 
 impl SandboxSupport {
-    /// Looks on `PATH` and runs bubblewrap once with a read-only root and no network.
-    pub fn detect() -> Self {
+    /// Looks on `PATH` and runs bubblewrap once with a read-only root and no
+    /// network — unless `cache` is `Use` and a pass is remembered for this
+    /// bubblewrap in this environment (`probe_cache.rs`). A pass found now is
+    /// remembered unless `cache` is `Never` (`runner doctor`).
+    pub fn detect(cache: CacheUse) -> Self {
         let bubblewrap = find_on_path("bwrap");
         let socat = find_on_path("socat");
-        let failure = bubblewrap.as_deref().and_then(|b| probe(b).err());
+        let failure = bubblewrap
+            .as_deref()
+            .and_then(|b| probe_cache::probe_remembered(b, cache, || probe(b)).err());
         SandboxSupport {
             bubblewrap,
             socat,
@@ -209,8 +226,8 @@ mod tests {
 
     #[test]
     fn a_probe_started_ahead_finds_what_one_asked_later_finds() {
-        let ahead = SandboxProbe::ahead();
-        assert_eq!(ahead.get(), SandboxProbe::lazy().get());
+        let ahead = SandboxProbe::ahead(CacheUse::Never);
+        assert_eq!(ahead.get(), SandboxProbe::lazy(CacheUse::Never).get());
         // Asked again, the same answer, without a second probe.
         assert!(std::ptr::eq(ahead.get(), ahead.get()));
         assert!(ahead.take_ahead().is_none());

@@ -49,7 +49,7 @@ pub(crate) async fn detect(
     root: &Path,
     commands: &[String],
     dry_run: bool,
-    refresh: bool,
+    cache: CacheUse,
     probe: &std::sync::Arc<specbridge_engine::sandbox::SandboxProbe>,
 ) -> Result<Detection, SessionError> {
     let mut detection = Detection::default();
@@ -68,11 +68,6 @@ pub(crate) async fn detect(
             .warnings
             .push(specbridge_engine::runner::claude_code::request::scrubbed_warning(&scrubbed));
     }
-    let cache = if refresh {
-        CacheUse::Refresh
-    } else {
-        CacheUse::Use
-    };
     for command in commands {
         let probed = probe_path(root, command);
         let (report, source) = detect_cached(&probed, &options, cache).await;

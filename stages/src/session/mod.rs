@@ -27,7 +27,7 @@ use specbridge_engine::orchestrate::{
 use specbridge_engine::pipeline::load::CheckedBefore;
 use specbridge_engine::pipeline::validate::load_and_validate_checked;
 use specbridge_engine::resume::{open_for_resume, plan_dry_run, Forced, OpenedRun, ResumeStart};
-use specbridge_engine::sandbox::SandboxProbe;
+use specbridge_engine::sandbox::{CacheUse, SandboxProbe};
 use specbridge_engine::scheduler::StageExecutor;
 use specbridge_engine::store::RunnerInfo;
 use specbridge_engine::supervisor::{install_cancel_signals, CancelToken};
@@ -66,9 +66,16 @@ impl RunSession {
         let RunSession { settings, observer } = self;
         settings.given.check()?;
         let dry_run = settings.dry_run;
+        // What earlier probes found (the runner's detection, a bubblewrap that
+        // confined a command here) answers unless `--refresh-runner` asks anew.
         // One bubblewrap probe for the run, at the first need: the commands'
         // sandbox, or an agent stage offering Bash (the CLI's sandbox).
-        let mut probe = SandboxProbe::lazy();
+        let probe_cache = if settings.refresh_runner {
+            CacheUse::Refresh
+        } else {
+            CacheUse::Use
+        };
+        let mut probe = SandboxProbe::lazy(probe_cache);
         let (origin, replay, scaffold) = match &settings.kind {
             SessionKind::Run { replay, scaffold } => {
                 let scaffold = match scaffold {
@@ -91,7 +98,7 @@ impl RunSession {
                     // rest of the session will ask is started beside it
                     // (docs/performance.md). Both only read.
                     specbridge_engine::evidence::ask_ahead(&settings.root);
-                    probe = SandboxProbe::ahead();
+                    probe = SandboxProbe::ahead(probe_cache);
                 }
                 let opened = open_for_resume(&settings.root, run)?;
                 observer.resume_opened(&opened.findings, opened.torn_tail, dry_run);
@@ -221,7 +228,7 @@ impl RunSession {
             &root,
             &commands,
             dry_run,
-            settings.refresh_runner,
+            probe_cache,
             &probe,
         ))?;
         if let Some(recording) = &replay.forced {

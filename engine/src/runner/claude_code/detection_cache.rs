@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -23,10 +23,8 @@ use super::doctor::{
     diagnose_with, known_report, AuthCheck, DoctorOptions, DoctorReport, DoctorStatus,
 };
 use super::probe::resolve_executable;
-use crate::user_cache::cache_dir;
-
-/// How long a remembered detection is trusted.
-pub(crate) const CACHE_LIFETIME: Duration = Duration::from_secs(15 * 60);
+pub use crate::user_cache::CacheUse;
+use crate::user_cache::{cache_dir, PROBE_LIFETIME as CACHE_LIFETIME};
 
 /// The cache file's name inside `<cache>/specbridge/`.
 pub const CACHE_FILE: &str = "runner-detection.json";
@@ -59,15 +57,6 @@ struct Entry {
     report: DoctorReport,
 }
 
-/// Whether detection may answer from the cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CacheUse {
-    /// Use a valid entry; probe and remember otherwise.
-    Use,
-    /// `--refresh-runner`: probe, and remember the new result.
-    Refresh,
-}
-
 /// How a detection was answered; recorded in `run.json` (`runner.detectedBy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -83,7 +72,8 @@ pub enum Source {
 /// Detection for a run: the built-in capabilities when the executable is a known
 /// version's (see [`super::known`]), else a remembered probe when the cache still
 /// describes the same executable, else `--version` and `--help` (no `auth status`).
-/// `--refresh-runner` probes whatever the version.
+/// `--refresh-runner` probes whatever the version; `CacheUse::Never` probes and
+/// remembers nothing.
 pub async fn detect_cached(
     command: &str,
     options: &DoctorOptions,
@@ -109,7 +99,7 @@ pub async fn detect_cached(
     }
     let report = diagnose_with(command, options, AuthCheck::Lazy).await;
     if let (Some((path, key)), Some(file)) = (located, file) {
-        if report.status == DoctorStatus::Available {
+        if report.status == DoctorStatus::Available && cache != CacheUse::Never {
             remember(&file, &path, key, &report, SystemTime::now());
         }
     }
@@ -164,24 +154,16 @@ fn remember(file: &Path, path: &Path, key: Key, report: &DoctorReport, now: Syst
             report: report.clone(),
         },
     );
-    let _ = write_atomically(file, &cache);
-}
-
-/// Write to a private temporary file beside the cache, then rename it over: a
-/// concurrent reader sees the old file or the new one, never half of either.
-fn write_atomically(file: &Path, cache: &CacheFile) -> std::io::Result<()> {
-    let dir = file.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = tempfile::NamedTempFile::new_in(dir)?;
-    serde_json::to_writer(&tmp, cache)?;
-    tmp.persist(file).map_err(|e| e.error)?;
-    Ok(())
+    if let Ok(bytes) = serde_json::to_vec(&cache) {
+        let _ = crate::user_cache::replace_file(file, &bytes);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::runner::claude_code::doctor::AuthStatus;
+    use std::time::Duration;
 
     fn report() -> DoctorReport {
         DoctorReport {
