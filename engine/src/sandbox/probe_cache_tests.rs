@@ -116,7 +116,7 @@ fn the_key_changes_with_everything_the_probe_depends_on_and_nothing_else() {
             "executable's mode".into(),
             Box::new(|w| {
                 let exe = w.path("bin/bwrap");
-                std::fs::set_permissions(exe, std::fs::Permissions::from_mode(0o4755)).unwrap()
+                std::fs::set_permissions(exe, std::fs::Permissions::from_mode(0o4755)).unwrap();
             }),
         ),
         (
@@ -150,7 +150,7 @@ fn the_key_changes_with_everything_the_probe_depends_on_and_nothing_else() {
         changes.push((
             format!("{setting} missing"),
             Box::new(move |w| {
-                std::fs::remove_file(w.path(&format!("proc/sys/{setting}"))).unwrap()
+                std::fs::remove_file(w.path(&format!("proc/sys/{setting}"))).unwrap();
             }),
         ));
     }
