@@ -90,7 +90,11 @@ impl Wrapped {
     }
 
     fn cache_file(&self) -> PathBuf {
-        self.ctx.cache.path().join("specbridge/bubblewrap-probes")
+        self.ctx
+            .cache
+            .path()
+            .join("specbridge")
+            .join(specbridge_engine::sandbox::PROBE_CACHE_FILE)
     }
 
     /// A run from a clean tree; its exit code and stderr.
