@@ -121,16 +121,18 @@ pub(crate) fn environment_digest(proc: &Path, bwrap: &Path) -> Option<String> {
         hash.update(value);
     };
     // The executable itself, links followed: an upgrade or a setuid bit changed
-    // is another bubblewrap.
+    // is another bubblewrap, and so is one rewritten in place with its size and
+    // modification time put back (its change time cannot be).
     let exe = std::fs::canonicalize(bwrap).ok()?;
     let meta = std::fs::metadata(&exe).ok()?;
     put("exe", exe.as_os_str().as_bytes());
     let identity = format!(
-        "{} {} {} {} {:o} {}",
+        "{} {} {} {} {} {:o} {}",
         meta.dev(),
         meta.ino(),
         meta.size(),
         crate::time::mtime_ns(&meta),
+        crate::time::ctime_ns(&meta),
         meta.mode(),
         meta.uid()
     );

@@ -120,6 +120,18 @@ fn the_key_changes_with_everything_the_probe_depends_on_and_nothing_else() {
             }),
         ),
         (
+            "executable rewritten in place, size and mtime put back".into(),
+            Box::new(|w| {
+                let exe = w.path("bin/bwrap");
+                let modified = std::fs::metadata(&exe).unwrap().modified().unwrap();
+                // The change time has a clock tick to move past.
+                std::thread::sleep(Duration::from_millis(20));
+                std::fs::write(&exe, "#!/bin/bh\n").unwrap();
+                let file = std::fs::File::options().write(true).open(&exe).unwrap();
+                file.set_modified(modified).unwrap();
+            }),
+        ),
+        (
             "executable replaced by a copy".into(),
             Box::new(|w| {
                 let exe = w.path("bin/bwrap");
