@@ -83,7 +83,7 @@ fn a_second_run_spawns_no_probes_and_refresh_runner_probes_again() {
 }
 
 #[test]
-fn a_changed_mtime_or_size_invalidates_the_entry() {
+fn a_changed_mtime_size_or_content_invalidates_the_entry() {
     let (ctx, exe) = ctx_with_copy("success");
     let t = SystemTime::now() - Duration::from_secs(3600);
     set_mtime(&exe, t);
@@ -101,6 +101,16 @@ fn a_changed_mtime_or_size_invalidates_the_entry() {
     set_mtime(&exe, t + Duration::from_secs(1));
     run_ok(&ctx, &["run"]);
     assert_eq!(probes(&ctx).len(), 6, "a new size was not noticed");
+
+    // Same size and mtime, one byte rewritten in place: only its change time
+    // tells (given a clock tick to move past).
+    std::thread::sleep(Duration::from_millis(20));
+    let mut bytes = std::fs::read(&exe).unwrap();
+    *bytes.last_mut().unwrap() = 1;
+    std::fs::write(&exe, bytes).unwrap();
+    set_mtime(&exe, t + Duration::from_secs(1));
+    run_ok(&ctx, &["run"]);
+    assert_eq!(probes(&ctx).len(), 8, "a rewrite in place was not noticed");
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! One file, `<cache>/specbridge/runner-detection.json` (`$XDG_CACHE_HOME`, else
 //! `~/.cache`), maps each executable's canonical path to the report detection made
 //! for it. An entry is used only while the file at that path still has the recorded
-//! size, modification time and inode, the same specbridge version wrote it, and it
+//! size, modification and change times and inode (a file rewritten in place with
+//! its size and modification time put back has a new change time), the same
+//! specbridge version wrote it, and it
 //! is younger than [`CACHE_LIFETIME`] (an npm install replaces the script a
 //! `node_modules/.bin` link points at, which changes the key; a wrapper script
 //! that starts another program does not, which the lifetime bounds). Only usable
@@ -29,7 +31,7 @@ use crate::user_cache::{cache_dir, PROBE_LIFETIME as CACHE_LIFETIME};
 /// The cache file's name inside `<cache>/specbridge/`.
 pub const CACHE_FILE: &str = "runner-detection.json";
 
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -44,6 +46,7 @@ struct CacheFile {
 struct Key {
     size: u64,
     mtime_ns: i128,
+    ctime_ns: i128,
     inode: u64,
     specbridge_version: String,
 }
@@ -111,6 +114,7 @@ fn key_of(path: &Path) -> Option<Key> {
     Some(Key {
         size: meta.size(),
         mtime_ns: crate::time::mtime_ns(&meta),
+        ctime_ns: crate::time::ctime_ns(&meta),
         inode: meta.ino(),
         specbridge_version: env!("CARGO_PKG_VERSION").to_string(),
     })
@@ -187,6 +191,7 @@ mod tests {
         Key {
             size,
             mtime_ns: 7,
+            ctime_ns: 8,
             inode: 3,
             specbridge_version: "0.1.0".into(),
         }
