@@ -37,6 +37,7 @@ mod user_cache;
 pub use diagnostic::{Diagnostic, DiagnosticClass, Location, Severity};
 pub use status::{exit, EvidenceStatus, RunStatus, StageStatus};
 pub use tokens::TokenUsage;
+pub use user_cache::CacheUse;
 
 /// An error with its sources, on one line: `failed to x: because y: because z`.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

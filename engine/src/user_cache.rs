@@ -7,7 +7,7 @@
 //! ignored.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long what a probe of an executable found is trusted: long enough to
 /// spare a burst of runs, short enough to bound what its key cannot see (a
@@ -23,6 +23,54 @@ pub enum CacheUse {
     Refresh,
     /// Probe, and leave the cache as it is (`runner doctor`, tests).
     Never,
+}
+
+/// Seconds since the epoch, as a cache entry dates itself.
+pub(crate) fn epoch_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Whether what a probe found at `checked_at` (epoch seconds) is still trusted
+/// at `now`: younger than [`PROBE_LIFETIME`]. An entry dated after `now` (a
+/// clock set back) is not.
+pub(crate) fn still_fresh(checked_at: u64, now: SystemTime) -> bool {
+    epoch_secs(now)
+        .checked_sub(checked_at)
+        .is_some_and(|age| age < PROBE_LIFETIME.as_secs())
+}
+
+/// Whether `s` is a sha256 in hex, as the cache's lists name what they vouch for.
+pub(crate) fn is_digest(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The lines of the cache file at `path` below its first line, when that line
+/// is `header` (which names the format and the specbridge version that wrote
+/// it); none when the file is missing, unreadable or another's.
+pub(crate) fn lines_under(path: &Path, header: &str) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let mut lines = text.lines();
+    if lines.next() != Some(header) {
+        return Vec::new();
+    }
+    lines.map(str::to_string).collect()
+}
+
+/// Replaces the cache file at `path` with `header` and the last `keep` of
+/// `lines` (the most recent last), through [`replace_file`].
+pub(crate) fn replace_lines(path: &Path, header: &str, lines: &[String], keep: usize) {
+    let kept = &lines[lines.len().saturating_sub(keep)..];
+    let mut text =
+        String::with_capacity(header.len() + 1 + kept.iter().map(|l| l.len() + 1).sum::<usize>());
+    text.push_str(header);
+    text.push('\n');
+    for line in kept {
+        text.push_str(line);
+        text.push('\n');
+    }
+    let _ = replace_file(path, text.as_bytes());
 }
 
 /// The cache folder: `$XDG_CACHE_HOME/specbridge` or `~/.cache/specbridge`.

@@ -37,9 +37,8 @@ pub(super) fn run(
         .map_err(CliError::Runtime)?;
     let mut report = runtime.block_on(diagnose(&command, &DoctorOptions::from_env()));
     if report.capabilities.is_some() {
-        let support = specbridge_engine::sandbox::SandboxSupport::detect(
-            specbridge_engine::sandbox::CacheUse::Never,
-        );
+        let support =
+            specbridge_engine::sandbox::SandboxSupport::detect(specbridge_engine::CacheUse::Never);
         report.sandbox = Some(SandboxReport::check(report.capabilities.as_ref(), &support));
     }
     if json {

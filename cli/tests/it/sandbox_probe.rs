@@ -5,7 +5,7 @@
 //! remembered pass that has gone stale fails closed — the command never runs
 //! outside the sandbox.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::common::{fake_claude_bin, read_json, TestContext};
 
@@ -97,16 +97,12 @@ impl Wrapped {
             .join(specbridge_engine::sandbox::PROBE_CACHE_FILE)
     }
 
-    /// A run from a clean tree; its exit code and stderr.
+    /// A run from a clean tree; its exit code and what it printed.
     fn run(&self, args: &[&str]) -> (i32, String) {
         let _ = std::fs::remove_file(self.ctx.path("ran"));
         let out = self.ctx.run(args);
         (out.code, out.snapshot())
     }
-}
-
-fn runs(root: &Path) -> usize {
-    std::fs::read_dir(root.join(".specbridge/runs")).map_or(0, Iterator::count)
 }
 
 #[test]
@@ -163,7 +159,7 @@ fn a_failing_probe_is_never_remembered() {
             "{out}"
         );
         assert_eq!(w.probes(), attempt, "a failure answered from the cache");
-        assert_eq!(runs(w.ctx.root()), 0, "a run was created");
+        assert!(!w.ctx.path(".specbridge").exists(), "a run was created");
     }
     assert!(!w.cache_file().exists(), "a failure was remembered");
 
@@ -183,18 +179,14 @@ fn a_remembered_pass_gone_stale_fails_closed() {
     let (code, out) = w.run(&["run"]);
     assert_eq!(code, 0, "{out}");
     w.marker("fail-all", true);
+    // The next run is then the only one.
+    std::fs::remove_dir_all(w.ctx.path(".specbridge/runs")).unwrap();
 
     let (code, out) = w.run(&["run"]);
     assert_eq!(w.probes(), 1, "the pass was not used");
     assert_eq!(code, 1, "{out}");
     assert!(!w.ctx.path("ran").exists(), "the command ran");
-    let runs_dir = w.ctx.path(".specbridge/runs");
-    let mut latest: Vec<_> = std::fs::read_dir(&runs_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    latest.sort_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap());
-    let stage_dir = latest.last().unwrap().join("stages/tests");
+    let stage_dir = w.ctx.only_run_dir().join("stages/tests");
     let stage = read_json(&stage_dir.join("stage.json"));
     assert_eq!(stage["status"], "check-failed", "{stage:#}");
     let stderr = std::fs::read_to_string(stage_dir.join("attempt-001/raw-stderr.log")).unwrap();

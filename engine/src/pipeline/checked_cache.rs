@@ -20,6 +20,8 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
+use crate::user_cache;
+
 /// The file's name inside `<cache>/specbridge/`.
 pub const CACHE_FILE: &str = "checked-pipelines";
 
@@ -44,30 +46,22 @@ fn header() -> &'static str {
 
 /// Whether the structural check passed before for a file with this sha256.
 pub(crate) fn vouches_for(sha256: &str) -> bool {
-    crate::user_cache::cache_dir()
+    user_cache::cache_dir()
         .is_some_and(|dir| listed(&dir.join(CACHE_FILE)).iter().any(|s| s == sha256))
 }
 
 /// Remember that the structural check passed for a file with this sha256.
 pub(crate) fn remember(sha256: &str) {
-    if let Some(dir) = crate::user_cache::cache_dir() {
+    if let Some(dir) = user_cache::cache_dir() {
         remember_in(&dir, sha256);
     }
 }
 
 /// The digests the file at `path` lists under this build's header.
 fn listed(path: &Path) -> Vec<String> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    let mut lines = text.lines();
-    if lines.next() != Some(header()) {
-        return Vec::new();
-    }
-    lines
-        .filter(|l| l.len() == 64 && l.bytes().all(|b| b.is_ascii_hexdigit()))
-        .map(str::to_string)
-        .collect()
+    let mut digests = user_cache::lines_under(path, header());
+    digests.retain(|l| user_cache::is_digest(l));
+    digests
 }
 
 fn remember_in(dir: &Path, sha256: &str) {
@@ -75,16 +69,8 @@ fn remember_in(dir: &Path, sha256: &str) {
     let mut digests = listed(&path);
     digests.retain(|d| d != sha256);
     digests.push(sha256.to_string());
-    let keep_from = digests.len().saturating_sub(KEEP);
-    let mut text = String::with_capacity(header().len() + 65 * (digests.len() + 1));
-    text.push_str(header());
-    text.push('\n');
-    for digest in &digests[keep_from..] {
-        text.push_str(digest);
-        text.push('\n');
-    }
     // Not synced: a list lost in a crash costs one check.
-    let _ = crate::user_cache::replace_file(&path, text.as_bytes());
+    user_cache::replace_lines(&path, header(), &digests, KEEP);
 }
 
 #[cfg(test)]

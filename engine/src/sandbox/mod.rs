@@ -15,7 +15,8 @@ use std::thread::JoinHandle;
 mod bwrap;
 mod probe_cache;
 
-pub use crate::user_cache::CacheUse;
+use crate::CacheUse;
+
 pub use bwrap::{
     expand_writable, home_dir, writable_form_problem, AppliedSandbox, Confinement, SandboxError,
     SandboxMode, READ_ONLY_IN_REPOSITORY,

@@ -18,11 +18,11 @@
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
-use crate::user_cache::{cache_dir, replace_file, CacheUse, PROBE_LIFETIME};
+use crate::user_cache::{self, cache_dir, CacheUse, PROBE_LIFETIME};
 
 /// The file's name inside `<cache>/specbridge/`.
 pub const CACHE_FILE: &str = "bubblewrap-probes";
@@ -165,54 +165,34 @@ pub(crate) fn environment_digest(proc: &Path, bwrap: &Path) -> Option<String> {
     Some(hex::encode(hash.finalize()))
 }
 
-fn epoch_secs(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
 /// The passes the file lists under this build's header, as (digest, seconds).
 fn listed(path: &Path) -> Vec<(String, u64)> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    let mut lines = text.lines();
-    if lines.next() != Some(header().as_str()) {
-        return Vec::new();
-    }
-    lines
+    user_cache::lines_under(path, &header())
+        .iter()
         .filter_map(|l| {
             let (digest, at) = l.split_once(' ')?;
-            let ok = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
-            Some((digest.to_string(), at.parse().ok()?)).filter(|_| ok)
+            user_cache::is_digest(digest).then_some(())?;
+            Some((digest.to_string(), at.parse().ok()?))
         })
         .collect()
 }
 
-/// Whether the file holds a pass for `key` younger than the lifetime at `now`
-/// (one dated after `now`, a clock set back, is not).
+/// Whether the file holds a pass for `key` still fresh at `now`.
 fn passed(path: &Path, key: &str, now: SystemTime) -> bool {
-    let now = epoch_secs(now);
-    listed(path).iter().any(|(digest, at)| {
-        digest == key
-            && now
-                .checked_sub(*at)
-                .is_some_and(|age| age < PROBE_LIFETIME.as_secs())
-    })
+    listed(path)
+        .iter()
+        .any(|(digest, at)| digest == key && user_cache::still_fresh(*at, now))
 }
 
 fn remember(path: &Path, key: &str, now: SystemTime) {
-    let now = epoch_secs(now);
+    let now = user_cache::epoch_secs(now);
     let mut passes = listed(path);
     passes
         .retain(|(digest, at)| digest != key && now.saturating_sub(*at) < PROBE_LIFETIME.as_secs());
     passes.push((key.to_string(), now));
-    let keep_from = passes.len().saturating_sub(KEEP);
-    let mut text = header();
-    text.push('\n');
-    for (digest, at) in &passes[keep_from..] {
-        text.push_str(&format!("{digest} {at}\n"));
-    }
+    let lines: Vec<String> = passes.iter().map(|(d, at)| format!("{d} {at}")).collect();
     // Not synced: a list lost in a crash costs one probe.
-    let _ = replace_file(path, text.as_bytes());
+    user_cache::replace_lines(path, &header(), &lines, KEEP);
 }
 
 #[cfg(test)]

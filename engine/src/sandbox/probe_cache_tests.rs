@@ -1,8 +1,10 @@
 use super::*;
+use crate::user_cache::epoch_secs;
 use std::cell::Cell;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
+use std::time::UNIX_EPOCH;
 
 /// A stand-in for `/proc` holding every file the digest reads, and a
 /// stand-in for the `bwrap` executable.

@@ -7,10 +7,11 @@
 use std::path::Path;
 
 use specbridge_engine::pipeline::RunnerKind;
-use specbridge_engine::runner::claude_code::detection_cache::{detect_cached, CacheUse};
+use specbridge_engine::runner::claude_code::detection_cache::detect_cached;
 use specbridge_engine::runner::claude_code::{DoctorOptions, DoctorReport, DoctorStatus};
 use specbridge_engine::scheduler::Node;
 use specbridge_engine::store::RunnerInfo;
+use specbridge_engine::CacheUse;
 
 use super::SessionError;
 use crate::agent::assumed_capabilities;

@@ -27,10 +27,11 @@ use specbridge_engine::orchestrate::{
 use specbridge_engine::pipeline::load::CheckedBefore;
 use specbridge_engine::pipeline::validate::load_and_validate_checked;
 use specbridge_engine::resume::{open_for_resume, plan_dry_run, Forced, OpenedRun, ResumeStart};
-use specbridge_engine::sandbox::{CacheUse, SandboxProbe};
+use specbridge_engine::sandbox::SandboxProbe;
 use specbridge_engine::scheduler::StageExecutor;
 use specbridge_engine::store::RunnerInfo;
 use specbridge_engine::supervisor::{install_cancel_signals, CancelToken};
+use specbridge_engine::CacheUse;
 
 pub use detect::probe_path;
 pub use error::SessionError;

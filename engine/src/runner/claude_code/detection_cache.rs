@@ -7,7 +7,7 @@
 //! size, modification and change times and inode (a file rewritten in place with
 //! its size and modification time put back has a new change time), the same
 //! specbridge version wrote it, and it
-//! is younger than [`CACHE_LIFETIME`] (an npm install replaces the script a
+//! is younger than [`PROBE_LIFETIME`] (an npm install replaces the script a
 //! `node_modules/.bin` link points at, which changes the key; a wrapper script
 //! that starts another program does not, which the lifetime bounds). Only usable
 //! runners are remembered: a refusal is always probed afresh, so its message is
@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
@@ -25,8 +25,7 @@ use super::doctor::{
     diagnose_with, known_report, AuthCheck, DoctorOptions, DoctorReport, DoctorStatus,
 };
 use super::probe::resolve_executable;
-pub use crate::user_cache::CacheUse;
-use crate::user_cache::{cache_dir, PROBE_LIFETIME as CACHE_LIFETIME};
+use crate::user_cache::{cache_dir, epoch_secs, still_fresh, CacheUse, PROBE_LIFETIME};
 
 /// The cache file's name inside `<cache>/specbridge/`.
 pub const CACHE_FILE: &str = "runner-detection.json";
@@ -120,10 +119,6 @@ fn key_of(path: &Path) -> Option<Key> {
     })
 }
 
-fn epoch_secs(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
 fn read(file: &Path) -> Option<CacheFile> {
     let bytes = std::fs::read(file).ok()?;
     serde_json::from_slice::<CacheFile>(&bytes)
@@ -133,9 +128,8 @@ fn read(file: &Path) -> Option<CacheFile> {
 
 fn lookup(file: &Path, path: &Path, key: &Key, now: SystemTime) -> Option<DoctorReport> {
     let entry = read(file)?.entries.remove(&path.display().to_string())?;
-    let age = epoch_secs(now).checked_sub(entry.checked_at)?;
     (entry.key == *key
-        && age < CACHE_LIFETIME.as_secs()
+        && still_fresh(entry.checked_at, now)
         && entry.report.status == DoctorStatus::Available)
         .then_some(entry.report)
 }
@@ -149,7 +143,7 @@ fn remember(file: &Path, path: &Path, key: Key, report: &DoctorReport, now: Syst
     // Expired entries of executables no longer used would otherwise stay forever.
     cache
         .entries
-        .retain(|_, e| now_secs.saturating_sub(e.checked_at) < CACHE_LIFETIME.as_secs());
+        .retain(|_, e| now_secs.saturating_sub(e.checked_at) < PROBE_LIFETIME.as_secs());
     cache.entries.insert(
         path.display().to_string(),
         Entry {
@@ -167,7 +161,7 @@ fn remember(file: &Path, path: &Path, key: Key, report: &DoctorReport, now: Syst
 mod tests {
     use super::*;
     use crate::runner::claude_code::doctor::AuthStatus;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     fn report() -> DoctorReport {
         DoctorReport {
@@ -208,7 +202,7 @@ mod tests {
         assert!(lookup(&file, exe, &key(10), later(60)).is_some());
         assert!(lookup(&file, exe, &key(11), later(60)).is_none(), "size");
         assert!(lookup(&file, Path::new("/y"), &key(10), later(1)).is_none());
-        let expired = later(CACHE_LIFETIME.as_secs());
+        let expired = later(PROBE_LIFETIME.as_secs());
         assert!(lookup(&file, exe, &key(10), expired).is_none(), "expired");
         // A clock set back is not a fresh entry either.
         assert!(lookup(&file, exe, &key(10), t0 - Duration::from_secs(1)).is_none());
