@@ -19,6 +19,10 @@ EARLIER_RUNS=N keeps N earlier runs of the same pipeline in the run store for
 every timed run, as a repository used for a while has (default 0: the store
 is emptied before each run). Each agent attempt compares every file of them
 before and after the agent (docs/evidence.md, the run store's check).
+
+NOSYNC=1 builds benches/nosync.c (needs `cc`) and preloads it into every timed
+process, both sides alike: fsync and fdatasync return at once, so the times
+show what the disk's waits cost. Such runs are not durable; for measuring only.
 """
 import json
 import os
@@ -80,6 +84,12 @@ stages:
            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}", "ANTHROPIC_API_KEY": "sk-test",
            "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    if os.environ.get("NOSYNC"):
+        shim = os.path.join(scratch, "nosync.so")
+        here = os.path.dirname(os.path.abspath(__file__))
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", shim,
+                        os.path.join(here, "nosync.c")], check=True)
+        env["LD_PRELOAD"] = shim
 
     runs_dir = os.path.join(repo, ".specbridge", "runs")
     kept = set()
@@ -171,7 +181,8 @@ stages:
     for b in builds:
         own = m([w - c for w, c in zip(walls[b], clis[b])])
         label = "" if not old else (" (new)" if b == specbridge else " (old)")
-        print(f"pairs: {pairs}; earlier runs kept: {len(kept)}; specbridge{label} run {m(walls[b]):.0f} ms, bare claude -p "
+        print(f"pairs: {pairs}; earlier runs kept: {len(kept)}; "
+              f"{'syncs made no-ops; ' if os.environ.get('NOSYNC') else ''}specbridge{label} run {m(walls[b]):.0f} ms, bare claude -p "
               f"{m(bares):.0f} ms (medians): {m(walls[b]) / m(bares):.3f}x; specbridge's own "
               f"time {own:.0f} ms (run less the CLI's durationMs, median): "
               f"{m([b for b, _ in splits[b]]):.1f} before the spawn, "

@@ -8,7 +8,10 @@
 //! keep it as `stages/<id>/output.json` (redacted) and, when `output.document` is
 //! set, write its `markdown` field to that path. The agent itself never writes.
 
+use std::path::PathBuf;
+
 use serde_json::Value;
+use specbridge_engine::beside::beside;
 use specbridge_engine::events::{DocumentWritten, RunEvent};
 use specbridge_engine::evidence::{
     attempt_diff, attribute, generate_violations, ChangeCounts, EvidenceKind, EvidenceRecord,
@@ -19,7 +22,10 @@ use specbridge_engine::runner::claude_code::outcome::validate_output;
 use specbridge_engine::runner::claude_code::{InvocationOutcome, Operation};
 use specbridge_engine::scheduler::{StageReport, StageRun};
 use specbridge_engine::store::layout::{self, attempt};
-use specbridge_engine::store::{sha256_hex, write_confined, FileRef, SCHEMA_VERSION};
+use specbridge_engine::store::{
+    publish_confined, sha256_hex, write_confined, FileRef, StagedDocument, SCHEMA_VERSION,
+};
+use specbridge_engine::StageStatus;
 
 use crate::agent::AgentSetup;
 use crate::attempt::Prepared;
@@ -40,14 +46,19 @@ pub(crate) async fn run_generate(
 ) -> StageReport {
     run_attempt(
         &Attempt::new(ctx, agent, ledger, stage, runner, sr),
-        Generate,
+        Generate::default(),
     )
     .await
 }
 
 /// What a generate attempt adds to the shared flow: read-only evidence, and the
 /// output (and document) it keeps.
-struct Generate;
+#[derive(Default)]
+struct Generate {
+    /// The document's bytes, synced in the attempt's folder while the evidence
+    /// was gathered; moved into the repository if the stage passes.
+    staged: Option<StagedDocument>,
+}
 
 impl AttemptKind for Generate {
     const OPERATION: Operation = Operation::Generate;
@@ -57,12 +68,21 @@ impl AttemptKind for Generate {
         &mut self,
         a: &Attempt<'_>,
         _p: &Prepared,
-        _outcome: &InvocationOutcome,
+        outcome: &InvocationOutcome,
         before: &GitSnapshot,
         after: AfterAgent,
         _report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError> {
-        read_only_evidence(a, before, after)
+        // The document's sync waits beside the after-snapshot instead of after
+        // the evidence; a document that cannot be staged is written in one
+        // step by `accept_output`, which reports what goes wrong.
+        let to_stage = document_to_stage(a, outcome);
+        let (staged, violations) = beside(
+            move || to_stage.and_then(|(dir, md)| StagedDocument::stage(&dir, md.as_bytes()).ok()),
+            || read_only_evidence(a, before, after),
+        );
+        self.staged = staged;
+        violations
     }
 
     fn accept(
@@ -73,7 +93,8 @@ impl AttemptKind for Generate {
         report: &mut StageReport,
     ) -> Result<(), StageError> {
         let output = outcome.structured_output.ok_or(StageError::NoOutput)?;
-        let (output_ref, document_ref) = accept_output(a, &p.schema.value, output)?;
+        let (output_ref, document_ref) =
+            accept_output(a, &p.schema.value, output, self.staged.take())?;
         report.output = Some(output_ref);
         report.document = document_ref;
         Ok(())
@@ -132,12 +153,34 @@ fn read_only_evidence(
     Ok(violations)
 }
 
+/// The attempt's folder and the document's text, when the agent succeeded and
+/// its output holds a document with no secret in it: what may be staged before
+/// the stage is judged. A staged file holds the very bytes `accept_output`
+/// would write, and lies in the run's own folder, never in the working tree.
+fn document_to_stage(a: &Attempt<'_>, outcome: &InvocationOutcome) -> Option<(PathBuf, String)> {
+    if outcome.status != StageStatus::Succeeded {
+        return None;
+    }
+    a.stage.output.as_ref()?.document.as_ref()?;
+    let markdown = outcome
+        .structured_output
+        .as_ref()?
+        .get("markdown")?
+        .as_str()?;
+    if !a.run().redactor().find(markdown.as_bytes()).is_empty() {
+        return None;
+    }
+    Some((a.run().dir().join(&a.attempt_rel), markdown.to_owned()))
+}
+
 /// Validates the output once more, keeps it as `output.json` (redacted by the
-/// store), and writes the document — unless the document would hold a secret.
+/// store), and writes the document — unless the document would hold a secret:
+/// the staged one when it holds these bytes, else in one step.
 fn accept_output(
     a: &Attempt<'_>,
     schema: &Value,
     output: Value,
+    staged: Option<StagedDocument>,
 ) -> Result<(FileRef, Option<FileRef>), StageError> {
     let (run, node_id) = (a.run(), a.sr.node.id.as_str());
     let redactor = run.redactor();
@@ -177,14 +220,17 @@ fn accept_output(
     }
     // Known before it lands, so that no generate stage running beside this one
     // mistakes it for its agent's write.
-    a.ledger.document(doc, &sha256_hex(markdown.as_bytes()));
+    let sha = sha256_hex(markdown.as_bytes());
+    a.ledger.document(doc, &sha);
     // The agent has exited; an earlier stage may still have left a symlink on the
-    // way, which `write_confined` refuses component by component.
-    let sha = write_confined(&a.ctx.root, doc, markdown.as_bytes()).map_err(|source| {
-        StageError::Document {
-            stage: node_id.to_string(),
-            source,
-        }
+    // way, which both writers refuse component by component.
+    let written = match staged.filter(|s| s.sha256() == sha) {
+        Some(staged) => publish_confined(&a.ctx.root, doc, staged),
+        None => write_confined(&a.ctx.root, doc, markdown.as_bytes()),
+    };
+    let sha = written.map_err(|source| StageError::Document {
+        stage: node_id.to_string(),
+        source,
     })?;
     // Queued behind the attempt's records, and written with them and the
     // `stage.json` that ends the stage, in one batch (docs/run-directory.md):
@@ -224,7 +270,6 @@ mod tests {
     use specbridge_engine::scheduler::Node;
     use specbridge_engine::store::RunStore;
     use specbridge_engine::supervisor::CancelToken;
-    use specbridge_engine::StageStatus;
 
     use std::sync::Arc;
 

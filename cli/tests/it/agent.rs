@@ -29,6 +29,24 @@ fn generate_ctx(scenario: &str) -> TestContext {
     ctx
 }
 
+/// Staged documents (`.document-*`, store/document.rs) left anywhere in the run
+/// folder: none once a stage has ended, whether its document was written or not.
+fn staged_documents_left(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut left = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            left.extend(staged_documents_left(&path));
+        } else if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(".document-"))
+        {
+            left.push(path);
+        }
+    }
+    left
+}
+
 fn attempt_dir(ctx: &TestContext) -> PathBuf {
     ctx.only_run_dir().join("stages/requirements/attempt-001")
 }
@@ -173,6 +191,14 @@ fn success_writes_the_output_and_the_document() {
         ctx.read("docs/requirements.md"),
         output["markdown"].as_str().unwrap()
     );
+    // Staged in the attempt's folder, then moved: nothing is left there, and
+    // the document's folder holds the document alone.
+    assert_eq!(staged_documents_left(&run), Vec::<PathBuf>::new());
+    let beside: Vec<_> = std::fs::read_dir(ctx.path("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(beside, ["requirements.md"]);
     assert_eq!(stage["output"]["path"], "stages/requirements/output.json");
     assert_eq!(stage["document"]["path"], "docs/requirements.md");
     assert_eq!(stage["inputHash"].as_str().unwrap().len(), 64);
@@ -212,6 +238,37 @@ fn success_writes_the_output_and_the_document() {
     );
 }
 
+/// A document whose folder is a symlink is refused when the document would be
+/// moved into place, even one that validation lets pass (it stays inside the
+/// repository; one leading out is refused before the run): the stage is a
+/// safety violation, nothing lands through the link, and the bytes staged in
+/// the attempt's folder are removed.
+#[test]
+fn a_document_through_a_symlinked_folder_is_refused_and_its_staged_bytes_removed() {
+    let ctx = generate_ctx("success");
+    ctx.write("notes/.keep", "");
+    std::os::unix::fs::symlink("notes", ctx.path("docs")).unwrap();
+    ctx.commit_all("docs is a link");
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    let stage = read_json(&ctx.only_run_dir().join("stages/requirements/stage.json"));
+    assert_eq!(stage["status"], "safety-violation", "{stage:#}");
+    let outcome = stage["outcome"].as_str().unwrap();
+    assert!(
+        outcome.contains("`docs`") && outcome.contains("symbolic link"),
+        "{outcome}"
+    );
+    let notes: Vec<_> = std::fs::read_dir(ctx.path("notes"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(notes, [".keep"]);
+    assert_eq!(
+        staged_documents_left(&ctx.only_run_dir()),
+        Vec::<PathBuf>::new()
+    );
+}
+
 macro_rules! scenario_tests {
     ($($name:ident: $scenario:literal => $status:literal, $exit:literal;)*) => {$(
         #[test]
@@ -221,7 +278,9 @@ macro_rules! scenario_tests {
             if $status != "succeeded" {
                 assert!(stage["outcome"].as_str().is_some_and(|o| !o.is_empty()), "{stage:#}");
                 assert!(!ctx.only_run_dir().join("stages/requirements/output.json").exists());
+                assert!(!ctx.path("docs/requirements.md").exists(), "a document was written");
             }
+            assert_eq!(staged_documents_left(&ctx.only_run_dir()), Vec::<PathBuf>::new());
         }
     )*};
 }

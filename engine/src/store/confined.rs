@@ -48,91 +48,143 @@ pub enum ConfinedWriteError {
 /// Writes `bytes` to `root/rel` atomically, creating missing folders, refusing any
 /// symlink on the way and the forbidden folders. Returns the sha256 of the bytes.
 pub fn write_confined(root: &Path, rel: &str, bytes: &[u8]) -> Result<String, ConfinedWriteError> {
-    let names = plain_components(rel)?;
-    let (file_name, folders) = names.split_last().expect("at least one component");
-    crate::evidence::note_own_write();
-    let io = |component: &str, e: std::io::Error| ConfinedWriteError::Io {
-        path: rel.to_owned(),
-        component: component.to_owned(),
-        source: e,
-    };
-    // The root is the user's choice (`-C`) and may itself be reached by a symlink.
-    let mut dir = open_dir(None, root, OFlag::empty())
-        .map_err(|e| io(&root.display().to_string(), e.into()))?;
-    let mut walked = String::new();
-    for name in folders {
-        if !walked.is_empty() {
-            walked.push('/');
+    let target = Target::open(root, rel)?;
+    target.write(bytes)?;
+    Ok(hex::encode(Sha256::digest(bytes)))
+}
+
+/// Where a document goes: its folder, opened component by component without
+/// following a symlink (created where missing), and its name in that folder,
+/// which is a regular file or nothing.
+pub(crate) struct Target<'a> {
+    pub(crate) dir: OwnedFd,
+    pub(crate) file_name: &'a str,
+    /// `rel` as walked, for messages.
+    final_rel: String,
+    rel: &'a str,
+}
+
+impl<'a> Target<'a> {
+    pub(crate) fn open(root: &Path, rel: &'a str) -> Result<Target<'a>, ConfinedWriteError> {
+        let names = plain_components(rel)?;
+        let (file_name, folders) = names.split_last().expect("at least one component");
+        crate::evidence::note_own_write();
+        // The root is the user's choice (`-C`) and may itself be reached by a symlink.
+        let mut dir = open_dir(None, root, OFlag::empty())
+            .map_err(|e| io(rel, &root.display().to_string(), e.into()))?;
+        let mut walked = String::new();
+        for name in folders {
+            if !walked.is_empty() {
+                walked.push('/');
+            }
+            walked.push_str(name);
+            dir = open_child_dir(&dir, name, rel, &walked)?;
         }
-        walked.push_str(name);
-        dir = open_child_dir(&dir, name, rel, &walked)?;
-    }
-    let final_rel = if walked.is_empty() {
-        file_name.to_string()
-    } else {
-        format!("{walked}/{file_name}")
-    };
-    match fstatat(
-        Some(dir.as_raw_fd()),
-        *file_name,
-        AtFlags::AT_SYMLINK_NOFOLLOW,
-    ) {
-        Ok(stat) => match SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT {
-            SFlag::S_IFLNK => {
-                return Err(ConfinedWriteError::Symlink {
-                    path: rel.to_owned(),
-                    component: final_rel,
-                })
-            }
-            SFlag::S_IFREG => {}
-            _ => {
-                return Err(ConfinedWriteError::NotAFile {
-                    path: rel.to_owned(),
-                    component: final_rel,
-                })
-            }
-        },
-        Err(Errno::ENOENT) => {}
-        Err(e) => return Err(io(&final_rel, e.into())),
+        let final_rel = if walked.is_empty() {
+            file_name.to_string()
+        } else {
+            format!("{walked}/{file_name}")
+        };
+        match fstatat(
+            Some(dir.as_raw_fd()),
+            *file_name,
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        ) {
+            Ok(stat) => match SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT {
+                SFlag::S_IFLNK => {
+                    return Err(ConfinedWriteError::Symlink {
+                        path: rel.to_owned(),
+                        component: final_rel,
+                    })
+                }
+                SFlag::S_IFREG => {}
+                _ => {
+                    return Err(ConfinedWriteError::NotAFile {
+                        path: rel.to_owned(),
+                        component: final_rel,
+                    })
+                }
+            },
+            Err(Errno::ENOENT) => {}
+            Err(e) => return Err(io(rel, &final_rel, e.into())),
+        }
+        Ok(Target {
+            dir,
+            file_name,
+            final_rel,
+            rel,
+        })
     }
 
-    // Short, so that a long document name never makes the temporary one too long.
-    let tmp_name = format!(
-        ".sb-tmp-{}",
+    /// An I/O failure at the file itself.
+    pub(crate) fn failed(&self, e: std::io::Error) -> ConfinedWriteError {
+        io(self.rel, &self.final_rel, e)
+    }
+
+    /// `bytes` under a temporary name in the target's folder, synced, renamed
+    /// into place, and the folder synced.
+    pub(crate) fn write(&self, bytes: &[u8]) -> Result<(), ConfinedWriteError> {
+        let tmp_name = temporary_name(".sb-tmp-");
+        let mut file = create_new(&self.dir, &tmp_name).map_err(|e| self.failed(e))?;
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| {
+                renameat(
+                    Some(self.dir.as_raw_fd()),
+                    tmp_name.as_str(),
+                    Some(self.dir.as_raw_fd()),
+                    self.file_name,
+                )
+                .map_err(std::io::Error::from)
+            })
+            .map_err(|e| self.failed(e));
+        if written.is_err() {
+            let _ = nix::unistd::unlinkat(
+                Some(self.dir.as_raw_fd()),
+                tmp_name.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
+        written?;
+        self.sync_folder();
+        Ok(())
+    }
+
+    /// Best effort, as for the run's records: the rename is done either way.
+    pub(crate) fn sync_folder(&self) {
+        let _ = nix::unistd::fsync(self.dir.as_raw_fd());
+    }
+}
+
+/// A hidden name that no file of the folder has yet: `prefix` and 12 hex digits,
+/// short so that a long document name never makes it too long.
+pub(crate) fn temporary_name(prefix: &str) -> String {
+    format!(
+        "{prefix}{}",
         &uuid::Uuid::new_v4().simple().to_string()[..12]
-    );
+    )
+}
+
+/// A new file `name` in `dir` (never an existing one, never through a symlink),
+/// readable by all as a document in the repository is.
+pub(crate) fn create_new(dir: &OwnedFd, name: &str) -> std::io::Result<std::fs::File> {
     let fd = openat(
         Some(dir.as_raw_fd()),
-        tmp_name.as_str(),
+        name,
         OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::from_bits_truncate(0o644),
-    )
-    .map_err(|e| io(&final_rel, e.into()))?;
+    )?;
     // SAFETY: `fd` was just returned by openat and is owned by nothing else.
-    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    let written = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io(&final_rel, e))
-        .and_then(|()| {
-            renameat(
-                Some(dir.as_raw_fd()),
-                tmp_name.as_str(),
-                Some(dir.as_raw_fd()),
-                *file_name,
-            )
-            .map_err(|e| io(&final_rel, e.into()))
-        });
-    if written.is_err() {
-        let _ = nix::unistd::unlinkat(
-            Some(dir.as_raw_fd()),
-            tmp_name.as_str(),
-            nix::unistd::UnlinkatFlags::NoRemoveDir,
-        );
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+fn io(rel: &str, component: &str, source: std::io::Error) -> ConfinedWriteError {
+    ConfinedWriteError::Io {
+        path: rel.to_owned(),
+        component: component.to_owned(),
+        source,
     }
-    written?;
-    let _ = nix::unistd::fsync(dir.as_raw_fd());
-    Ok(hex::encode(Sha256::digest(bytes)))
 }
 
 /// The components of a relative path made only of plain names (`.` dropped), and
@@ -164,7 +216,11 @@ fn plain_components(rel: &str) -> Result<Vec<&str>, ConfinedWriteError> {
     Ok(names)
 }
 
-fn open_dir(parent: Option<&OwnedFd>, path: &Path, extra: OFlag) -> Result<OwnedFd, Errno> {
+pub(crate) fn open_dir(
+    parent: Option<&OwnedFd>,
+    path: &Path,
+    extra: OFlag,
+) -> Result<OwnedFd, Errno> {
     let fd = openat(
         parent.map(std::os::fd::AsRawFd::as_raw_fd),
         path,

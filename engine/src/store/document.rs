@@ -1,0 +1,214 @@
+//! A generate stage's document written in two steps: its bytes made durable in
+//! the run's own folder while the stage's evidence is still being gathered, and
+//! moved into the repository only once the stage has passed.
+//!
+//! Written in one step (`write_confined`), the document's sync waited on the
+//! stage's path after its evidence, and its temporary file lay in the working
+//! tree meanwhile, where a stage running beside this one could see it appear
+//! or vanish in its own snapshot. Staged, the bytes are synced while the
+//! after-snapshot runs, the working tree only ever sees the finished file
+//! renamed into place, and a stage that does not pass drops the staged file,
+//! which removes it. The run folder lies in the repository, so the rename is
+//! within one file system; where it is not (`EXDEV`: a mount between them), the
+//! document is written in one step after all.
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::{renameat, OFlag};
+use sha2::{Digest, Sha256};
+
+use super::confined::{create_new, open_dir, temporary_name, ConfinedWriteError, Target};
+
+/// The prefix of a staged document's name in the run folder: hidden, so that
+/// one left by a crash is never taken for an unannounced record (docs/audit.md).
+const STAGED_PREFIX: &str = ".document-";
+
+/// A document's bytes, synced under a hidden name in a folder of the run, waiting
+/// for [`publish_confined`]. Dropped unpublished, the file is removed.
+#[derive(Debug)]
+pub struct StagedDocument {
+    dir: OwnedFd,
+    name: String,
+    bytes: Vec<u8>,
+    sha256: String,
+    published: bool,
+}
+
+impl StagedDocument {
+    /// Writes and syncs `bytes` in `staging` (a folder of the run).
+    pub fn stage(staging: &Path, bytes: &[u8]) -> std::io::Result<StagedDocument> {
+        let dir = open_dir(None, staging, OFlag::O_NOFOLLOW)?;
+        let name = temporary_name(STAGED_PREFIX);
+        let mut file = create_new(&dir, &name)?;
+        let staged = StagedDocument {
+            dir,
+            name,
+            bytes: bytes.to_vec(),
+            sha256: hex::encode(Sha256::digest(bytes)),
+            published: false,
+        };
+        // Dropped on a failure below, the staged document removes its file.
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        Ok(staged)
+    }
+
+    /// The sha256 of the staged bytes.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+}
+
+impl Drop for StagedDocument {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = nix::unistd::unlinkat(
+                Some(self.dir.as_raw_fd()),
+                self.name.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
+    }
+}
+
+/// Moves `staged` to `root/rel` as [`write_confined`](super::write_confined)
+/// would write it: the same refusals (a symlink on the way, a forbidden folder,
+/// something that is not a file at the end), checked now; then one rename and
+/// the folder synced. Returns the sha256 of the bytes.
+pub fn publish_confined(
+    root: &Path,
+    rel: &str,
+    mut staged: StagedDocument,
+) -> Result<String, ConfinedWriteError> {
+    let target = Target::open(root, rel)?;
+    match renameat(
+        Some(staged.dir.as_raw_fd()),
+        staged.name.as_str(),
+        Some(target.dir.as_raw_fd()),
+        target.file_name,
+    ) {
+        Ok(()) => {
+            staged.published = true;
+            target.sync_folder();
+        }
+        // The run folder on another file system than the document's folder.
+        Err(Errno::EXDEV) => target.write(&staged.bytes)?,
+        Err(e) => return Err(target.failed(e.into())),
+    }
+    Ok(staged.sha256.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_staged_document_lands_whole_and_leaves_nothing_behind() {
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join(".specbridge/run");
+        std::fs::create_dir_all(&run).unwrap();
+        let staged = StagedDocument::stage(&run, b"# Notes\n").unwrap();
+        assert_eq!(names(&run).len(), 1, "staged in the run folder");
+        assert!(names(&run)[0].starts_with(STAGED_PREFIX), "hidden");
+        assert!(
+            !root.path().join("docs").exists(),
+            "nothing in the tree before it is published"
+        );
+        let sha = publish_confined(root.path(), "docs/notes.md", staged).unwrap();
+        assert_eq!(sha, hex::encode(Sha256::digest(b"# Notes\n")));
+        assert_eq!(
+            std::fs::read(root.path().join("docs/notes.md")).unwrap(),
+            b"# Notes\n"
+        );
+        assert_eq!(names(&run), Vec::<String>::new(), "moved, not copied");
+        assert_eq!(names(&root.path().join("docs")), ["notes.md"]);
+    }
+
+    #[test]
+    fn a_staged_document_dropped_unpublished_is_removed() {
+        let run = tempfile::tempdir().unwrap();
+        let staged = StagedDocument::stage(run.path(), b"x").unwrap();
+        assert_eq!(names(run.path()).len(), 1);
+        drop(staged);
+        assert_eq!(names(run.path()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn publishing_refuses_what_writing_refuses_and_drops_the_staged_file() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let run = root.path().join(".specbridge/run");
+        std::fs::create_dir_all(&run).unwrap();
+        symlink(outside.path(), root.path().join("out")).unwrap();
+        std::fs::create_dir(root.path().join("docs")).unwrap();
+        symlink(outside.path().join("x.md"), root.path().join("docs/x.md")).unwrap();
+        std::fs::create_dir(root.path().join("docs/folder.md")).unwrap();
+        for rel in [
+            "out/a.md",
+            "docs/x.md",
+            "docs/folder.md",
+            ".git/config",
+            "../a.md",
+        ] {
+            let staged = StagedDocument::stage(&run, b"[core]\n").unwrap();
+            let err = publish_confined(root.path(), rel, staged).unwrap_err();
+            let expected = match rel {
+                "out/a.md" | "docs/x.md" => matches!(err, ConfinedWriteError::Symlink { .. }),
+                "docs/folder.md" => matches!(err, ConfinedWriteError::NotAFile { .. }),
+                ".git/config" => matches!(err, ConfinedWriteError::Forbidden { .. }),
+                _ => matches!(err, ConfinedWriteError::NotInside { .. }),
+            };
+            assert!(expected, "{rel}: {err}");
+            assert_eq!(
+                names(&run),
+                Vec::<String>::new(),
+                "{rel}: staged file removed"
+            );
+        }
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert!(!root.path().join(".git").exists());
+    }
+
+    #[test]
+    fn a_run_folder_on_another_file_system_still_gets_the_document_written() {
+        // /dev/shm is a tmpfs of its own: the rename between it and the
+        // repository's file system fails with EXDEV.
+        use std::os::unix::fs::MetadataExt;
+        let run = tempfile::tempdir_in("/dev/shm").unwrap();
+        let root = tempfile::tempdir().unwrap();
+        assert_ne!(
+            std::fs::metadata(run.path()).unwrap().dev(),
+            std::fs::metadata(root.path()).unwrap().dev()
+        );
+        let staged = StagedDocument::stage(run.path(), b"moved across\n").unwrap();
+        let sha = publish_confined(root.path(), "a/b.md", staged).unwrap();
+        assert_eq!(sha, hex::encode(Sha256::digest(b"moved across\n")));
+        assert_eq!(
+            std::fs::read(root.path().join("a/b.md")).unwrap(),
+            b"moved across\n"
+        );
+        assert_eq!(
+            names(run.path()),
+            Vec::<String>::new(),
+            "staged file removed"
+        );
+        assert_eq!(
+            names(&root.path().join("a")),
+            ["b.md"],
+            "no temporary file left"
+        );
+    }
+}
