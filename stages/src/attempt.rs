@@ -253,6 +253,7 @@ pub(crate) async fn run_agent(
     sr: &StageRun,
     on_spawn: &(dyn Fn() + Sync),
     on_exit: &(dyn Fn() + Sync),
+    on_result: &(dyn Fn(&serde_json::Value) + Sync),
 ) -> InvocationOutcome {
     let protected: Vec<String> = crate::working_tree::protected_paths(ctx)
         .rules()
@@ -275,6 +276,7 @@ pub(crate) async fn run_agent(
         replay: p.replay.as_ref(),
         on_exit: Some(on_exit),
         on_spawn: Some(on_spawn),
+        on_result: Some(on_result),
     })
     .await
 }

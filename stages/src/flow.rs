@@ -58,7 +58,7 @@ impl<'a> Attempt<'a> {
 }
 
 /// The kind-specific parts of an agent attempt.
-pub(crate) trait AttemptKind {
+pub(crate) trait AttemptKind: Sync {
     /// What the agent is allowed to do.
     const OPERATION: Operation;
     /// Whether a safety violation outranks a runner that did not succeed. A
@@ -77,6 +77,11 @@ pub(crate) trait AttemptKind {
     ) -> Result<(Prepared, GitSnapshot), StageError> {
         Ok((p, before))
     }
+
+    /// The agent's structured output as soon as the stream shows it, while the
+    /// agent may still be ending (`InvokeSpec::on_result`): what the kind
+    /// prepares from it is checked again before it is used.
+    fn on_result(&self, _a: &Attempt<'_>, _output: &serde_json::Value) {}
 
     /// After the agent ended: the after-snapshot and the evidence records. Returns
     /// the safety violations; may note the evidence in `report`.
@@ -191,8 +196,9 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         after.start();
         store.start();
     };
+    let on_result = |output: &serde_json::Value| kind.on_result(a, output);
     p.schema.compile_beside();
-    let outcome = run_agent(a.ctx, &p, a.sr, &on_spawn, &on_exit).await;
+    let outcome = run_agent(a.ctx, &p, a.sr, &on_spawn, &on_exit, &on_result).await;
     let mut report = report_of(&outcome, &p);
     let after = AfterAgent {
         tree: after,

@@ -9,9 +9,10 @@
 //! set, write its `markdown` field to that path. The agent itself never writes.
 
 use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 use serde_json::Value;
-use specbridge_engine::beside::beside;
 use specbridge_engine::events::{DocumentWritten, RunEvent};
 use specbridge_engine::evidence::{
     attempt_diff, attribute, generate_violations, ChangeCounts, EvidenceKind, EvidenceRecord,
@@ -25,7 +26,6 @@ use specbridge_engine::store::layout::{self, attempt};
 use specbridge_engine::store::{
     publish_confined, sha256_hex, write_confined, FileRef, StagedDocument, SCHEMA_VERSION,
 };
-use specbridge_engine::StageStatus;
 
 use crate::agent::AgentSetup;
 use crate::attempt::Prepared;
@@ -55,34 +55,64 @@ pub(crate) async fn run_generate(
 /// output (and document) it keeps.
 #[derive(Default)]
 struct Generate {
-    /// The document's bytes, synced in the attempt's folder while the evidence
-    /// was gathered; moved into the repository if the stage passes.
-    staged: Option<StagedDocument>,
+    /// The document's bytes being written and synced in the attempt's folder,
+    /// from the moment the stream shows the output; moved into the repository
+    /// if the stage passes.
+    staging: Mutex<Option<JoinHandle<Option<StagedDocument>>>>,
+}
+
+impl Generate {
+    /// The staged document, once its writing has ended; `None` when nothing
+    /// was staged or staging failed (the document is then written in one step).
+    fn staged(&self) -> Option<StagedDocument> {
+        let pending = self
+            .staging
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        pending.join().ok().flatten()
+    }
+}
+
+/// A stage that ends without its document waits for the staging to end, so
+/// that the staged file is removed before the stage is recorded, never left
+/// for the process's exit to cut off.
+impl Drop for Generate {
+    fn drop(&mut self) {
+        drop(self.staged());
+    }
 }
 
 impl AttemptKind for Generate {
     const OPERATION: Operation = Operation::Generate;
     const VIOLATION_OUTRANKS_RUNNER: bool = true;
 
+    /// The document is staged while the CLI is still ending (it takes tens of
+    /// milliseconds to exit after its result), so that its sync is done before
+    /// the stage's path needs it. A document that cannot be staged is written in
+    /// one step by `accept_output`, which reports what goes wrong.
+    fn on_result(&self, a: &Attempt<'_>, output: &Value) {
+        let Some((dir, markdown)) = document_to_stage(a, output) else {
+            return;
+        };
+        let staging = std::thread::Builder::new()
+            .name("specbridge-document".into())
+            .spawn(move || StagedDocument::stage(&dir, markdown.as_bytes()).ok());
+        if let Ok(pending) = staging {
+            *self.staging.lock().unwrap_or_else(PoisonError::into_inner) = Some(pending);
+        }
+    }
+
     async fn evidence(
         &mut self,
         a: &Attempt<'_>,
         _p: &Prepared,
-        outcome: &InvocationOutcome,
+        _outcome: &InvocationOutcome,
         before: &GitSnapshot,
         after: AfterAgent,
         _report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError> {
-        // The document's sync waits beside the after-snapshot instead of after
-        // the evidence; a document that cannot be staged is written in one
-        // step by `accept_output`, which reports what goes wrong.
-        let to_stage = document_to_stage(a, outcome);
-        let (staged, violations) = beside(
-            move || to_stage.and_then(|(dir, md)| StagedDocument::stage(&dir, md.as_bytes()).ok()),
-            || read_only_evidence(a, before, after),
-        );
-        self.staged = staged;
-        violations
+        read_only_evidence(a, before, after)
     }
 
     fn accept(
@@ -93,8 +123,7 @@ impl AttemptKind for Generate {
         report: &mut StageReport,
     ) -> Result<(), StageError> {
         let output = outcome.structured_output.ok_or(StageError::NoOutput)?;
-        let (output_ref, document_ref) =
-            accept_output(a, &p.schema.value, output, self.staged.take())?;
+        let (output_ref, document_ref) = accept_output(a, &p.schema.value, output, self.staged())?;
         report.output = Some(output_ref);
         report.document = document_ref;
         Ok(())
@@ -153,20 +182,14 @@ fn read_only_evidence(
     Ok(violations)
 }
 
-/// The attempt's folder and the document's text, when the agent succeeded and
-/// its output holds a document with no secret in it: what may be staged before
-/// the stage is judged. A staged file holds the very bytes `accept_output`
-/// would write, and lies in the run's own folder, never in the working tree.
-fn document_to_stage(a: &Attempt<'_>, outcome: &InvocationOutcome) -> Option<(PathBuf, String)> {
-    if outcome.status != StageStatus::Succeeded {
-        return None;
-    }
+/// The attempt's folder and the document's text, when the stage writes a
+/// document and the output holds one with no secret in it: what may be staged
+/// before the stage is judged. A staged file lies in the run's own folder,
+/// never in the working tree, and is used only if it holds the very bytes
+/// `accept_output` would write.
+fn document_to_stage(a: &Attempt<'_>, output: &Value) -> Option<(PathBuf, String)> {
     a.stage.output.as_ref()?.document.as_ref()?;
-    let markdown = outcome
-        .structured_output
-        .as_ref()?
-        .get("markdown")?
-        .as_str()?;
+    let markdown = output.get("markdown")?.as_str()?;
     if !a.run().redactor().find(markdown.as_bytes()).is_empty() {
         return None;
     }
@@ -270,6 +293,7 @@ mod tests {
     use specbridge_engine::scheduler::Node;
     use specbridge_engine::store::RunStore;
     use specbridge_engine::supervisor::CancelToken;
+    use specbridge_engine::StageStatus;
 
     use std::sync::Arc;
 

@@ -12,12 +12,13 @@
 //! within one file system; where it is not (`EXDEV`: a mount between them), the
 //! document is written in one step after all.
 
-use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::errno::Errno;
-use nix::fcntl::{renameat, OFlag};
+use nix::fcntl::{openat, renameat, OFlag};
+use nix::sys::stat::{fstat, Mode, SFlag};
 use sha2::{Digest, Sha256};
 
 use super::confined::{create_new, open_dir, temporary_name, ConfinedWriteError, Target};
@@ -60,6 +61,33 @@ impl StagedDocument {
     pub fn sha256(&self) -> &str {
         &self.sha256
     }
+
+    /// Whether the staged file still holds the staged bytes, alone: a regular
+    /// file with no other name. It may have been made while the agent was still
+    /// ending, in a folder of the repository.
+    fn intact(&self) -> bool {
+        let Ok(fd) = openat(
+            Some(self.dir.as_raw_fd()),
+            self.name.as_str(),
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return false;
+        };
+        // SAFETY: `fd` was just returned by openat and is owned by nothing else.
+        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let alone = fstat(file.as_raw_fd()).is_ok_and(|st| {
+            SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
+                && st.st_nlink == 1
+        });
+        let mut held = Vec::with_capacity(self.bytes.len());
+        alone
+            && file
+                .take(self.bytes.len() as u64 + 1)
+                .read_to_end(&mut held)
+                .is_ok()
+            && held == self.bytes
+    }
 }
 
 impl Drop for StagedDocument {
@@ -77,13 +105,19 @@ impl Drop for StagedDocument {
 /// Moves `staged` to `root/rel` as [`write_confined`](super::write_confined)
 /// would write it: the same refusals (a symlink on the way, a forbidden folder,
 /// something that is not a file at the end), checked now; then one rename and
-/// the folder synced. Returns the sha256 of the bytes.
+/// the folder synced. A staged file that no longer holds the staged bytes alone
+/// is removed and the bytes written in one step instead. Returns the sha256 of
+/// the bytes.
 pub fn publish_confined(
     root: &Path,
     rel: &str,
     mut staged: StagedDocument,
 ) -> Result<String, ConfinedWriteError> {
     let target = Target::open(root, rel)?;
+    if !staged.intact() {
+        target.write(&staged.bytes)?;
+        return Ok(staged.sha256.clone());
+    }
     match renameat(
         Some(staged.dir.as_raw_fd()),
         staged.name.as_str(),
@@ -104,7 +138,7 @@ pub fn publish_confined(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{symlink, MetadataExt};
 
     fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<_> = std::fs::read_dir(dir)
@@ -183,10 +217,52 @@ mod tests {
     }
 
     #[test]
+    fn a_staged_file_changed_or_linked_since_is_not_moved_and_the_bytes_are_written() {
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join(".specbridge/run");
+        std::fs::create_dir_all(&run).unwrap();
+        let elsewhere = root.path().join(".specbridge/elsewhere");
+        type Tamper<'a> = (&'a str, &'a dyn Fn(&Path));
+        let tampers: [Tamper; 4] = [
+            ("rewritten", &|p| {
+                std::fs::write(p, b"# Injected\n").unwrap();
+            }),
+            ("grown", &|p| {
+                let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
+                f.write_all(b"more").unwrap();
+            }),
+            ("linked", &|p| std::fs::hard_link(p, &elsewhere).unwrap()),
+            ("replaced by a symlink", &|p| {
+                std::fs::remove_file(p).unwrap();
+                symlink("/etc/hostname", p).unwrap();
+            }),
+        ];
+        for (what, tamper) in tampers {
+            let _ = std::fs::remove_file(&elsewhere);
+            let staged = StagedDocument::stage(&run, b"# Notes\n").unwrap();
+            tamper(&run.join(&staged.name));
+            let sha = publish_confined(root.path(), "notes.md", staged).unwrap();
+            assert_eq!(sha, hex::encode(Sha256::digest(b"# Notes\n")), "{what}");
+            let path = root.path().join("notes.md");
+            assert!(!path.symlink_metadata().unwrap().is_symlink(), "{what}");
+            assert_eq!(std::fs::read(&path).unwrap(), b"# Notes\n", "{what}");
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().nlink(),
+                1,
+                "{what}: the document has no other name"
+            );
+            assert_eq!(
+                names(&run),
+                Vec::<String>::new(),
+                "{what}: staged file removed"
+            );
+        }
+    }
+
+    #[test]
     fn a_run_folder_on_another_file_system_still_gets_the_document_written() {
         // /dev/shm is a tmpfs of its own: the rename between it and the
         // repository's file system fails with EXDEV.
-        use std::os::unix::fs::MetadataExt;
         let run = tempfile::tempdir_in("/dev/shm").unwrap();
         let root = tempfile::tempdir().unwrap();
         assert_ne!(

@@ -88,6 +88,12 @@ pub struct InvokeSpec<'a> {
     /// recorded: what the caller runs beside the agent starts here, not
     /// before, so that it never holds the cores the spawn waits for.
     pub on_spawn: Option<&'a (dyn Fn() + Sync)>,
+    /// Called once, with the structured output of the first result envelope
+    /// in the stream that has one, the moment it is read: while the agent may
+    /// still be ending (the CLI takes tens of milliseconds to exit after it),
+    /// and before the output is checked. What the caller prepares from it must
+    /// be checked again once the agent has ended. Not called for a playback.
+    pub on_result: Option<&'a (dyn Fn(&Value) + Sync)>,
 }
 
 /// How one invocation ended. Texts that came from the agent (the failure reason) are
@@ -154,16 +160,23 @@ struct StreamObserver<'a> {
     fallback: Option<Vec<u8>>,
     expected: InitExpectation<'a>,
     mismatch: Option<InitMismatch>,
+    /// `InvokeSpec::on_result`, taken when called.
+    on_result: Option<&'a (dyn Fn(&Value) + Sync)>,
 }
 
 impl<'a> StreamObserver<'a> {
-    fn new(on_progress: Option<ProgressCallback>, expected: InitExpectation<'a>) -> Self {
+    fn new(
+        on_progress: Option<ProgressCallback>,
+        expected: InitExpectation<'a>,
+        on_result: Option<&'a (dyn Fn(&Value) + Sync)>,
+    ) -> Self {
         StreamObserver {
             state: StreamState::new(),
             on_progress,
             fallback: Some(Vec::new()),
             expected,
             mismatch: None,
+            on_result,
         }
     }
 
@@ -203,6 +216,15 @@ impl StdoutObserver for StreamObserver<'_> {
             }
         }
         if kind == LineKind::Result {
+            if let Some(output) = self
+                .state
+                .result()
+                .and_then(|r| r.structured_output.as_ref())
+            {
+                if let Some(on_result) = self.on_result.take() {
+                    on_result(output);
+                }
+            }
             ObserverControl::ResultSeen
         } else {
             ObserverControl::Continue
@@ -341,7 +363,11 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         timeout: Some(runner.timeout.as_duration()),
         kill_grace: runner.kill_grace.as_duration(),
     };
-    let mut observer = StreamObserver::new(spec.on_progress.clone(), init_expectation(&spec));
+    let mut observer = StreamObserver::new(
+        spec.on_progress.clone(),
+        init_expectation(&spec),
+        spec.on_result,
+    );
     let run = spec.run;
     let (stage_id, attempt) = (spec.stage_id.to_string(), spec.attempt);
     // The caller's after-snapshot starts as soon as the agent's group has

@@ -74,6 +74,7 @@ fn spec<'a>(
         replay: None,
         on_exit: None,
         on_spawn: None,
+        on_result: None,
     }
 }
 
@@ -401,4 +402,56 @@ async fn on_exit_is_called_once_for_an_agent_and_never_without_one() {
     assert!(!invoke(invocation).await.spawned());
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!(spawns.lock().unwrap().len(), 1, "no spawn, no call");
+}
+
+/// `on_result` gets the structured output the moment the stream shows it,
+/// while the agent is still running (it writes a marker only after a pause),
+/// once however many results follow, and never for an agent that prints none.
+#[tokio::test]
+async fn on_result_is_called_once_with_the_first_output_while_the_agent_runs() {
+    let fx = fixture();
+    let ended = fx.repo.path().join("ended");
+    let result = |summary: &str| {
+        serde_json::to_string(&json!({
+            "type": "result", "subtype": "success", "is_error": false, "result": "done",
+            "structured_output": {"summary": summary}, "session_id": "s1", "num_turns": 1,
+            "total_cost_usd": 0.0, "permission_denials": [], "terminal_reason": "completed"
+        }))
+        .unwrap()
+    };
+    let program = script(
+        &fx,
+        "agent",
+        &format!(
+            "cat > /dev/null\necho '{}'\necho '{}'\nsleep 0.3\ntouch '{}'\n",
+            result("first"),
+            result("second"),
+            ended.display()
+        ),
+    );
+    let agent = runner(&program);
+    let schema = schema();
+    let request = assembled(&agent, fx.repo.path(), &schema);
+    let calls = Mutex::new(Vec::new());
+    let on_result = |output: &Value| {
+        calls.lock().unwrap().push((output.clone(), ended.exists()));
+    };
+    let mut invocation = spec(&fx, &request, &agent, Some(&schema), "hi");
+    invocation.on_result = Some(&on_result);
+    assert!(invoke(invocation).await.spawned());
+    assert!(ended.exists());
+    assert_eq!(
+        *calls.lock().unwrap(),
+        [(json!({"summary": "first"}), false)],
+        "once, with the first output, before the agent ended"
+    );
+
+    let silent = script(&fx, "silent", "cat > /dev/null\necho not a result\n");
+    let agent = runner(&silent);
+    let request = assembled(&agent, fx.repo.path(), &schema);
+    let mut invocation = spec(&fx, &request, &agent, Some(&schema), "hi");
+    invocation.attempt = 2;
+    invocation.on_result = Some(&on_result);
+    assert!(invoke(invocation).await.spawned());
+    assert_eq!(calls.lock().unwrap().len(), 1, "no result, no call");
 }
