@@ -247,22 +247,34 @@ fn accept_output(
     a.ledger.document(doc, &sha);
     // The agent has exited; an earlier stage may still have left a symlink on the
     // way, which both writers refuse component by component.
-    let written = match staged.filter(|s| s.sha256() == sha) {
-        Some(staged) => publish_confined(&a.ctx.root, doc, staged),
-        None => write_confined(&a.ctx.root, doc, markdown.as_bytes()),
-    };
-    let sha = written.map_err(|source| StageError::Document {
+    let failed = |source| StageError::Document {
         stage: node_id.to_string(),
         source,
-    })?;
+    };
+    let written = |sha256: String| {
+        RunEvent::DocumentWritten(DocumentWritten {
+            stage: node_id.to_string(),
+            path: doc.clone(),
+            sha256,
+        })
+    };
     // Queued behind the attempt's records, and written with them and the
     // `stage.json` that ends the stage, in one batch (docs/run-directory.md):
-    // the scheduler flushes it before any stage that needs this one starts.
-    run.defer_event(RunEvent::DocumentWritten(DocumentWritten {
-        stage: node_id.to_string(),
-        path: doc.clone(),
-        sha256: sha.clone(),
-    }))?;
+    // the scheduler flushes it before any stage that needs this one starts. A
+    // staged document's folder is synced with that batch's folders, before
+    // the event.
+    let sha = match staged.filter(|s| s.sha256() == sha) {
+        Some(staged) => {
+            let published = publish_confined(&a.ctx.root, doc, staged).map_err(failed)?;
+            run.defer_event_after_sync(written(published.sha256.clone()), published.folder)?;
+            published.sha256
+        }
+        None => {
+            let sha = write_confined(&a.ctx.root, doc, markdown.as_bytes()).map_err(failed)?;
+            run.defer_event(written(sha.clone()))?;
+            sha
+        }
+    };
     Ok((
         output_ref,
         Some(FileRef {

@@ -17,6 +17,7 @@
 //! ([`RunHandle::defer_json`], [`RunHandle::defer_event`]) and flushes them before
 //! it starts anything: a stage still starts only once what it needs is recorded.
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::events::RunEvent;
@@ -37,6 +38,13 @@ pub(in crate::store) enum Deferred {
         sha: String,
     },
     Event(RunEvent),
+    /// An event appended only once `folder` — outside the run, its entries
+    /// changed by the caller (a document's) — is synced with the batch's own
+    /// folders.
+    AfterSync {
+        event: RunEvent,
+        folder: OwnedFd,
+    },
 }
 
 /// Writes queued and not yet written, and how many were ever queued (tickets).
@@ -88,6 +96,19 @@ impl RunHandle {
         Ok(())
     }
 
+    /// Queue an event announcing a change outside the run, in `folder` (a
+    /// document renamed into place): appended, in order, at the next flush,
+    /// once that folder is synced with the batch's own, so what the event
+    /// announces is on disk before the event is.
+    pub fn defer_event_after_sync(
+        &self,
+        event: RunEvent,
+        folder: OwnedFd,
+    ) -> Result<(), StoreError> {
+        self.enqueue(Deferred::AfterSync { event, folder })?;
+        Ok(())
+    }
+
     /// Write everything queued so far (see the module's doc).
     pub fn flush(&self) -> Result<(), StoreError> {
         let ticket = self.queue.lock().expect("write queue lock").queued;
@@ -133,7 +154,7 @@ impl RunHandle {
     pub(in crate::store) fn enqueue(&self, item: Deferred) -> Result<u64, StoreError> {
         self.guard.stopped(match &item {
             Deferred::Record { rel, .. } => rel,
-            Deferred::Event(_) => layout::EVENTS,
+            Deferred::Event(_) | Deferred::AfterSync { .. } => layout::EVENTS,
         })?;
         let mut queue = self.queue.lock().expect("write queue lock");
         queue.items.push(item);
@@ -162,7 +183,9 @@ impl RunHandle {
             };
             *written = last;
             // A failure is also the guard's: every later write is refused.
-            let has_records = items.iter().any(|i| matches!(i, Deferred::Record { .. }));
+            let has_records = items
+                .iter()
+                .any(|i| matches!(i, Deferred::Record { .. } | Deferred::AfterSync { .. }));
             let write = || self.write_batch(items, Gate::Open);
             return if has_records {
                 off_the_worker(write)
@@ -193,7 +216,7 @@ impl RunHandle {
                     bytes,
                     sha,
                 } => Some((rel.as_str(), path.as_path(), bytes.as_slice(), sha.as_str())),
-                Deferred::Event(_) => None,
+                Deferred::Event(_) | Deferred::AfterSync { .. } => None,
             })
             .collect();
         // Intents, temporary files and their syncs first: all before any rename.
@@ -228,15 +251,22 @@ impl RunHandle {
                 folders.push(dir);
             }
         }
+        let outside: Vec<&OwnedFd> = items
+            .iter()
+            .filter_map(|item| match item {
+                Deferred::AfterSync { folder, .. } => Some(folder),
+                _ => None,
+            })
+            .collect();
         for s in staged {
             s.rename().map_err(|e| self.failed(e))?;
             crash_point();
         }
-        sync_folders(&folders);
+        sync_folders(&folders, &outside);
         for item in &items {
             let event = match item {
                 Deferred::Record { rel, sha, .. } => RunEvent::record_written(rel, sha),
-                Deferred::Event(event) => event.clone(),
+                Deferred::Event(event) | Deferred::AfterSync { event, .. } => event.clone(),
             };
             append_held(&self.events, &mut log, &self.redactor, &self.guard, &event)?;
             crash_point();
@@ -305,27 +335,32 @@ impl RunHandle {
     }
 }
 
-/// The folders whose entries changed, synced at once so that each rename is on
-/// disk before its announcement is written. Best effort, as before: a folder
-/// that cannot be opened or synced does not fail the write.
-fn sync_folders(folders: &[&Path]) {
+/// The folders whose entries changed — the run's, by path, and `outside` ones
+/// already open — synced at once so that each rename is on disk before its
+/// announcement is written. Best effort, as before: a folder that cannot be
+/// opened or synced does not fail the write.
+fn sync_folders(folders: &[&Path], outside: &[&OwnedFd]) {
     fn sync(dir: &Path) {
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }
     }
-    let Some((first, rest)) = folders.split_first() else {
-        return;
-    };
     // The others on the kept sync threads, the first here.
-    let pending: Vec<_> = rest
-        .iter()
-        .map(|dir| {
+    let mut pending = Vec::new();
+    for fd in outside {
+        if let Ok(fd) = fd.try_clone() {
+            pending.push(sync_pool::start(move || {
+                let _ = nix::unistd::fsync(fd.as_raw_fd());
+            }));
+        }
+    }
+    if let Some((first, rest)) = folders.split_first() {
+        for dir in rest {
             let dir = dir.to_path_buf();
-            sync_pool::start(move || sync(&dir))
-        })
-        .collect();
-    sync(first);
+            pending.push(sync_pool::start(move || sync(&dir)));
+        }
+        sync(first);
+    }
     for p in pending {
         p.wait();
     }
@@ -408,6 +443,40 @@ mod tests {
         assert_eq!(run.changed_records(), [], "every file as announced");
         run.flush().unwrap();
         assert_eq!(types(run.dir()).len(), 5, "a second flush writes nothing");
+    }
+
+    #[test]
+    fn an_event_after_a_folder_sync_keeps_its_place_in_a_batch_and_alone() {
+        let (_base, run) = new_run();
+        let outside = tempfile::tempdir().unwrap();
+        let folder = || std::fs::File::open(outside.path()).unwrap().into();
+        run.defer_json("a.json", &json!(1)).unwrap();
+        run.defer_event_after_sync(repaired("document"), folder())
+            .unwrap();
+        run.defer_event(repaired("after")).unwrap();
+        assert_eq!(
+            types(run.dir()),
+            Vec::<String>::new(),
+            "queued, not written"
+        );
+        run.flush().unwrap();
+        // An events-only batch: the folder is synced, the event appended.
+        run.defer_event_after_sync(repaired("alone"), folder())
+            .unwrap();
+        run.flush().unwrap();
+        let log = std::fs::read_to_string(run.dir().join("events.jsonl")).unwrap();
+        assert_eq!(
+            types(run.dir()),
+            [
+                "record-intent a.json",
+                "record-written a.json",
+                "crash-repaired",
+                "crash-repaired",
+                "crash-repaired",
+            ]
+        );
+        let at = |w: &str| log.find(&format!("\"{w}\"")).unwrap();
+        assert!(at("document") < at("after") && at("after") < at("alone"));
     }
 
     #[test]

@@ -152,7 +152,7 @@ impl<'a> Target<'a> {
     }
 
     /// Best effort, as for the run's records: the rename is done either way.
-    pub(crate) fn sync_folder(&self) {
+    fn sync_folder(&self) {
         let _ = nix::unistd::fsync(self.dir.as_raw_fd());
     }
 }

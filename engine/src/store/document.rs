@@ -102,37 +102,46 @@ impl Drop for StagedDocument {
     }
 }
 
+/// A document in place: the sha256 of its bytes, and its folder, whose new
+/// entry may not be on disk yet — announce the document with
+/// [`RunHandle::defer_event_after_sync`](super::RunHandle::defer_event_after_sync),
+/// which syncs the folder with the batch's own first.
+#[derive(Debug)]
+pub struct Published {
+    pub sha256: String,
+    pub folder: OwnedFd,
+}
+
 /// Moves `staged` to `root/rel` as [`write_confined`](super::write_confined)
 /// would write it: the same refusals (a symlink on the way, a forbidden folder,
-/// something that is not a file at the end), checked now; then one rename and
-/// the folder synced. A staged file that no longer holds the staged bytes alone
-/// is removed and the bytes written in one step instead. Returns the sha256 of
-/// the bytes.
+/// something that is not a file at the end), checked now; then one rename. A
+/// staged file that no longer holds the staged bytes alone is removed and the
+/// bytes written in one step instead (its folder then synced at once).
 pub fn publish_confined(
     root: &Path,
     rel: &str,
     mut staged: StagedDocument,
-) -> Result<String, ConfinedWriteError> {
+) -> Result<Published, ConfinedWriteError> {
     let target = Target::open(root, rel)?;
     if !staged.intact() {
         target.write(&staged.bytes)?;
-        return Ok(staged.sha256.clone());
-    }
-    match renameat(
-        Some(staged.dir.as_raw_fd()),
-        staged.name.as_str(),
-        Some(target.dir.as_raw_fd()),
-        target.file_name,
-    ) {
-        Ok(()) => {
-            staged.published = true;
-            target.sync_folder();
+    } else {
+        match renameat(
+            Some(staged.dir.as_raw_fd()),
+            staged.name.as_str(),
+            Some(target.dir.as_raw_fd()),
+            target.file_name,
+        ) {
+            Ok(()) => staged.published = true,
+            // The run folder on another file system than the document's folder.
+            Err(Errno::EXDEV) => target.write(&staged.bytes)?,
+            Err(e) => return Err(target.failed(e.into())),
         }
-        // The run folder on another file system than the document's folder.
-        Err(Errno::EXDEV) => target.write(&staged.bytes)?,
-        Err(e) => return Err(target.failed(e.into())),
     }
-    Ok(staged.sha256.clone())
+    Ok(Published {
+        sha256: staged.sha256.clone(),
+        folder: target.dir,
+    })
 }
 
 #[cfg(test)]
@@ -161,7 +170,9 @@ mod tests {
             !root.path().join("docs").exists(),
             "nothing in the tree before it is published"
         );
-        let sha = publish_confined(root.path(), "docs/notes.md", staged).unwrap();
+        let sha = publish_confined(root.path(), "docs/notes.md", staged)
+            .unwrap()
+            .sha256;
         assert_eq!(sha, hex::encode(Sha256::digest(b"# Notes\n")));
         assert_eq!(
             std::fs::read(root.path().join("docs/notes.md")).unwrap(),
@@ -241,7 +252,9 @@ mod tests {
             let _ = std::fs::remove_file(&elsewhere);
             let staged = StagedDocument::stage(&run, b"# Notes\n").unwrap();
             tamper(&run.join(&staged.name));
-            let sha = publish_confined(root.path(), "notes.md", staged).unwrap();
+            let sha = publish_confined(root.path(), "notes.md", staged)
+                .unwrap()
+                .sha256;
             assert_eq!(sha, hex::encode(Sha256::digest(b"# Notes\n")), "{what}");
             let path = root.path().join("notes.md");
             assert!(!path.symlink_metadata().unwrap().is_symlink(), "{what}");
@@ -270,7 +283,9 @@ mod tests {
             std::fs::metadata(root.path()).unwrap().dev()
         );
         let staged = StagedDocument::stage(run.path(), b"moved across\n").unwrap();
-        let sha = publish_confined(root.path(), "a/b.md", staged).unwrap();
+        let sha = publish_confined(root.path(), "a/b.md", staged)
+            .unwrap()
+            .sha256;
         assert_eq!(sha, hex::encode(Sha256::digest(b"moved across\n")));
         assert_eq!(
             std::fs::read(root.path().join("a/b.md")).unwrap(),
