@@ -1,16 +1,19 @@
 //! A generate stage's document written in two steps: its bytes made durable in
-//! the run's own folder while the stage's evidence is still being gathered, and
-//! moved into the repository only once the stage has passed.
+//! the run's own folder as soon as the agent's output shows them, and moved
+//! into the repository only once the stage has passed.
 //!
 //! Written in one step (`write_confined`), the document's sync waited on the
 //! stage's path after its evidence, and its temporary file lay in the working
 //! tree meanwhile, where a stage running beside this one could see it appear
-//! or vanish in its own snapshot. Staged, the bytes are synced while the
-//! after-snapshot runs, the working tree only ever sees the finished file
-//! renamed into place, and a stage that does not pass drops the staged file,
-//! which removes it. The run folder lies in the repository, so the rename is
-//! within one file system; where it is not (`EXDEV`: a mount between them), the
-//! document is written in one step after all.
+//! or vanish in its own snapshot. Staged, the bytes are synced while the CLI is
+//! still ending (its result comes tens of milliseconds before its exit), the
+//! working tree only ever sees the finished file renamed into place, its
+//! folder is synced with the end batch's folders, and a stage that does not
+//! pass drops the staged file, which removes it. The staged file is checked
+//! again before it is moved: it was made while the agent could still act. The
+//! run folder lies in the repository, so the rename is within one file
+//! system; where it is not (`EXDEV`: a mount between them), the document is
+//! written in one step after all.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
