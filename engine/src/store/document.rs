@@ -279,7 +279,8 @@ mod tests {
     fn a_run_folder_on_another_file_system_still_gets_the_document_written() {
         // /dev/shm is a tmpfs of its own: the rename between it and the
         // repository's file system fails with EXDEV.
-        let run = tempfile::tempdir_in("/dev/shm").unwrap();
+        let run = tempfile::tempdir_in("/dev/shm")
+            .expect("a tmpfs at /dev/shm, to hold the run folder on a file system of its own");
         let root = tempfile::tempdir().unwrap();
         assert_ne!(
             std::fs::metadata(run.path()).unwrap().dev(),
