@@ -51,6 +51,16 @@ fn attempt_dir(ctx: &TestContext) -> PathBuf {
     ctx.only_run_dir().join("stages/requirements/attempt-001")
 }
 
+/// Runs the pipeline, expecting exit `code` and the stage `requirements` ended
+/// `status`; returns its `stage.json`.
+fn run_ending(ctx: &TestContext, code: i32, status: &str) -> Value {
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, code, "{}", out.snapshot());
+    let stage = read_json(&ctx.only_run_dir().join("stages/requirements/stage.json"));
+    assert_eq!(stage["status"], status, "{stage:#}");
+    stage
+}
+
 /// Runs the one-stage pipeline and checks what every spawned invocation leaves:
 /// the stage status, the exit code, every attempt record (each valid against its
 /// schema), no capture left behind, and no process of the fake still running.
@@ -249,10 +259,7 @@ fn a_document_through_a_symlinked_folder_is_refused_and_its_staged_bytes_removed
     ctx.write("notes/.keep", "");
     std::os::unix::fs::symlink("notes", ctx.path("docs")).unwrap();
     ctx.commit_all("docs is a link");
-    let out = ctx.run(&["run"]);
-    assert_eq!(out.code, 6, "{}", out.snapshot());
-    let stage = read_json(&ctx.only_run_dir().join("stages/requirements/stage.json"));
-    assert_eq!(stage["status"], "safety-violation", "{stage:#}");
+    let stage = run_ending(&ctx, 6, "safety-violation");
     let outcome = stage["outcome"].as_str().unwrap();
     assert!(
         outcome.contains("`docs`") && outcome.contains("symbolic link"),
@@ -564,10 +571,7 @@ fn a_temporary_folder_that_cannot_be_made_fails_the_attempt_before_the_spawn() {
         &format!("{QUICK_RUNNER}  env:\n    CLAUDE_CODE_TMPDIR: /nonexistent/agent-tmp\n"),
         GENERATE_STAGE,
     );
-    let out = ctx.run(&["run"]);
-    assert_eq!(out.code, 4, "{}", out.snapshot());
-    let stage = read_json(&ctx.only_run_dir().join("stages/requirements/stage.json"));
-    assert_eq!(stage["status"], "failed", "{stage:#}");
+    let stage = run_ending(&ctx, 4, "failed");
     let outcome = stage["outcome"].as_str().unwrap();
     assert!(
         outcome

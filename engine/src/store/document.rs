@@ -161,6 +161,14 @@ mod tests {
         names
     }
 
+    /// Publishes `staged` at `rel`: the sha256 handed back is that of `bytes`,
+    /// and the document holds them.
+    fn publish_holding(root: &Path, rel: &str, staged: StagedDocument, bytes: &[u8]) {
+        let sha = publish_confined(root, rel, staged).unwrap().sha256;
+        assert_eq!(sha, hex::encode(Sha256::digest(bytes)), "{rel}");
+        assert_eq!(std::fs::read(root.join(rel)).unwrap(), bytes, "{rel}");
+    }
+
     #[test]
     fn a_staged_document_lands_whole_and_leaves_nothing_behind() {
         let root = tempfile::tempdir().unwrap();
@@ -173,14 +181,7 @@ mod tests {
             !root.path().join("docs").exists(),
             "nothing in the tree before it is published"
         );
-        let sha = publish_confined(root.path(), "docs/notes.md", staged)
-            .unwrap()
-            .sha256;
-        assert_eq!(sha, hex::encode(Sha256::digest(b"# Notes\n")));
-        assert_eq!(
-            std::fs::read(root.path().join("docs/notes.md")).unwrap(),
-            b"# Notes\n"
-        );
+        publish_holding(root.path(), "docs/notes.md", staged, b"# Notes\n");
         assert_eq!(names(&run), Vec::<String>::new(), "moved, not copied");
         assert_eq!(names(&root.path().join("docs")), ["notes.md"]);
     }
@@ -287,14 +288,7 @@ mod tests {
             std::fs::metadata(root.path()).unwrap().dev()
         );
         let staged = StagedDocument::stage(run.path(), b"moved across\n").unwrap();
-        let sha = publish_confined(root.path(), "a/b.md", staged)
-            .unwrap()
-            .sha256;
-        assert_eq!(sha, hex::encode(Sha256::digest(b"moved across\n")));
-        assert_eq!(
-            std::fs::read(root.path().join("a/b.md")).unwrap(),
-            b"moved across\n"
-        );
+        publish_holding(root.path(), "a/b.md", staged, b"moved across\n");
         assert_eq!(
             names(run.path()),
             Vec::<String>::new(),

@@ -7,7 +7,7 @@
 //! size, modification and change times and inode (a file rewritten in place with
 //! its size and modification time put back has a new change time), the same
 //! specbridge version wrote it, and it
-//! is younger than [`PROBE_LIFETIME`] (an npm install replaces the script a
+//! is younger than [`PROBE_LIFETIME`](crate::user_cache::PROBE_LIFETIME) (an npm install replaces the script a
 //! `node_modules/.bin` link points at, which changes the key; a wrapper script
 //! that starts another program does not, which the lifetime bounds). Only usable
 //! runners are remembered: a refusal is always probed afresh, so its message is
@@ -25,7 +25,7 @@ use super::doctor::{
     diagnose_with, known_report, AuthCheck, DoctorOptions, DoctorReport, DoctorStatus,
 };
 use super::probe::resolve_executable;
-use crate::user_cache::{cache_dir, epoch_secs, still_fresh, CacheUse, PROBE_LIFETIME};
+use crate::user_cache::{cache_dir, epoch_secs, still_fresh, CacheUse};
 
 /// The cache file's name inside `<cache>/specbridge/`.
 pub const CACHE_FILE: &str = "runner-detection.json";
@@ -139,16 +139,14 @@ fn remember(file: &Path, path: &Path, key: Key, report: &DoctorReport, now: Syst
         format: FORMAT,
         entries: BTreeMap::new(),
     });
-    let now_secs = epoch_secs(now);
-    // Expired entries of executables no longer used would otherwise stay forever.
-    cache
-        .entries
-        .retain(|_, e| now_secs.saturating_sub(e.checked_at) < PROBE_LIFETIME.as_secs());
+    // Entries no lookup would trust (the same rule) would otherwise stay
+    // forever: expired ones, of executables no longer used.
+    cache.entries.retain(|_, e| still_fresh(e.checked_at, now));
     cache.entries.insert(
         path.display().to_string(),
         Entry {
             key,
-            checked_at: now_secs,
+            checked_at: epoch_secs(now),
             report: report.clone(),
         },
     );
@@ -161,6 +159,7 @@ fn remember(file: &Path, path: &Path, key: Key, report: &DoctorReport, now: Syst
 mod tests {
     use super::*;
     use crate::runner::claude_code::doctor::AuthStatus;
+    use crate::user_cache::PROBE_LIFETIME;
     use std::time::{Duration, UNIX_EPOCH};
 
     fn report() -> DoctorReport {
