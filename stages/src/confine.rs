@@ -90,12 +90,48 @@ pub(crate) fn planned_commands(pipeline: &PipelineFile, nodes: &[Node]) -> Vec<P
     out
 }
 
-/// What a run needs to know before it starts: the bubblewrap to use, and one
-/// warning per command that runs unconfined.
+/// What a run needs to know before it starts: the bubblewrap to use, and the
+/// warnings about commands that run unconfined ([`unconfined_warnings`]).
 #[derive(Debug, Clone, Default)]
 pub struct SandboxPreflight {
     pub bubblewrap: Option<PathBuf>,
     pub warnings: Vec<String>,
+}
+
+/// Up to this many unconfined commands are warned about one line each; more
+/// share one line. A pipeline of 1,000 `sandbox: off` checks printed 1,000
+/// lines on every run and kept them all in `run.json` (143 KB, rewritten at the
+/// run's start and settle and read by `runs list`). Which commands ran
+/// unconfined stays recorded one by one: each attempt's `process.json` says
+/// `sandbox.mode: off`.
+const WARNED_ONE_BY_ONE: usize = 3;
+
+/// The warnings about the commands that run without a sandbox: one a command, or
+/// past [`WARNED_ONE_BY_ONE`] one for all, naming the first of them and
+/// counting the rest.
+fn unconfined_warnings(commands: &[PlannedCommand]) -> Vec<String> {
+    let off: Vec<&PlannedCommand> = commands.iter().filter(|c| c.is_off()).collect();
+    if off.len() <= WARNED_ONE_BY_ONE {
+        return off
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} runs without a sandbox (`sandbox: off`): the code it runs has your full rights",
+                    c.describe()
+                )
+            })
+            .collect();
+    }
+    let named: Vec<String> = off[..WARNED_ONE_BY_ONE]
+        .iter()
+        .map(|c| c.describe())
+        .collect();
+    vec![format!(
+        "{} commands run without a sandbox (`sandbox: off`): the code they run has your full rights: {} and {} more (each attempt's process.json records its sandbox)",
+        off.len(),
+        named.join(", "),
+        off.len() - WARNED_ONE_BY_ONE
+    )]
 }
 
 /// Checked before anything is created or spawned. `bubblewrap` is asked only when
@@ -105,16 +141,7 @@ pub(crate) fn preflight(
     commands: &[PlannedCommand],
     bubblewrap: impl FnOnce() -> Result<PathBuf, String>,
 ) -> Result<SandboxPreflight, String> {
-    let warnings = commands
-        .iter()
-        .filter(|c| c.is_off())
-        .map(|c| {
-            format!(
-                "{} runs without a sandbox (`sandbox: off`): the code it runs has your full rights",
-                c.describe()
-            )
-        })
-        .collect();
+    let warnings = unconfined_warnings(commands);
     let Some(first) = commands.iter().find(|c| !c.is_off()) else {
         return Ok(SandboxPreflight {
             bubblewrap: None,
@@ -358,5 +385,42 @@ stages:
             "{:?}",
             p.warnings
         );
+    }
+
+    /// A pipeline of many unconfined commands is warned about in one line, not
+    /// a line each; up to three still get a line each.
+    #[test]
+    fn many_unconfined_commands_share_one_warning_that_names_the_first_and_counts_the_rest() {
+        let stages = |n: usize| {
+            let mut yaml = String::from("version: 1\nname: t\nstages:\n");
+            for i in 0..n {
+                yaml.push_str(&format!(
+                    "  - {{ id: s{i}, kind: check, argv: [echo, '{i}'], sandbox: off }}\n"
+                ));
+            }
+            // A confined one among them is not counted.
+            yaml.push_str("  - { id: boxed, kind: check, argv: [echo] }\n");
+            pipeline(&yaml)
+        };
+        let (file, nodes) = stages(3);
+        let few = unconfined_warnings(&planned_commands(&file, &nodes));
+        assert_eq!(few.len(), 3, "{few:?}");
+        assert!(few[2].starts_with("check stage `s2` (`echo 2`) runs without a sandbox"));
+
+        let (file, nodes) = stages(1000);
+        let many = unconfined_warnings(&planned_commands(&file, &nodes));
+        assert_eq!(many.len(), 1, "{many:?}");
+        let line = &many[0];
+        assert!(
+            line.starts_with("1000 commands run without a sandbox (`sandbox: off`)"),
+            "{line}"
+        );
+        for named in ["check stage `s0` (`echo 0`)", "check stage `s2` (`echo 2`)"] {
+            assert!(line.contains(named), "{line}");
+        }
+        assert!(!line.contains("`s3`"), "{line}");
+        assert!(!line.contains("boxed"), "{line}");
+        assert!(line.contains(" and 997 more "), "{line}");
+        assert!(line.len() < 400, "{line}");
     }
 }

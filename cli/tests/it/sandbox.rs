@@ -167,6 +167,52 @@ fn sandbox_off_runs_with_full_rights_and_is_warned_on_every_run() {
     assert_eq!(h.gate_sandbox()["mode"], "off");
 }
 
+/// Many unconfined commands share one warning line, on the terminal and in
+/// `run.json`, on every run; each attempt still records its own sandbox.
+#[test]
+fn many_unconfined_checks_are_warned_in_one_line_and_each_recorded_off() {
+    let ctx = TestContext::new();
+    let mut yaml = String::from("version: 1\nname: many-off\nstages:\n");
+    for i in 0..5 {
+        yaml.push_str(&format!(
+            "  - {{ id: c{i}, kind: check, argv: [\"true\"], sandbox: off }}\n"
+        ));
+    }
+    ctx.write("specbridge.yaml", &yaml);
+    for _ in 0..2 {
+        let out = ctx.run(&["run"]);
+        assert_eq!(out.code, 0, "{}", out.snapshot());
+        let warned: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("without a sandbox"))
+            .collect();
+        assert_eq!(
+            warned,
+            ["warning: 5 commands run without a sandbox (`sandbox: off`): the code they run has your full rights: check stage `c0` (`true`), check stage `c1` (`true`), check stage `c2` (`true`) and 2 more (each attempt's process.json records its sandbox)"],
+            "{}",
+            out.snapshot()
+        );
+    }
+    let runs = ctx.path(".specbridge/runs");
+    let latest = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max()
+        .unwrap();
+    let run = read_json(&latest.join("run.json"));
+    let warnings = run["warnings"].as_array().unwrap();
+    let off: Vec<_> = warnings
+        .iter()
+        .filter(|w| w.as_str().unwrap().contains("without a sandbox"))
+        .collect();
+    assert_eq!(off.len(), 1, "{run:#}");
+    for i in 0..5 {
+        let process = read_json(&latest.join(format!("stages/c{i}/attempt-001/process.json")));
+        assert_eq!(process["sandbox"]["mode"], "off", "c{i}: {process:#}");
+    }
+}
+
 #[test]
 fn a_writable_opt_in_opens_that_folder_and_nothing_else() {
     let h = Hostile::new(|outside| {
