@@ -20,6 +20,13 @@ every timed run, as a repository used for a while has (default 0: the store
 is emptied before each run). Each agent attempt compares every file of them
 before and after the agent (docs/evidence.md, the run store's check).
 
+Nothing is deleted while the rounds run: a run's folder (or the whole store)
+and its document are moved out of the repository instead, and go with the
+scratch folder at the end. On ext4 without a journal every inode freed in the
+last minute makes the next ones slower to allocate (docs/performance.md), and
+only specbridge's side would pay for the deletions: a user does not empty the
+run store before each run. DELETE=1 deletes them as before, to compare.
+
 NOSYNC=1 builds benches/nosync.c (needs `cc`) and preloads it into every timed
 process, both sides alike: fsync and fdatasync return at once, so the times
 show what the disk's waits cost. Such runs are not durable; for measuring only.
@@ -93,6 +100,22 @@ stages:
 
     runs_dir = os.path.join(repo, ".specbridge", "runs")
     kept = set()
+    aside = os.path.join(scratch, "aside")
+    os.makedirs(aside)
+    moved = [0]
+
+    def set_aside(path):
+        """Out of the repository, by a rename (or deleted, with DELETE=1)."""
+        if not os.path.lexists(path):
+            return
+        if os.environ.get("DELETE"):
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+            return
+        moved[0] += 1
+        os.rename(path, os.path.join(aside, str(moved[0])))
 
     def runs():
         return set(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else set()
@@ -101,11 +124,10 @@ stages:
         # Only the earlier runs kept stay: the store is the same for every run.
         if kept:
             for extra in runs() - kept:
-                shutil.rmtree(os.path.join(runs_dir, extra))
+                set_aside(os.path.join(runs_dir, extra))
         else:
-            shutil.rmtree(os.path.join(repo, ".specbridge"), ignore_errors=True)
-        if os.path.exists(os.path.join(repo, "notes.md")):
-            os.remove(os.path.join(repo, "notes.md"))
+            set_aside(os.path.join(repo, ".specbridge"))
+        set_aside(os.path.join(repo, "notes.md"))
         before = runs()
         t = time.perf_counter()
         clock = time.time()
@@ -182,6 +204,7 @@ stages:
         own = m([w - c for w, c in zip(walls[b], clis[b])])
         label = "" if not old else (" (new)" if b == specbridge else " (old)")
         print(f"pairs: {pairs}; earlier runs kept: {len(kept)}; "
+              f"{'earlier runs deleted; ' if os.environ.get('DELETE') else ''}"
               f"{'syncs made no-ops; ' if os.environ.get('NOSYNC') else ''}specbridge{label} run {m(walls[b]):.0f} ms, bare claude -p "
               f"{m(bares):.0f} ms (medians): {m(walls[b]) / m(bares):.3f}x; specbridge's own "
               f"time {own:.0f} ms (run less the CLI's durationMs, median): "
