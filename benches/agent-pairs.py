@@ -102,7 +102,6 @@ stages:
     kept = set()
     aside = os.path.join(scratch, "aside")
     os.makedirs(aside)
-    moved = [0]
 
     def set_aside(path):
         """Out of the repository, by a rename (or deleted, with DELETE=1)."""
@@ -114,8 +113,7 @@ stages:
             else:
                 os.remove(path)
             return
-        moved[0] += 1
-        os.rename(path, os.path.join(aside, str(moved[0])))
+        os.rename(path, os.path.join(aside, str(uuid.uuid4())))
 
     def runs():
         return set(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else set()
