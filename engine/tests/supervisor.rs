@@ -79,6 +79,73 @@ async fn stdin_is_delivered_then_closed() {
     assert_eq!(record.exit_code, Some(0));
 }
 
+/// A child that writes `got` with its first line of input, in `dir`, and
+/// starts a background member of its group first.
+fn reads_one_line(dir: &std::path::Path) -> SpawnSpec {
+    let mut spec = sh(
+        dir,
+        "sleep 1000 & echo $!; IFS= read -r line && printf %s \"$line\" > got",
+    );
+    spec.stdin = Some(b"the prompt\n".to_vec());
+    spec
+}
+
+#[tokio::test]
+async fn the_input_waits_for_on_spawn() {
+    let dir = tempfile::tempdir().unwrap();
+    let got = dir.path().join("got");
+    let record = bounded(run_until_ended(
+        reads_one_line(dir.path()),
+        CancelToken::new(),
+        None,
+        |_, _| {
+            // Long enough for the child to have read its input, had it any.
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(
+                !got.exists(),
+                "the child got its input before on_spawn returned"
+            );
+            Ok(())
+        },
+        || {},
+    ))
+    .await
+    .unwrap();
+    assert_eq!(read(&got), "the prompt");
+    assert_eq!(record.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn input_withheld_by_on_spawn_is_never_written_and_the_group_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let pgid = std::sync::OnceLock::new();
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let error = bounded(run_until_ended(
+        reads_one_line(dir.path()),
+        CancelToken::new(),
+        None,
+        |_, group| {
+            pgid.set(group).unwrap();
+            Err("the disk is full".to_string())
+        },
+        || ended.store(true, std::sync::atomic::Ordering::SeqCst),
+    ))
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&error, SupervisorError::Withheld { reason, .. } if reason == "the disk is full"),
+        "{error}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "failed to record the start of `sh`: the disk is full; it was stopped before it was \
+         given its input"
+    );
+    assert_group_gone(*pgid.get().unwrap());
+    assert!(!dir.path().join("got").exists(), "the input was written");
+    assert!(!ended.load(std::sync::atomic::Ordering::SeqCst));
+}
+
 #[tokio::test]
 async fn without_stdin_the_child_reads_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -202,7 +269,10 @@ async fn on_ended_comes_once_the_whole_group_is_gone_and_before_the_logs_complet
         spec,
         CancelToken::new(),
         None,
-        |_, group| pgid.set(group).unwrap(),
+        |_, group| {
+            pgid.set(group).unwrap();
+            Ok(())
+        },
         || {
             let out = read(&dir.path().join("raw-stdout.log"));
             let member: i32 = out.lines().next().unwrap().parse().unwrap();
@@ -230,7 +300,7 @@ async fn on_ended_comes_once_the_whole_group_is_gone_and_before_the_logs_complet
         missing,
         CancelToken::new(),
         None,
-        |_, _| {},
+        |_, _| Ok(()),
         || {
             calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         },

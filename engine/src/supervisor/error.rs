@@ -15,6 +15,10 @@ pub enum SupervisorError {
         #[source]
         source: io::Error,
     },
+    /// The caller withheld the process's input (its start could not be
+    /// recorded); the process group was killed before it got any.
+    #[error("failed to record the start of `{program}`: {reason}; it was stopped before it was given its input")]
+    Withheld { program: String, reason: String },
     /// Writing or reading a stream failed; the process group was stopped.
     #[error("failed to capture output into {into}")]
     Capture {

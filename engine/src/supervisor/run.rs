@@ -55,19 +55,32 @@ pub async fn run(
     observer: Option<&mut dyn StdoutObserver>,
     on_spawn: impl FnOnce(u32, i32),
 ) -> Result<ProcessRecord, SupervisorError> {
+    let on_spawn = |pid, pgid| {
+        on_spawn(pid, pgid);
+        Ok(())
+    };
     run_until_ended(spec, cancel, observer, on_spawn, || {}).await
 }
 
-/// [`run`], with `on_ended` called once the process group has ended and its
-/// pipes are drained, before its logs are completed (each synced and
-/// announced): what reads the state the process left behind can start while
-/// the logs wait for the disk. Not called when the process was not started,
-/// nor when supervising it failed before the group ended.
+/// [`run`], with two more hooks.
+///
+/// `on_spawn` decides whether the process gets its input: `spec.stdin` is
+/// written only once it has returned `Ok`, so what it does — an agent's
+/// records made durable — is done before the process can act on its input,
+/// while the process starts up. On `Err(reason)` nothing is written, the
+/// group is killed and waited for, and [`SupervisorError::Withheld`] carries
+/// the reason.
+///
+/// `on_ended` is called once the process group has ended and its pipes are
+/// drained, before its logs are completed (each synced and announced): what
+/// reads the state the process left behind can start while the logs wait for
+/// the disk. Not called when the process was not started, nor when
+/// supervising it failed before the group ended.
 pub async fn run_until_ended(
     mut spec: SpawnSpec,
     cancel: CancelToken,
     observer: Option<&mut dyn StdoutObserver>,
-    on_spawn: impl FnOnce(u32, i32),
+    on_spawn: impl FnOnce(u32, i32) -> Result<(), String>,
     on_ended: impl FnOnce(),
 ) -> Result<ProcessRecord, SupervisorError> {
     // Whatever happens, the sinks are completed: an empty log is recorded like
@@ -140,7 +153,21 @@ pub async fn run_until_ended(
         .expect("a child that was not waited for has a pid");
     let pgid = i32::try_from(pid).expect("pids fit in pid_t");
     let mut guard = GroupGuard { pgid, armed: true };
-    on_spawn(pid, pgid);
+    if let Err(reason) = on_spawn(pid, pgid) {
+        // Its input never written, the process has had nothing to act on; it
+        // and anything it started go before the error is returned.
+        drop(child.stdin.take());
+        signal_group(pgid, Signal::SIGKILL);
+        let _ = child.wait().await;
+        wait_gone(pgid, SETTLE).await;
+        guard.armed = false;
+        stdout.finish();
+        stderr.finish();
+        return Err(SupervisorError::Withheld {
+            program: spec.program,
+            reason,
+        });
+    }
 
     let stdin_writer = spec.stdin.take().and_then(|input| {
         let mut pipe = child.stdin.take()?;

@@ -98,3 +98,102 @@ fn sigkill_while_the_real_cli_works_resumes_on_top_of_its_partial_change() {
     let audit = sandbox.run(&["runs", "audit", "latest"]);
     assert_eq!(audit.code, 0, "{}", audit.snapshot());
 }
+
+/// specbridge dying after the CLI is spawned and before it is given its prompt
+/// (the attempt's records are written in that window, docs/run-directory.md):
+/// the CLI reads the end of its input and exits on its own, asking the model
+/// nothing and changing nothing. Every crash point up to the spawn event is
+/// tried (`SPECBRIDGE_TEST_ABORT_AFTER_WRITES`); those that fall in the window
+/// are told by the log: the attempt's records intended, no spawn event.
+#[test]
+fn specbridge_dying_before_the_prompt_leaves_a_cli_that_asks_nothing_and_exits() {
+    let Some(sandbox) = Sandbox::new(|_| {
+        Script::new([Reply::structured_output(
+            json!({"summary": "s", "markdown": "# Notes\n"}),
+        )])
+    }) else {
+        return;
+    };
+    sandbox
+        .ctx
+        .write("prompts/notes.md", "Write short notes.\n");
+    sandbox.write_pipeline(
+        "",
+        "stages:\n  - id: notes\n    kind: generate\n    prompt: prompts/notes.md\n    output: { schema: builtin:document, document: notes.md }\n",
+    );
+    // A clean run first: how many counted writes (each event appended, each
+    // record renamed into place) come before the spawn event.
+    let out = sandbox.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let events = std::fs::read_to_string(sandbox.run_dir().join("events.jsonl")).unwrap();
+    let before_spawn: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .take_while(|e| e["type"] != "process-spawned")
+        .collect();
+    let renames = before_spawn
+        .iter()
+        .filter(|e| e["type"] == "record-written")
+        .count();
+    let writes = before_spawn.len() + renames;
+    let asked = sandbox.model_requests().len();
+    std::fs::remove_file(sandbox.ctx.path("notes.md")).unwrap();
+    let runs = sandbox.ctx.path(".specbridge/runs");
+    let request = "stages/notes/attempt-001/request.json";
+
+    let (mut in_window, mut seen_waiting) = (0, 0);
+    for n in 1..=writes {
+        let before: std::collections::BTreeSet<_> = std::fs::read_dir(&runs)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        let mut cmd = sandbox.command();
+        cmd.args(["run"])
+            .env("SPECBRIDGE_TEST_ABORT_AFTER_WRITES", n.to_string());
+        let out = sandbox.run_command(cmd);
+        assert_ne!(out.code, 0, "write {n} of {writes} did not abort the run");
+        let left = sandbox.leftover_processes();
+        let new_run = std::fs::read_dir(&runs)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .find(|name| !before.contains(name));
+        let log = new_run
+            .map(|id| std::fs::read_to_string(runs.join(id).join("events.jsonl")))
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let intended = log.contains(&format!("\"path\":\"{request}\""));
+        if !intended || log.contains("\"process-spawned\"") {
+            continue;
+        }
+        in_window += 1;
+        if !left.is_empty() {
+            seen_waiting += 1;
+        }
+        let until = Instant::now() + Duration::from_secs(30);
+        while !sandbox.leftover_processes().is_empty() {
+            assert!(
+                Instant::now() < until,
+                "write {n}: the CLI given no prompt is still running"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert!(
+        in_window > 0,
+        "no crash point fell between the spawn and the prompt"
+    );
+    assert!(
+        seen_waiting > 0,
+        "no CLI was found waiting for its prompt right after specbridge died"
+    );
+    assert_eq!(
+        sandbox.model_requests().len(),
+        asked,
+        "a CLI without its prompt asked the model"
+    );
+    assert!(
+        sandbox.changed_paths().is_empty(),
+        "{:?}",
+        sandbox.changed_paths()
+    );
+}

@@ -1,7 +1,9 @@
 //! One Claude Code invocation, from an assembled request to the records of its
 //! attempt folder (docs/claude-code-runner.md Invocation, docs/run-directory.md):
 //!
-//! - `prompt.md`, `request.json`, `output-schema.json` before the spawn;
+//! - `prompt.md`, `request.json`, `output-schema.json` queued before the spawn
+//!   and written, with the attempt's start and the spawn event, before the
+//!   agent is given its prompt (below, "The prompt waits for the records");
 //! - the last safety assertion on the argv (docs/claude-code-runner.md, third layer): a forbidden
 //!   flag or mode here spawns nothing and ends `safety-violation`;
 //! - the process under the supervisor, its stdout read line by line as stream-json
@@ -246,8 +248,9 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     };
     let rel = |name: &str| layout::in_attempt(&attempt_rel, name);
 
-    // The prompt, the schema and the request are written in one batch, by the
-    // request's write (`store/batch.rs`).
+    // The prompt, the schema and the request are queued, and written in one
+    // batch with the attempt's start once the agent has been spawned: the
+    // spawn event's write (`store/batch.rs`, and below).
     if let Err(e) = spec
         .run
         .defer_bytes(&rel(attempt::PROMPT), spec.prompt.as_bytes())
@@ -281,7 +284,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             scrubbed_env: &scrubbed,
         },
     );
-    if let Err(e) = spec.run.write_json(&rel(attempt::REQUEST), &request) {
+    if let Err(e) = spec.run.defer_json(&rel(attempt::REQUEST), &request) {
         return store_failed(attempt::REQUEST, &e);
     }
 
@@ -387,13 +390,20 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         spec.cancel.clone(),
         Some(&mut observer),
         |pid, pgid| {
-            // Recorded at once so that a resume after a crash can end the group.
-            if let Err(e) = run.event(RunEvent::stage_spawned(&stage_id, attempt, pid, pgid)) {
-                tracing::warn!("failed to record the spawn of pid {pid}: {e}");
-            }
+            // The prompt waits for the records. The CLI reads its input only
+            // after about 100 ms of its own start-up (docs/performance.md), so
+            // the batch queued for this attempt — its start, `git-before.json`,
+            // the prompt, schema and request — and the spawn event, by which a
+            // resume after a crash ends the group, are written meanwhile: an
+            // agent acts only on a prompt, and gets none before they are on
+            // disk. One that cannot be recorded is stopped without its prompt
+            // (the CLI given no input exits at once, asking nothing).
+            run.event(RunEvent::stage_spawned(&stage_id, attempt, pid, pgid))
+                .map_err(|e| crate::error_chain(&e))?;
             if let Some(on_spawn) = spec.on_spawn {
                 on_spawn();
             }
+            Ok(())
         },
         || {
             if let Some(on_exit) = at_end {

@@ -455,3 +455,40 @@ async fn on_result_is_called_once_with_the_first_output_while_the_agent_runs() {
     assert!(invoke(invocation).await.spawned());
     assert_eq!(calls.lock().unwrap().len(), 1, "no result, no call");
 }
+
+#[tokio::test]
+async fn an_agent_whose_records_cannot_be_written_is_stopped_before_its_prompt() {
+    let fx = fixture();
+    let outside = tempfile::tempdir().unwrap();
+    let got = outside.path().join("got");
+    // Deaf to SIGTERM, so that only the supervisor's SIGKILL can stop it before
+    // it copies whatever input it is given.
+    let program = script(
+        &fx,
+        "agent",
+        &format!("trap '' TERM\ncat > '{}'\n", got.display()),
+    );
+    let mut runner = runner(&program);
+    runner.kill_grace = crate::pipeline::DurationSpec::from_millis(5_000);
+    // A folder where the request goes: its rename into place fails, after the
+    // spawn, in the batch that must be written before the prompt.
+    std::fs::create_dir_all(
+        fx.run
+            .dir()
+            .join("stages/requirements/attempt-001/request.json"),
+    )
+    .unwrap();
+    let schema = schema();
+    let request = assembled(&runner, fx.repo.path(), &schema);
+    let outcome = invoke(spec(&fx, &request, &runner, Some(&schema), "the prompt")).await;
+    assert_eq!(outcome.status, StageStatus::Failed, "{outcome:?}");
+    assert!(!outcome.spawned());
+    let reason = outcome.failure_reason.unwrap();
+    assert!(
+        reason.contains("stopped before it was given its input"),
+        "{reason}"
+    );
+    assert!(reason.contains("request.json"), "{reason}");
+    let input = std::fs::read_to_string(&got).unwrap_or_default();
+    assert_eq!(input, "", "the agent got its prompt");
+}
