@@ -4,13 +4,18 @@
 benches/agent.sh, but each side started directly, with no shell and no `env`
 around it, so the ratio is not widened by their spread. Also prints
 specbridge's own time: its run less the CLI's `durationMs` in process.json.
+The CLI's time counts from its spawn, and an agent attempt's first batch is
+written after the spawn, while the CLI starts and before it is given its
+prompt: that batch is in the CLI's time, not in specbridge's own; only the
+ratio of the two runs tells whether it slowed the CLI.
 
     benches/agent-pairs.py SPECBRIDGE CLAUDE SERVER [PAIRS] [OLD_SPECBRIDGE]
 
 SERVER is the test kit's scripted-model-server (cargo build --release -p
 specbridge-testkit --bin scripted-model-server). With OLD_SPECBRIDGE, an older
 build runs in every round too, the three in a random order, and both builds'
-ratios and own times are printed. Every round also makes a second bare call
+ratios and own times are printed, with the new build's time less the old's
+round by round (median, and mean with its standard error). Every round also makes a second bare call
 whose stdout is a pipe read as it arrives (the first one's goes to /dev/null),
 and each build's ratio to it is printed too. Nothing leaves the machine: the
 CLI talks to the server on 127.0.0.1.
@@ -212,6 +217,13 @@ stages:
               f"{m(walls[b]) / m(piped):.3f}x; the median of each round's own ratio "
               f"(the two sides of a round ran within a second): "
               f"{m([w / x for w, x in zip(walls[b], bares)]):.3f}x")
+    if old:
+        # The two builds ran in the same rounds: their difference round by
+        # round leaves out what the CLI's own spread adds to both.
+        diffs = [n - o for n, o in zip(walls[specbridge], walls[old])]
+        sem = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
+        print(f"new less old, round by round: median {m(diffs):+.1f} ms, "
+              f"mean {statistics.fmean(diffs):+.1f} ms ± {sem:.1f} (standard error)")
 finally:
     model.kill()
     if os.environ.get("KEEP_SCRATCH"): print("scratch kept:", scratch)
