@@ -159,7 +159,9 @@ pub async fn run_until_ended(
         drop(child.stdin.take());
         signal_group(pgid, Signal::SIGKILL);
         let _ = child.wait().await;
-        wait_gone(pgid, SETTLE).await;
+        if !wait_gone(pgid, SETTLE).await {
+            end_group(pgid, spec.kill_grace, true, &cancel).await;
+        }
         guard.armed = false;
         stdout.finish();
         stderr.finish();
