@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use specbridge_testkit::model_server::{Reply, Script};
 
-use super::harness::{write_file, Sandbox};
+use super::harness::{read_json, write_file, Sandbox};
 
 const STAGE: &str = "verification:
   - { name: notes-written, argv: [sh, -c, 'test \"$(cat notes.txt)\" = hello'], required: true }
@@ -104,7 +104,9 @@ fn sigkill_while_the_real_cli_works_resumes_on_top_of_its_partial_change() {
 /// the CLI reads the end of its input and exits on its own, asking the model
 /// nothing and changing nothing. Every crash point up to the spawn event is
 /// tried (`SPECBRIDGE_TEST_ABORT_AFTER_WRITES`); those that fall in the window
-/// are told by the log: the attempt's records intended, no spawn event.
+/// are told by the log: the attempt's records intended, no spawn event. The
+/// same CLI given an input that ends at once, seen directly: the real CLI's
+/// `Error: Input must be provided…`, exit 1, nothing on stdout.
 #[test]
 fn specbridge_dying_before_the_prompt_leaves_a_cli_that_asks_nothing_and_exits() {
     let Some(sandbox) = Sandbox::new(|_| {
@@ -136,6 +138,12 @@ fn specbridge_dying_before_the_prompt_leaves_a_cli_that_asks_nothing_and_exits()
         .filter(|e| e["type"] == "record-written")
         .count();
     let writes = before_spawn.len() + renames;
+    let argv = read_json(&sandbox.attempt_dir("notes", 1).join("process.json"))["redactedArgv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect::<Vec<_>>();
     let asked = sandbox.model_requests().len();
     std::fs::remove_file(sandbox.ctx.path("notes.md")).unwrap();
     let runs = sandbox.ctx.path(".specbridge/runs");
@@ -182,6 +190,31 @@ fn specbridge_dying_before_the_prompt_leaves_a_cli_that_asks_nothing_and_exits()
         in_window > 0,
         "no crash point fell between the spawn and the prompt"
     );
+
+    // What such a CLI meets, seen directly: the argv specbridge gave it (a
+    // session id of its own), its input ended before a byte was written.
+    let mut argv = argv[1..].to_vec();
+    let session = argv.iter().position(|a| a == "--session-id").unwrap() + 1;
+    argv[session] = "6f1c2a4e-0b7d-4c3e-9a51-2d8e7f6b5c40".to_owned();
+    let mut cli = sandbox
+        .cli_command()
+        .args(&argv)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(cli.stdin.take());
+    let ended = cli.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&ended.stderr);
+    assert_eq!(ended.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "Input must be provided either through stdin or as a prompt argument when using --print"
+        ),
+        "{stderr}"
+    );
+    assert!(ended.stdout.is_empty(), "{:?}", ended.stdout);
     assert!(
         seen_waiting > 0,
         "no CLI was found waiting for its prompt right after specbridge died"

@@ -106,6 +106,19 @@ impl Sandbox {
     /// CLI elsewhere. specbridge passes its environment on to the agent.
     pub(super) fn command(&self) -> Command {
         let mut cmd = Command::cargo_bin("specbridge").expect("specbridge binary");
+        self.environment(&mut cmd);
+        cmd
+    }
+
+    /// The real CLI itself, in the repository, with the environment
+    /// [`Self::command`] gives specbridge.
+    pub(super) fn cli_command(&self) -> Command {
+        let mut cmd = Command::new(&self.claude);
+        self.environment(&mut cmd);
+        cmd
+    }
+
+    fn environment(&self, cmd: &mut Command) {
         cmd.current_dir(self.ctx.root())
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -129,7 +142,6 @@ impl Sandbox {
                 cmd.env(name, value);
             }
         }
-        cmd
     }
 
     /// Starts `specbridge run` in the background, its output discarded, for the
