@@ -120,27 +120,17 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // The snapshot reads the working tree, the run store's "before" reads the top
     // of `.specbridge/` (its walk goes on beside the agent) and `prepare` reads
     // the stage's inputs: none of them writes, so they run side by side and the
-    // waits for git and for the file system are hidden. What the scheduler
-    // queued to start the stage (its `running` record and `stage-started`; for
-    // the run's first stage, the run's first records, which the scheduler
-    // leaves to a stage started alone: `agent_flushes_first`) is written where
-    // it costs the spawn least:
-    //
-    // - beside a snapshot this attempt takes itself, rather than with the
-    //   prompt and request after it: the records the spawn then waits for are
-    //   fewer, and on a disk whose syncs barely overlap each costs its own wait;
-    // - with the prompt and request, in one batch, where the attempt claims the
-    //   snapshot taken ahead from the session's start (`snapshot_ahead.rs`;
-    //   every attempt claims it, used or not): that one began with the session,
-    //   so there is little or no wait left to hide a batch behind.
-    //
-    // Nothing read here is among those records, and no process of the stage
-    // starts before they are on disk: the batch after the snapshot is written
-    // after this one. A failed write stops the run's records
-    // (`store/fault.rs`), so the attempt's next write reports it, as it would
-    // have reported it here.
-    let claims_ahead = a.agent.tree_ahead.claimable();
-    let ((before, store_before), ((), prepared)) = beside(
+    // waits for git and for the file system are hidden. Every attempt claims
+    // the snapshot taken ahead from the session's start (`snapshot_ahead.rs`),
+    // used or not. What the scheduler queued to start the stage (its `running`
+    // record and `stage-started`; for the run's first stage, the run's first
+    // records, which the scheduler leaves to a stage started alone:
+    // `agent_flushes_first`) stays queued: it goes with `git-before.json`, the
+    // prompt and the request in the batch the invocation writes once the CLI
+    // is spawned and before it is given its prompt (`invoke.rs`, "The prompt
+    // waits for the records"), while the CLI starts up. Nothing read here is
+    // among those records.
+    let ((before, store_before), prepared) = beside(
         || {
             beside(
                 || match a.agent.tree_ahead.claim() {
@@ -150,16 +140,7 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
                 || a.agent.store.before(&a.ctx.root, a.run()),
             )
         },
-        || {
-            beside(
-                || {
-                    if !claims_ahead {
-                        let _ = a.run().flush();
-                    }
-                },
-                || prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION),
-            )
-        },
+        || prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION),
     );
     let p = match prepared {
         Ok(p) => p,

@@ -77,16 +77,6 @@ impl SnapshotAhead {
         ahead.wait().take()
     }
 
-    /// Whether [`claim`](Self::claim) would answer now with a snapshot (waiting
-    /// for it where it is still being taken): one is claimable, the tree's epoch
-    /// is the one it began at, and taking it has not failed.
-    pub(crate) fn claimable(&self) -> bool {
-        let inner = self.lock();
-        inner.as_ref().is_some_and(|ahead| {
-            ahead.still_the_tree() && (ahead.thread.is_some() || ahead.taken.is_some())
-        })
-    }
-
     fn lock(&self) -> MutexGuard<'_, Option<Ahead>> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -141,28 +131,6 @@ mod tests {
             "the preflight may still judge from it"
         );
         assert!(stale.claim().is_none(), "an epoch that moved voids it");
-    }
-
-    #[test]
-    fn claimable_says_what_the_next_claim_would_get() {
-        let repo = committed_repo();
-        assert!(!SnapshotAhead::default().claimable(), "none taken");
-        let preflight_only = SnapshotAhead::start(repo.path(), false);
-        assert!(!preflight_only.claimable());
-        let stale = SnapshotAhead::start(repo.path(), true);
-        stale.lock().as_mut().unwrap().epoch = TreeEpoch::never();
-        assert!(!stale.claimable(), "an epoch that moved voids it");
-        let ahead = SnapshotAhead::start(repo.path(), true);
-        let began = TreeEpoch::now();
-        ahead.lock().as_mut().unwrap().epoch = began;
-        // Other tests of this process start processes: only while the epoch
-        // holds is there anything to say.
-        let claimable = ahead.claimable();
-        if TreeEpoch::now() == began {
-            assert!(claimable, "still being taken, or taken");
-            assert!(ahead.claim().is_some());
-        }
-        assert!(!ahead.claimable(), "claimed");
     }
 
     #[test]
