@@ -90,7 +90,9 @@ fn reads_one_line(dir: &std::path::Path) -> SpawnSpec {
     spec
 }
 
-#[tokio::test]
+// Two workers: an input written early would be written while `on_spawn`
+// blocks its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_input_waits_for_on_spawn() {
     let dir = tempfile::tempdir().unwrap();
     let got = dir.path().join("got");
@@ -115,7 +117,7 @@ async fn the_input_waits_for_on_spawn() {
     assert_eq!(record.exit_code, Some(0));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn input_withheld_by_on_spawn_is_never_written_and_the_group_ends() {
     let dir = tempfile::tempdir().unwrap();
     let pgid = std::sync::OnceLock::new();
@@ -126,6 +128,8 @@ async fn input_withheld_by_on_spawn_is_never_written_and_the_group_ends() {
         None,
         |_, group| {
             pgid.set(group).unwrap();
+            // Time for an input written too early to be read.
+            std::thread::sleep(Duration::from_millis(300));
             Err("the disk is full".to_string())
         },
         || ended.store(true, std::sync::atomic::Ordering::SeqCst),

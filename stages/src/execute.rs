@@ -153,8 +153,10 @@ fn continue_session(
     let Some(c) = continuation::plan(&sr.run, &sr.node.id, sr.attempt, can_resume, &before) else {
         return Ok((p, before));
     };
+    // Queued: written with the attempt's start, before the agent is given its
+    // prompt (`invoke.rs`).
     sr.run
-        .write_json(
+        .defer_json(
             &layout::in_attempt(&a.attempt_rel, attempt::CONTINUATION),
             &c,
         )
