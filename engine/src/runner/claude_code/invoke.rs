@@ -397,7 +397,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             // resume after a crash ends the group, are written meanwhile: an
             // agent acts only on a prompt, and gets none before they are on
             // disk. One that cannot be recorded is stopped without its prompt
-            // (the CLI given no input exits at once, asking nothing).
+            // (the CLI given no input exits once it has started up, asking nothing).
             run.event(RunEvent::stage_spawned(&stage_id, attempt, pid, pgid))
                 .map_err(|e| crate::error_chain(&e))?;
             if let Some(on_spawn) = spec.on_spawn {
