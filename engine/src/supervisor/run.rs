@@ -155,13 +155,11 @@ pub async fn run_until_ended(
     let mut guard = GroupGuard { pgid, armed: true };
     if let Err(reason) = on_spawn(pid, pgid) {
         // Its input never written, the process has had nothing to act on; it
-        // and anything it started go before the error is returned.
-        drop(child.stdin.take());
+        // and anything it started go before the error is returned: the leader
+        // reaped first, as below, then the rest of its group ended.
         signal_group(pgid, Signal::SIGKILL);
         let _ = child.wait().await;
-        if !wait_gone(pgid, SETTLE).await {
-            end_group(pgid, spec.kill_grace, true, &cancel).await;
-        }
+        end_group(pgid, spec.kill_grace, true, &cancel).await;
         guard.armed = false;
         stdout.finish();
         stderr.finish();

@@ -190,6 +190,10 @@ fn specbridge_dying_before_the_prompt_leaves_a_cli_that_asks_nothing_and_exits()
         in_window > 0,
         "no crash point fell between the spawn and the prompt"
     );
+    assert!(
+        seen_waiting > 0,
+        "no CLI was found waiting for its prompt right after specbridge died"
+    );
 
     // What such a CLI meets, seen directly: the argv specbridge gave it (a
     // session id of its own), its input ended before a byte was written.
@@ -215,10 +219,6 @@ fn specbridge_dying_before_the_prompt_leaves_a_cli_that_asks_nothing_and_exits()
         "{stderr}"
     );
     assert!(ended.stdout.is_empty(), "{:?}", ended.stdout);
-    assert!(
-        seen_waiting > 0,
-        "no CLI was found waiting for its prompt right after specbridge died"
-    );
     assert_eq!(
         sandbox.model_requests().len(),
         asked,
