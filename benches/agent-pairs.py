@@ -32,6 +32,11 @@ last minute makes the next ones slower to allocate (docs/performance.md), and
 only specbridge's side would pay for the deletions: a user does not empty the
 run store before each run. DELETE=1 deletes them as before, to compare.
 
+FRESH=1 gives every timed run, both sides, a new empty HOME (made before the
+clock starts), as a CI job or a new user account has: the CLI's first-run
+files and specbridge's user cache folder are written anew each time. Without
+it both sides share one warm HOME.
+
 NOSYNC=1 builds benches/nosync.c (needs `cc`) and preloads it into every timed
 process, both sides alike: fsync and fdatasync return at once, so the times
 show what the disk's waits cost. Such runs are not durable; for measuring only.
@@ -103,6 +108,16 @@ stages:
                         os.path.join(here, "nosync.c")], check=True)
         env["LD_PRELOAD"] = shim
 
+    homes = iter(range(1 << 30))
+
+    def run_env():
+        """The environment of one timed run: with FRESH, a new empty HOME."""
+        if not os.environ.get("FRESH"):
+            return env
+        fresh = os.path.join(scratch, f"home-{next(homes)}")
+        os.makedirs(fresh)
+        return {**env, "HOME": fresh}
+
     runs_dir = os.path.join(repo, ".specbridge", "runs")
     kept = set()
     aside = os.path.join(scratch, "aside")
@@ -132,9 +147,10 @@ stages:
             set_aside(os.path.join(repo, ".specbridge"))
         set_aside(os.path.join(repo, "notes.md"))
         before = runs()
+        timed_env = run_env()
         t = time.perf_counter()
         clock = time.time()
-        subprocess.run([build or specbridge, "run", "--json"], cwd=repo, env=env,
+        subprocess.run([build or specbridge, "run", "--json"], cwd=repo, env=timed_env,
                        stdout=subprocess.DEVNULL, check=True)
         wall = (time.perf_counter() - t) * 1000
         (new_run,) = runs() - before
@@ -163,9 +179,10 @@ stages:
     def run_bare(piped=False):
         a = list(argv)
         a[a.index("--session-id") + 1] = str(uuid.uuid4())
+        timed_env = run_env()
         t = time.perf_counter()
         if piped:
-            p = subprocess.Popen(a, cwd=repo, env=env, stdin=subprocess.PIPE,
+            p = subprocess.Popen(a, cwd=repo, env=timed_env, stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE)
             p.stdin.write(prompt)
             p.stdin.close()
@@ -174,7 +191,7 @@ stages:
             if p.wait() != 0:
                 raise subprocess.CalledProcessError(p.returncode, a)
         else:
-            subprocess.run(a, cwd=repo, env=env, input=prompt, stdout=subprocess.DEVNULL,
+            subprocess.run(a, cwd=repo, env=timed_env, input=prompt, stdout=subprocess.DEVNULL,
                            check=True)
         return (time.perf_counter() - t) * 1000
 
@@ -207,6 +224,7 @@ stages:
         own = m([w - c for w, c in zip(walls[b], clis[b])])
         label = "" if not old else (" (new)" if b == specbridge else " (old)")
         print(f"pairs: {pairs}; earlier runs kept: {len(kept)}; "
+              f"{'a fresh HOME each run; ' if os.environ.get('FRESH') else ''}"
               f"{'earlier runs deleted; ' if os.environ.get('DELETE') else ''}"
               f"{'syncs made no-ops; ' if os.environ.get('NOSYNC') else ''}specbridge{label} run {m(walls[b]):.0f} ms, bare claude -p "
               f"{m(bares):.0f} ms (medians): {m(walls[b]) / m(bares):.3f}x; specbridge's own "
@@ -217,6 +235,13 @@ stages:
               f"{m(walls[b]) / m(piped):.3f}x; the median of each round's own ratio "
               f"(the two sides of a round ran within a second): "
               f"{m([w / x for w, x in zip(walls[b], bares)]):.3f}x")
+        # Each round's two sides ran within a second of each other: their
+        # difference leaves out most of what the CLI's own drift adds to both.
+        gaps = [w - x for w, x in zip(walls[b], bares)]
+        gap_se = statistics.stdev(gaps) / len(gaps) ** 0.5 if len(gaps) > 1 else 0.0
+        print(f"  specbridge{label} less the bare call, round by round: mean "
+              f"{statistics.fmean(gaps):+.1f} ms ± {gap_se:.1f} (standard error), median "
+              f"{m(gaps):+.1f} ms; ratio of the means {statistics.fmean(walls[b]) / statistics.fmean(bares):.3f}x")
     if old:
         # The two builds ran in the same rounds: their difference round by
         # round leaves out what the CLI's own spread adds to both.

@@ -635,3 +635,39 @@ fn kill_group_if_alive_ends_a_group_left_from_before() {
     assert_group_gone(pgid);
     assert!(!kill_group_if_alive(pgid, Duration::from_millis(100)));
 }
+
+/// After its result an agent may still act (the CLI takes 10–20 ms to exit
+/// after it), and so may a member of its group after the leader has exited.
+/// `on_ended` may come before the leader is reaped (`inert.rs`), but never
+/// before the last change: here the leader writes 50 ms after its result, a
+/// background member 5 ms after the leader has gone, and `on_ended` must find
+/// both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_ended_after_a_result_waits_for_what_the_group_still_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = sh(
+        dir.path(),
+        "echo result; sleep 0.05; echo late > late; (sleep 0.005; echo later > later) & exit 0",
+    );
+    let (lines, _seen) = mpsc::unbounded_channel();
+    let mut observer = ResultOnLine { lines };
+    let found = std::sync::Mutex::new(None);
+    let record = bounded(run_until_ended(
+        spec,
+        CancelToken::new(),
+        Some(&mut observer),
+        |_, _| Ok(()),
+        || {
+            *found.lock().unwrap() = Some((
+                dir.path().join("late").exists(),
+                dir.path().join("later").exists(),
+            ));
+        },
+    ))
+    .await
+    .unwrap();
+    assert_eq!(record.exit_code, Some(0));
+    assert!(!record.hung_after_result && !record.orphans_killed);
+    assert_eq!(*found.lock().unwrap(), Some((true, true)));
+    assert_group_gone(record.pgid);
+}

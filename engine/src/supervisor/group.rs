@@ -218,12 +218,16 @@ fn live_members(pgid: i32) -> Option<bool> {
     Some(false)
 }
 
-/// The state and process group from a `/proc/<pid>/stat` line. The command name
-/// sits in parentheses and may itself hold spaces and parentheses, so fields are
-/// counted from the last `)`.
+/// The fields of a `/proc/<pid>/stat` line from the state (field 3) on. The
+/// command name before them sits in parentheses and may itself hold spaces and
+/// parentheses, so they are counted from the last `)`.
+pub(super) fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace())
+}
+
+/// The state and process group from a `/proc/<pid>/stat` line.
 fn parse_stat(stat: &str) -> Option<(char, i32)> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    let mut fields = after_name.split_whitespace();
+    let mut fields = stat_fields(stat)?;
     let state = fields.next()?.chars().next()?;
     let _parent = fields.next()?;
     let group = fields.next()?.parse().ok()?;
@@ -236,10 +240,8 @@ fn parse_stat(stat: &str) -> Option<(char, i32)> {
 /// larger one.
 pub fn process_start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command (which may hold spaces and parentheses): state
-    // is field 3, starttime field 22.
-    let rest = stat.rsplit_once(')')?.1;
-    rest.split_whitespace().nth(19)?.parse().ok()
+    // State is field 3, starttime field 22.
+    stat_fields(&stat)?.nth(19)?.parse().ok()
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod capture;
 mod ctrl_c;
 mod error;
 mod group;
+mod inert;
 mod record;
 mod resolve;
 mod run;

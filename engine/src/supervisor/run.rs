@@ -16,6 +16,7 @@ use super::cancel::{CancelLevel, CancelToken};
 use super::capture::{Capture, CaptureEvent, StdoutObserver};
 use super::error::SupervisorError;
 use super::group::{end_group, signal_group, wait_gone};
+use super::inert::group_inert;
 use super::record::{signal_name, OutputStream, ProcessRecord, PROCESS_SCHEMA_VERSION};
 use super::resolve::resolve_program;
 use super::spec::SpawnSpec;
@@ -31,6 +32,10 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// millisecond, and counting it recorded `orphansKilled: true` for a third of
 /// confined stages that left nothing behind (and cost each a 10 ms poll).
 const SETTLE: Duration = Duration::from_millis(15);
+/// How often, once the agent's result has been read, its group is looked at to
+/// tell whether it can still act (`inert.rs`): about 15 µs a look while the
+/// leader runs, against the CLI's 10 to 20 ms from its result to its exit.
+const INERT_POLL: Duration = Duration::from_millis(1);
 
 /// How many processes this process has started (or tried to) through [`run`].
 /// Whoever compares state around one child can tell from it whether another
@@ -71,17 +76,21 @@ pub async fn run(
 /// group is killed and waited for, and [`SupervisorError::Withheld`] carries
 /// the reason.
 ///
-/// `on_ended` is called once the process group has ended and its pipes are
-/// drained, before its logs are completed (each synced and announced): what
-/// reads the state the process left behind can start while the logs wait for
-/// the disk. Not called when the process was not started, nor when
-/// supervising it failed before the group ended.
+/// `on_ended` is called once no member of the process group can act any more,
+/// before its logs are completed (each synced and announced): what reads the
+/// state the process left behind can start while the logs wait for the disk.
+/// That is once the group has ended and its pipes are drained, or earlier,
+/// once the observer has seen a result and every thread of every member is
+/// exiting (`inert.rs`): the kernel tears a large process down for tens of
+/// milliseconds before it can be reaped, and whoever waits for the reap waits
+/// for that. Not called when the process was not started, nor when
+/// supervising it failed before the group could no longer act.
 pub async fn run_until_ended(
     mut spec: SpawnSpec,
     cancel: CancelToken,
     observer: Option<&mut dyn StdoutObserver>,
     on_spawn: impl FnOnce(u32, i32) -> Result<(), String>,
-    on_ended: impl FnOnce(),
+    on_ended: impl FnOnce() + Send,
 ) -> Result<ProcessRecord, SupervisorError> {
     // Whatever happens, the sinks are completed: an empty log is recorded like
     // any other, never left behind unannounced.
@@ -181,11 +190,25 @@ pub async fn run_until_ended(
     let stderr_pipe = child.stderr.take().expect("stderr is piped");
 
     let (events, mut event_rx) = mpsc::unbounded_channel();
+    let mut on_ended = Some(on_ended);
+    let mut end = || {
+        if let Some(on_ended) = on_ended.take() {
+            on_ended();
+        }
+    };
     let ended;
     {
         let stdout_pump = stdout.pump(stdout_pipe, events.clone());
         let stderr_pump = stderr.pump(stderr_pipe, events);
-        let control = supervise(&mut child, pid, started, &spec, &cancel, &mut event_rx);
+        let control = supervise(
+            &mut child,
+            pid,
+            started,
+            &spec,
+            &cancel,
+            &mut event_rx,
+            &mut end,
+        );
         tokio::pin!(stdout_pump, stderr_pump, control);
         let (mut stdout_done, mut stderr_done) = (false, false);
         ended = loop {
@@ -214,7 +237,7 @@ pub async fn run_until_ended(
         writer.abort();
     }
     if ended.is_ok() {
-        on_ended();
+        end();
     }
     stdout.finish();
     stderr.finish();
@@ -284,7 +307,8 @@ struct Ended {
 }
 
 /// Waits for the leader while acting on timeout, cancel, output limits and the
-/// result; then ends whatever is left of the group.
+/// result; then ends whatever is left of the group. `on_inert` is called if,
+/// after a result, the group is seen unable to act before the leader is reaped.
 async fn supervise(
     child: &mut Child,
     pid: u32,
@@ -292,6 +316,7 @@ async fn supervise(
     spec: &SpawnSpec,
     cancel: &CancelToken,
     events: &mut UnboundedReceiver<CaptureEvent>,
+    on_inert: &mut (dyn FnMut() + Send),
 ) -> Result<Ended, SupervisorError> {
     let pgid = pid as i32;
     let grace = spec.kill_grace;
@@ -299,6 +324,7 @@ async fn supervise(
     let mut stops = Stops::default();
     let mut seen_cancel = CancelLevel::None;
     let mut hang_at: Option<Instant> = None;
+    let mut inert_at: Option<Instant> = None;
     let mut kill_at: Option<Instant> = None;
     let mut killed = false;
     let mut events_open = true;
@@ -329,6 +355,14 @@ async fn supervise(
                     terminate(&mut kill_at, killed);
                 }
             }
+            () = sleep_until_some(inert_at) => {
+                inert_at = if group_inert(pgid, pid) {
+                    on_inert();
+                    None
+                } else {
+                    Some(Instant::now() + INERT_POLL)
+                };
+            }
             () = sleep_until_some(hang_at) => {
                 hang_at = None;
                 stops.hung_after_result = true;
@@ -353,7 +387,11 @@ async fn supervise(
                     }
                 }
                 Some(CaptureEvent::ResultSeen) => {
-                    hang_at.get_or_insert(Instant::now() + grace);
+                    let now = Instant::now();
+                    if hang_at.is_none() {
+                        inert_at = Some(now + INERT_POLL);
+                    }
+                    hang_at.get_or_insert(now + grace);
                 }
                 None => events_open = false,
             },
