@@ -108,7 +108,7 @@ pub(crate) trait AttemptKind: Sync {
 
 /// What is read after the agent, both perhaps still being taken: the working
 /// tree (the after-snapshot) and the run store's comparison, to be asked after
-/// the snapshot. Both start when the agent's group has ended
+/// the snapshot. Both start when no member of the agent's group can act any more
 /// (`InvokeSpec::on_exit`), else when asked for.
 pub(crate) struct AfterAgent {
     pub(crate) tree: AfterSnapshot,
@@ -166,8 +166,9 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     };
 
     let store_before = store_before.at_spawn(run);
-    // The after-snapshot and the run store's "after" start as soon as the agent
-    // has ended, beside the invocation's own records (`InvokeSpec::on_exit`);
+    // The after-snapshot and the run store's "after" start as soon as no member
+    // of the agent's group can act any more (while the kernel still tears the
+    // CLI down), beside the invocation's own records (`InvokeSpec::on_exit`);
     // the run store's "before", where it is walked beside the agent, once the
     // agent is spawned (`InvokeSpec::on_spawn`).
     let after = AfterSnapshot::new(&a.ctx.root);

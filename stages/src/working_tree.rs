@@ -192,8 +192,9 @@ pub(crate) fn snapshot_on_thread(
         .ok()
 }
 
-/// The working tree after an agent, read from the moment the agent's process
-/// group has ended (the invocation's `on_exit`), on a thread beside the writing
+/// The working tree after an agent, read from the moment no member of the
+/// agent's process group can act any more (the invocation's `on_exit`), on a
+/// thread beside the writing
 /// of the invocation's records, which are all under `.specbridge/` and so never
 /// in a snapshot. Not started (nothing spawned, or a playback, which changes
 /// the tree itself), it is taken when asked for.

@@ -78,10 +78,11 @@ pub struct InvokeSpec<'a> {
     /// Answer from this recorded attempt instead of spawning the agent: its output
     /// is played back and its changes applied (see [`crate::replay`]).
     pub replay: Option<&'a RecordedAttempt>,
-    /// Called once the agent's process group has ended and its logs are on
-    /// disk, before its records are read and written: the caller may read the
-    /// working tree from here on (the after-snapshot), beside the rest of the
-    /// invocation. Nothing specbridge does after the call changes the working
+    /// Called once no member of the agent's process group can act any more
+    /// (the supervisor's `on_ended`: the group gone, or after the result every
+    /// member exiting while the kernel tears it down), before its records are
+    /// read and written: the caller may read the working tree from here on
+    /// (the after-snapshot), beside the rest of the invocation. Nothing specbridge does after the call changes the working
     /// tree: the CLI's private temporary folder, where it lies inside `cwd`, is
     /// removed before it. Not called for a playback (it changes the tree) or
     /// when nothing was spawned.
@@ -373,8 +374,8 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     );
     let run = spec.run;
     let (stage_id, attempt) = (spec.stage_id.to_string(), spec.attempt);
-    // The caller's after-snapshot starts as soon as the agent's group has
-    // ended, while its logs are synced — unless the CLI's temporary folder lies
+    // The caller's after-snapshot starts as soon as the agent's group can no
+    // longer act, while it is torn down and its logs are synced — unless the CLI's temporary folder lies
     // inside the working tree: then that folder is removed first (below), so
     // that the snapshot never sees it.
     let tmp_in_tree = private_tmp
