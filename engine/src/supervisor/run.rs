@@ -324,7 +324,9 @@ async fn supervise(
     let mut stops = Stops::default();
     let mut seen_cancel = CancelLevel::None;
     let mut hang_at: Option<Instant> = None;
+    // Looked at from the first result on, until the group is seen inert.
     let mut inert_at: Option<Instant> = None;
+    let mut inert_looked_for = false;
     let mut kill_at: Option<Instant> = None;
     let mut killed = false;
     let mut events_open = true;
@@ -388,7 +390,8 @@ async fn supervise(
                 }
                 Some(CaptureEvent::ResultSeen) => {
                     let now = Instant::now();
-                    if hang_at.is_none() {
+                    if !inert_looked_for {
+                        inert_looked_for = true;
                         inert_at = Some(now + INERT_POLL);
                     }
                     hang_at.get_or_insert(now + grace);
