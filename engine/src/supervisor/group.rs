@@ -13,6 +13,7 @@
 //! namespace init outlives every confined command's leader and becomes such a
 //! zombie; a PID 1 that reaps every couple of seconds left it to the scan.
 
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -196,26 +197,40 @@ async fn child_exited(exits: &mut Option<Signals>) {
 /// Whether `/proc` lists a non-zombie member of group `pgid`; `None` without a
 /// readable `/proc`.
 fn live_members(pgid: i32) -> Option<bool> {
-    let entries = std::fs::read_dir("/proc").ok()?;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        // A process can end between listing and reading; that is not an error.
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        if let Some((state, group)) = parse_stat(&stat) {
-            if group == pgid && !matches!(state, 'Z' | 'X' | 'x') {
-                return Some(true);
-            }
-        }
-    }
-    Some(false)
+    let members = group_members(pgid, "/proc")?;
+    Some(
+        members
+            .values()
+            .any(|state| !matches!(state, 'Z' | 'X' | 'x')),
+    )
+}
+
+/// The processes of group `pgid` that the `/proc` at `proc` lists, each with
+/// its state; `None` where that folder cannot be listed.
+pub(super) fn group_members(pgid: i32, proc: &str) -> Option<HashMap<u32, char>> {
+    let members = numbered_entries(proc)?
+        .into_iter()
+        .filter_map(|pid| {
+            // A process can end between listing and reading: then it is no
+            // member any more, and that is not an error.
+            let stat = std::fs::read_to_string(format!("{proc}/{pid}/stat")).ok()?;
+            let (state, group) = parse_stat(&stat)?;
+            (group == pgid).then_some((pid, state))
+        })
+        .collect();
+    Some(members)
+}
+
+/// The entries of the folder `dir` named by a number (processes in `/proc`,
+/// threads in `/proc/<pid>/task`); `None` where it cannot be listed.
+pub(super) fn numbered_entries(dir: &str) -> Option<HashSet<u32>> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    Some(
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect(),
+    )
 }
 
 /// The fields of a `/proc/<pid>/stat` line from the state (field 3) on. The
@@ -226,7 +241,7 @@ pub(super) fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
 }
 
 /// The state and process group from a `/proc/<pid>/stat` line.
-fn parse_stat(stat: &str) -> Option<(char, i32)> {
+pub(super) fn parse_stat(stat: &str) -> Option<(char, i32)> {
     let mut fields = stat_fields(stat)?;
     let state = fields.next()?.chars().next()?;
     let _parent = fields.next()?;

@@ -25,9 +25,7 @@
 //! Anything unreadable or unexpected answers "not inert": the caller then waits
 //! for the reap, as it would have without this.
 
-use std::collections::HashSet;
-
-use super::group::stat_fields;
+use super::group::{group_members, numbered_entries, stat_fields};
 
 /// The kernel's flag of a task in `do_exit` (`include/linux/sched.h`), field 9
 /// of `/proc/<pid>/stat`.
@@ -47,16 +45,18 @@ fn group_inert_with(pgid: i32, leader: u32, proc: &str, aio: impl Fn() -> Option
     if !task_inert(&format!("{proc}/{leader}/stat")) || !threads_inert(leader, proc) {
         return false;
     }
-    let Some(first) = members(pgid, proc) else {
+    let Some(first) = group_members(pgid, proc) else {
         return false;
     };
-    if !first.iter().all(|pid| threads_inert(*pid, proc)) {
+    // The leader's threads were read above.
+    let others = first.keys().filter(|pid| **pid != leader);
+    if !others.copied().all(|pid| threads_inert(pid, proc)) {
         return false;
     }
-    let Some(again) = members(pgid, proc) else {
+    let Some(again) = group_members(pgid, proc) else {
         return false;
     };
-    again.is_subset(&first) && aio() == Some(0)
+    again.keys().all(|pid| first.contains_key(pid)) && aio() == Some(0)
 }
 
 /// How many AIO contexts the machine holds; `None` when that cannot be read.
@@ -91,7 +91,7 @@ fn stat_inert(stat: &str) -> Option<bool> {
 /// its threads listed again after they were read.
 fn threads_inert(pid: u32, proc: &str) -> bool {
     let dir = format!("{proc}/{pid}/task");
-    let Some(first) = tasks(&dir) else {
+    let Some(first) = numbered_entries(&dir) else {
         return gone(pid, proc);
     };
     if !first
@@ -100,7 +100,7 @@ fn threads_inert(pid: u32, proc: &str) -> bool {
     {
         return false;
     }
-    match tasks(&dir) {
+    match numbered_entries(&dir) {
         Some(again) => again.is_subset(&first),
         None => gone(pid, proc),
     }
@@ -112,40 +112,6 @@ fn gone(pid: u32, proc: &str) -> bool {
         std::fs::metadata(format!("{proc}/{pid}")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound
     )
-}
-
-/// The numeric entries of the folder `dir`; `None` where it cannot be read.
-fn tasks(dir: &str) -> Option<HashSet<u32>> {
-    let entries = std::fs::read_dir(dir).ok()?;
-    Some(
-        entries
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse().ok())
-            .collect(),
-    )
-}
-
-/// The processes of group `pgid`, from every `/proc/<pid>/stat`; `None` where
-/// `/proc` cannot be listed.
-fn members(pgid: i32, proc: &str) -> Option<HashSet<u32>> {
-    let all = tasks(proc)?;
-    Some(
-        all.into_iter()
-            .filter(|pid| {
-                // A process can end between listing and reading: then it is
-                // no member any more.
-                std::fs::read_to_string(format!("{proc}/{pid}/stat"))
-                    .ok()
-                    .and_then(|stat| group_of(&stat))
-                    == Some(pgid)
-            })
-            .collect(),
-    )
-}
-
-/// The process group of a `stat` line.
-fn group_of(stat: &str) -> Option<i32> {
-    stat_fields(stat)?.nth(2)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -167,7 +133,10 @@ mod tests {
         assert_eq!(stat_inert(&line(7, 'D', 0x0040_0104)), Some(true));
         assert_eq!(stat_inert(&line(7, 'Z', 0)), Some(true));
         assert_eq!(stat_inert("7 (x) S 1"), None);
-        assert_eq!(group_of(&line(7, 'S', 0)), Some(40));
+        assert_eq!(
+            super::super::group::parse_stat(&line(7, 'S', 0)),
+            Some(('S', 40))
+        );
     }
 
     /// A fake `/proc` of the processes given as (pid, state, flags, group),
