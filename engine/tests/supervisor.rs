@@ -314,18 +314,35 @@ async fn on_ended_comes_once_the_whole_group_is_gone_and_before_the_logs_complet
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
-/// A sink that notes whether the child had started when it was opened, and can
-/// refuse to open.
+/// What a sink saw when it was opened: the children of the thread that opened
+/// it (the supervisor spawns on that thread, so the child is among them once it
+/// exists), and whether the spawn had been recorded (`on_spawn` called) by then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Opened {
+    children: Vec<u32>,
+    spawn_recorded: bool,
+}
+
+/// A sink that notes what it saw when it was opened, and can refuse to open.
 struct OpenedSink {
-    spawned: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    opened_after_spawn: std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
+    spawn_recorded: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    opened: std::sync::Arc<std::sync::Mutex<Vec<Opened>>>,
     refuse: bool,
 }
 
 impl OutputSink for OpenedSink {
     fn open(&mut self) -> std::io::Result<()> {
-        let spawned = self.spawned.load(std::sync::atomic::Ordering::SeqCst);
-        self.opened_after_spawn.lock().unwrap().push(spawned);
+        let children = std::fs::read_to_string("/proc/thread-self/children")
+            .unwrap()
+            .split_whitespace()
+            .map(|pid| pid.parse().unwrap())
+            .collect();
+        self.opened.lock().unwrap().push(Opened {
+            children,
+            spawn_recorded: self
+                .spawn_recorded
+                .load(std::sync::atomic::Ordering::SeqCst),
+        });
         if self.refuse {
             return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
         }
@@ -345,57 +362,63 @@ impl OutputSink for OpenedSink {
     }
 }
 
-fn opened_sinks(
-    spec: &mut SpawnSpec,
-    refuse_stderr: bool,
-) -> (
+type Noted = (
     std::sync::Arc<std::sync::atomic::AtomicBool>,
-    std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
-) {
-    let spawned = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    std::sync::Arc<std::sync::Mutex<Vec<Opened>>>,
+);
+
+fn opened_sinks(spec: &mut SpawnSpec, refuse_stderr: bool) -> Noted {
+    let spawn_recorded = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let opened = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = |refuse| {
         Box::new(OpenedSink {
-            spawned: spawned.clone(),
-            opened_after_spawn: opened.clone(),
+            spawn_recorded: spawn_recorded.clone(),
+            opened: opened.clone(),
             refuse,
         })
     };
     spec.stdout = sink(false);
     spec.stderr = sink(refuse_stderr);
-    (spawned, opened)
+    (spawn_recorded, opened)
 }
 
-/// A process's logs are made while it starts, not before it: each sink is
-/// opened once, after the spawn (the run store's logs make their file and
-/// folders there).
+/// A process's logs are made while it starts, not before it, and before its
+/// spawn is recorded: each sink is opened once, when the child exists and
+/// `on_spawn` has not yet been called (the run store's logs make their file and
+/// the attempt's folder there, so a `process-spawned` event never comes
+/// without them, even when specbridge dies right after it).
 #[tokio::test]
-async fn the_sinks_are_opened_once_the_child_has_started() {
+async fn the_sinks_are_opened_once_the_child_has_started_before_its_spawn_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let mut spec = sh(dir.path(), "echo out; echo err >&2");
-    let (spawned, opened) = opened_sinks(&mut spec, false);
-    let record = bounded(run(spec, CancelToken::new(), None, |_, _| {
-        spawned.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (spawn_recorded, opened) = opened_sinks(&mut spec, false);
+    let child = std::sync::OnceLock::new();
+    let record = bounded(run(spec, CancelToken::new(), None, |pid, _| {
+        spawn_recorded.store(true, std::sync::atomic::Ordering::SeqCst);
+        child.set(pid).unwrap();
     }))
     .await
     .unwrap();
     assert_eq!(record.exit_code, Some(0));
-    assert_eq!(*opened.lock().unwrap(), [true, true]);
+    let seen = Opened {
+        children: vec![*child.get().unwrap()],
+        spawn_recorded: false,
+    };
+    assert_eq!(*opened.lock().unwrap(), [seen.clone(), seen]);
 }
 
 /// A log that cannot be made once the child has started (a full disk) stops
 /// the child as a failed write does, and the error names the log; nothing of
-/// the group is left.
+/// the group is left, and its spawn is not recorded (the run's records have
+/// failed anyway).
 #[tokio::test]
 async fn a_sink_that_cannot_open_stops_the_child() {
     let dir = tempfile::tempdir().unwrap();
     let mut spec = sh(dir.path(), "trap '' TERM; sleep 1000 & sleep 1000; wait");
-    let (spawned, _) = opened_sinks(&mut spec, true);
-    let pgid = std::sync::OnceLock::new();
+    let (spawn_recorded, opened) = opened_sinks(&mut spec, true);
     let started = std::time::Instant::now();
-    let err = bounded(run(spec, CancelToken::new(), None, |_, group| {
-        spawned.store(true, std::sync::atomic::Ordering::SeqCst);
-        pgid.set(group).unwrap();
+    let err = bounded(run(spec, CancelToken::new(), None, |_, _| {
+        spawn_recorded.store(true, std::sync::atomic::Ordering::SeqCst);
     }))
     .await
     .unwrap_err();
@@ -410,7 +433,13 @@ async fn a_sink_that_cannot_open_stops_the_child() {
         started.elapsed() < Duration::from_secs(30),
         "the child was not stopped"
     );
-    assert_group_gone(*pgid.get().unwrap());
+    assert!(!spawn_recorded.load(std::sync::atomic::Ordering::SeqCst));
+    // The child leads its own group: its pid is the group's id.
+    let opened = opened.lock().unwrap();
+    let [ref child] = opened.last().unwrap().children[..] else {
+        panic!("one child when the sink was opened: {opened:?}");
+    };
+    assert_group_gone(i32::try_from(*child).unwrap());
 }
 
 /// An orphan is reparented to specbridge, the subreaper of what it starts, and

@@ -93,6 +93,36 @@ fn passed(events: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every stage whose process the log says was spawned is shown by `runs show`,
+/// whatever the crash left: its attempt's folder is made before its spawn is
+/// recorded (a check stage's first attempt is listed by that folder alone).
+fn shown_as_spawned(ctx: &TestContext, n: usize, events: &str) -> Result<(), String> {
+    let spawned: Vec<String> = events
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|ev| ev["type"] == "process-spawned")
+        .filter_map(|ev| ev["stage"].as_str().map(str::to_string))
+        .collect();
+    if spawned.is_empty() {
+        return Ok(());
+    }
+    let show = ctx.run(&["runs", "show", "latest", "--json"]);
+    let shown: Value = serde_json::from_str(&show.stdout)
+        .map_err(|e| format!("{n}: runs show after the crash: {e}: {}", show.snapshot()))?;
+    let listed: Vec<&str> = shown["stages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["stageId"].as_str())
+        .collect();
+    match spawned.iter().find(|id| !listed.contains(&id.as_str())) {
+        Some(id) => Err(format!(
+            "{n}: `{id}` was spawned but runs show lists only {listed:?}"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Crash after write `n`, resume, check. `Err` describes what went wrong.
 fn crash_at(n: usize) -> Result<&'static str, String> {
     let mut ctx = repo();
@@ -120,6 +150,7 @@ fn crash_at(n: usize) -> Result<&'static str, String> {
     }
     let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap_or_default();
     let before = passed(&events);
+    shown_as_spawned(&ctx, n, &events)?;
     // An execute agent cut off before it recorded its change leaves it in the
     // tree: the resume keeps it as that attempt's partial work.
     let out = ctx.run(&["resume", "latest"]);

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::events::{RunEvent, StageFinished};
+use crate::events::{CrashRepaired, RunEvent, StageFinished};
 
 use crate::resume::force::Forced;
 use crate::resume::reuse::{reuse_or_rerun, Current, Reason, ReuseDecision, Why};
@@ -175,8 +175,14 @@ impl StageExecutor for ResumeExecutor {
     fn expand(&self, placeholder: &Node, run: &RunHandle) -> Result<Vec<Node>, String> {
         let mut instances = self.inner.expand(placeholder, run)?;
         for n in &mut instances {
-            if let Some(rec) = self.recorded.get(&n.id) {
-                n.prior_attempts = n.prior_attempts.max(rec.attempts);
+            let recorded = self.recorded.get(&n.id).map_or(0, |r| r.attempts);
+            let announced = crate::resume::recover::count_unrecorded_attempts(run, n, recorded)
+                .map_err(|e| crate::error_chain(&e))?;
+            if !announced.is_empty() {
+                run.event(RunEvent::CrashRepaired(CrashRepaired {
+                    repaired: announced,
+                }))
+                .map_err(|e| crate::error_chain(&e))?;
             }
         }
         let ids: BTreeSet<&str> = instances.iter().map(|n| n.id.as_str()).collect();

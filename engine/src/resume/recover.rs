@@ -160,6 +160,38 @@ pub(crate) fn mark_interrupted(
     Ok(ids)
 }
 
+/// Attempts a crash cut off before any record of them was on disk: the child
+/// spawned and its logs made, the batch that records its start not yet written
+/// (an agent's is written while the CLI starts up, before it gets its prompt;
+/// a check's beside its command). `node` is counted past every attempt folder
+/// of its stage, so that the next attempt never reuses one (its logs are new
+/// files only), and the logs such an attempt left are announced as they were
+/// left. `recorded` is what the stage's record counts. Returns what it
+/// announced, one line each.
+pub(crate) fn count_unrecorded_attempts(
+    run: &RunHandle,
+    node: &mut crate::scheduler::Node,
+    recorded: u32,
+) -> Result<Vec<String>, StoreError> {
+    let folders = RunReader::at(run.dir()).attempt_numbers(&node.id)?;
+    let mut announced = Vec::new();
+    for &n in folders.iter().filter(|&&n| n > recorded) {
+        let attempt_rel = layout::attempt_rel(&node.id, n);
+        for log in [attempt::RAW_STDOUT, attempt::RAW_STDERR] {
+            let rel = layout::in_attempt(&attempt_rel, log);
+            if run.path(&rel).is_ok_and(|p| p.is_file()) {
+                run.announce(&rel)?;
+                announced.push(format!(
+                    "announced {rel}, left by an attempt no record names"
+                ));
+            }
+        }
+    }
+    let last = folders.last().copied().unwrap_or(0);
+    node.prior_attempts = node.prior_attempts.max(recorded).max(last);
+    Ok(announced)
+}
+
 /// What a crash between a write and its event left, made whole before anything
 /// is scheduled (docs/audit.md, "Crash recovery"): a record that matches its
 /// pending `record-intent` is confirmed with a `record-written` event, and a
@@ -252,6 +284,69 @@ mod tests {
         assert!(reused_group(pgid, &old).is_some());
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// A crash after an attempt's logs were made and before any record of it:
+    /// the next attempt is numbered past its folder (its logs are new files
+    /// only, so reusing the number would fail), and the logs it left are
+    /// announced as they were; attempts a record counts are left alone.
+    #[test]
+    fn an_attempt_no_record_names_is_counted_and_its_logs_announced() {
+        use crate::pipeline::StageKind;
+        let base = tempfile::tempdir().unwrap();
+        let run = crate::store::RunStore::new(base.path())
+            .create(crate::redact::Redactor::default())
+            .unwrap();
+        let logs = |stage: &str, n: u32| {
+            let dir = run.dir().join(layout::attempt_rel(stage, n));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(attempt::RAW_STDOUT), "started\n").unwrap();
+            std::fs::write(dir.join(attempt::RAW_STDERR), "").unwrap();
+        };
+        logs("spec", 1);
+        logs("gate", 1);
+        logs("gate", 2);
+
+        let mut spec = crate::scheduler::Node::stage("spec", StageKind::Generate, vec![]);
+        let announced = count_unrecorded_attempts(&run, &mut spec, 0).unwrap();
+        assert_eq!(spec.prior_attempts, 1, "the next attempt is 2");
+        assert_eq!(announced.len(), 2, "{announced:?}");
+        // The first attempt is recorded; only the second is not.
+        let mut gate = crate::scheduler::Node::stage("gate", StageKind::Check, vec![]);
+        let announced = count_unrecorded_attempts(&run, &mut gate, 1).unwrap();
+        assert_eq!(gate.prior_attempts, 2);
+        assert!(
+            announced.iter().all(|l| l.contains("gate/attempt-002/")),
+            "{announced:?}"
+        );
+        // A stage with no folder, or none past its record, is as recorded.
+        let mut design = crate::scheduler::Node::stage("design", StageKind::Generate, vec![]);
+        assert!(count_unrecorded_attempts(&run, &mut design, 0)
+            .unwrap()
+            .is_empty());
+        assert_eq!(design.prior_attempts, 0);
+        let mut recorded = crate::scheduler::Node::stage("spec", StageKind::Generate, vec![]);
+        assert!(count_unrecorded_attempts(&run, &mut recorded, 3)
+            .unwrap()
+            .is_empty());
+        assert_eq!(recorded.prior_attempts, 3);
+
+        drop(run);
+        let dir = std::fs::read_dir(base.path().join(".specbridge/runs"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+        let written = |rel: &str| {
+            events.lines().any(|l| {
+                l.contains("\"record-written\"") && l.contains(&format!("\"path\":\"{rel}\""))
+            })
+        };
+        assert!(written("stages/spec/attempt-001/raw-stdout.log"));
+        assert!(written("stages/gate/attempt-002/raw-stderr.log"));
+        assert!(!written("stages/gate/attempt-001/raw-stdout.log"));
     }
 
     #[test]

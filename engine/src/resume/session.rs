@@ -16,7 +16,9 @@ use crate::orchestrate::{plan_nodes, ActiveRun, OrchestrateError, PipelineSource
 use crate::pipeline::load::CheckedBefore;
 use crate::resume::executor::retire;
 use crate::resume::force::Forced;
-use crate::resume::recover::{end_orphans, mark_interrupted, repair_unlogged, Spawns};
+use crate::resume::recover::{
+    count_unrecorded_attempts, end_orphans, mark_interrupted, repair_unlogged, Spawns,
+};
 use crate::resume::reuse::Reason;
 use crate::scheduler::{self, Node};
 use crate::status::{RunStatus, StageStatus};
@@ -285,6 +287,17 @@ impl OpenedRun {
             orphan_grace(&spec.source.file, &stages, node)
         })?;
         let interrupted = mark_interrupted(&run, &mut stages)?;
+        let mut nodes = nodes;
+        let mut unrecorded = Vec::new();
+        for node in &mut nodes {
+            let recorded = stages.get(&node.id).map_or(0, |r| r.attempts);
+            unrecorded.extend(count_unrecorded_attempts(&run, node, recorded)?);
+        }
+        if !unrecorded.is_empty() {
+            run.event(RunEvent::CrashRepaired(CrashRepaired {
+                repaired: unrecorded,
+            }))?;
+        }
 
         if pipeline_sha != record.pipeline.sha256 {
             run.write_bytes(layout::PIPELINE, &spec.source.bytes)?;

@@ -2,9 +2,10 @@
 //! are written, announced with their sha256 once complete.
 //!
 //! A log is made on the disk when it is opened, not when it is named: the
-//! supervisor opens a process's logs right after the spawn, so the folders and
-//! inodes they need are made while the process starts instead of before it
-//! (docs/run-directory.md, "Writing rules").
+//! supervisor opens a process's logs right after the spawn and before the spawn
+//! is recorded, so the folders and inodes they need are made while the process
+//! starts instead of before it, and a `process-spawned` event always has its
+//! attempt folder (docs/run-directory.md, "Writing rules").
 
 use std::fs::File;
 use std::io::{BufWriter, Write};

@@ -79,8 +79,15 @@ impl<'o> Capture<'o> {
         self.sink.describe()
     }
 
-    /// Opens the sink, then copies `pipe` into it until end of stream, the cap,
-    /// or an error.
+    /// Makes the sink's destination (a log file and its folders), called once
+    /// the child exists and before its spawn is recorded: what reads the run
+    /// sees the attempt's folder as soon as its `process-spawned` event.
+    pub(crate) fn open(&mut self) -> io::Result<()> {
+        self.sink.open()
+    }
+
+    /// Copies `pipe` into the opened sink until end of stream, the cap, or an
+    /// error.
     /// The sink writes synchronously: a chunk at a time into a local file.
     /// Past the cap the pipe is dropped unread: the process is being stopped anyway.
     pub(crate) async fn pump(
@@ -88,9 +95,6 @@ impl<'o> Capture<'o> {
         mut pipe: impl AsyncRead + Unpin,
         events: UnboundedSender<CaptureEvent>,
     ) {
-        if let Err(error) = self.sink.open() {
-            return self.fail(error, &events);
-        }
         let mut buffer = vec![0u8; READ_BUFFER_BYTES];
         loop {
             let read = match pipe.read(&mut buffer).await {

@@ -162,6 +162,25 @@ pub async fn run_until_ended(
         .expect("a child that was not waited for has a pid");
     let pgid = i32::try_from(pid).expect("pids fit in pid_t");
     let mut guard = GroupGuard { pgid, armed: true };
+    // The logs are made while the child starts, and before its spawn is
+    // recorded: a `process-spawned` event always has its attempt's folder
+    // beside it, even when specbridge dies right after it (a reader lists a
+    // running check stage by that folder, `store/started.rs`). One that cannot
+    // be made (a full disk) stops the child as a failed write does, unrecorded
+    // like its input: the run's records have failed anyway.
+    let opened = stdout
+        .open()
+        .map_err(|e| (stdout.describe(), e))
+        .and_then(|()| stderr.open().map_err(|e| (stderr.describe(), e)));
+    if let Err((into, source)) = opened {
+        signal_group(pgid, Signal::SIGKILL);
+        let _ = child.wait().await;
+        end_group(pgid, spec.kill_grace, true, &cancel).await;
+        guard.armed = false;
+        stdout.finish();
+        stderr.finish();
+        return Err(SupervisorError::Capture { into, source });
+    }
     if let Err(reason) = on_spawn(pid, pgid) {
         // Its input never written, the process has had nothing to act on; it
         // and anything it started go before the error is returned: the leader

@@ -7,10 +7,11 @@ use std::io;
 /// the supervisor never opens a file itself, so nothing a child prints reaches
 /// the disk unredacted.
 pub trait OutputSink: Send + Sync {
-    /// Makes the destination ready, called once the child has started and
-    /// before its first chunk: what it makes (a file and its folders) is made
-    /// while the child starts, not before. An error stops the child as a failed
-    /// write does.
+    /// Makes the destination ready, called once the child exists and before
+    /// its spawn is recorded (the caller's `on_spawn`): what it makes (a file
+    /// and its folders) is made while the child starts, not before, and is on
+    /// the disk before anything says the child was spawned. An error stops the
+    /// child as a failed write does.
     fn open(&mut self) -> io::Result<()> {
         Ok(())
     }
