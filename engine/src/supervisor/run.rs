@@ -172,16 +172,16 @@ pub async fn run_until_ended(
         .open()
         .map_err(|e| (stdout.describe(), e))
         .and_then(|()| stderr.open().map_err(|e| (stderr.describe(), e)));
-    if let Err((into, source)) = opened {
-        signal_group(pgid, Signal::SIGKILL);
-        let _ = child.wait().await;
-        end_group(pgid, spec.kill_grace, true, &cancel).await;
-        guard.armed = false;
-        stdout.finish();
-        stderr.finish();
-        return Err(SupervisorError::Capture { into, source });
-    }
-    if let Err(reason) = on_spawn(pid, pgid) {
+    let refused = match opened {
+        Err((into, source)) => Some(SupervisorError::Capture { into, source }),
+        Ok(()) => on_spawn(pid, pgid)
+            .err()
+            .map(|reason| SupervisorError::Withheld {
+                program: spec.program.clone(),
+                reason,
+            }),
+    };
+    if let Some(error) = refused {
         // Its input never written, the process has had nothing to act on; it
         // and anything it started go before the error is returned: the leader
         // reaped first, as below, then the rest of its group ended.
@@ -191,10 +191,7 @@ pub async fn run_until_ended(
         guard.armed = false;
         stdout.finish();
         stderr.finish();
-        return Err(SupervisorError::Withheld {
-            program: spec.program,
-            reason,
-        });
+        return Err(error);
     }
 
     let stdin_writer = spec.stdin.take().and_then(|input| {
