@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::events::{CrashRepaired, RunEvent, StageFinished};
+use crate::events::{RunEvent, StageFinished};
 
 use crate::resume::force::Forced;
 use crate::resume::reuse::{reuse_or_rerun, Current, Reason, ReuseDecision, Why};
@@ -174,17 +174,10 @@ impl StageExecutor for ResumeExecutor {
 
     fn expand(&self, placeholder: &Node, run: &RunHandle) -> Result<Vec<Node>, String> {
         let mut instances = self.inner.expand(placeholder, run)?;
-        for n in &mut instances {
-            let recorded = self.recorded.get(&n.id).map_or(0, |r| r.attempts);
-            let announced = crate::resume::recover::count_unrecorded_attempts(run, n, recorded)
-                .map_err(|e| crate::error_chain(&e))?;
-            if !announced.is_empty() {
-                run.event(RunEvent::CrashRepaired(CrashRepaired {
-                    repaired: announced,
-                }))
-                .map_err(|e| crate::error_chain(&e))?;
-            }
-        }
+        crate::resume::recover::count_unrecorded_attempts(run, &mut instances, |id| {
+            self.recorded.get(id).map_or(0, |r| r.attempts)
+        })
+        .map_err(|e| crate::error_chain(&e))?;
         let ids: BTreeSet<&str> = instances.iter().map(|n| n.id.as_str()).collect();
         for rec in self.recorded.values() {
             let gone = rec.instance_of.as_deref() == Some(placeholder.id.as_str())

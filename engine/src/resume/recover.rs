@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::audit::events::EventFacts;
 use crate::events::line::EventLine;
-use crate::events::{ProcessSpawned, RecordAnnounced, RunEvent, StageFinished};
+use crate::events::{CrashRepaired, ProcessSpawned, RecordAnnounced, RunEvent, StageFinished};
 use crate::status::StageStatus;
 use crate::store::layout::{self, attempt};
 use crate::store::{RunHandle, RunReader, StageRecord, StoreError};
@@ -133,13 +133,7 @@ pub(crate) fn mark_interrupted(
         if rec.status != StageStatus::Running {
             continue;
         }
-        let attempt_rel = layout::attempt_rel(&rec.stage_id, rec.attempts);
-        for log in [attempt::RAW_STDOUT, attempt::RAW_STDERR] {
-            let rel = layout::in_attempt(&attempt_rel, log);
-            if run.path(&rel).is_ok_and(|p| p.is_file()) {
-                run.announce(&rel)?;
-            }
-        }
+        announce_logs_left(run, &rec.stage_id, rec.attempts)?;
         rec.status = StageStatus::Interrupted;
         rec.reason = Some(format!(
             "interrupted: specbridge stopped during attempt {}",
@@ -160,36 +154,55 @@ pub(crate) fn mark_interrupted(
     Ok(ids)
 }
 
+/// The streamed logs attempt `n` of stage `stage` left, announced as they
+/// were left; returns their paths.
+fn announce_logs_left(run: &RunHandle, stage: &str, n: u32) -> Result<Vec<String>, StoreError> {
+    let attempt_rel = layout::attempt_rel(stage, n);
+    let mut announced = Vec::new();
+    for log in [attempt::RAW_STDOUT, attempt::RAW_STDERR] {
+        let rel = layout::in_attempt(&attempt_rel, log);
+        if run.path(&rel).is_ok_and(|p| p.is_file()) {
+            run.announce(&rel)?;
+            announced.push(rel);
+        }
+    }
+    Ok(announced)
+}
+
 /// Attempts a crash cut off before any record of them was on disk: the child
 /// spawned and its logs made, the batch that records its start not yet written
 /// (an agent's is written while the CLI starts up, before it gets its prompt;
-/// a check's beside its command). `node` is counted past every attempt folder
-/// of its stage, so that the next attempt never reuses one (its logs are new
-/// files only), and the logs such an attempt left are announced as they were
-/// left. `recorded` is what the stage's record counts. Returns what it
-/// announced, one line each.
+/// a check's beside its command). Each of `nodes` is counted past every attempt
+/// folder of its stage, so that the next attempt never reuses one (its logs are
+/// new files only), and the logs such an attempt left are announced as they
+/// were left, listed in one `crash-repaired` event. `recorded` tells what a
+/// stage's record counts (0 without one).
 pub(crate) fn count_unrecorded_attempts(
     run: &RunHandle,
-    node: &mut crate::scheduler::Node,
-    recorded: u32,
-) -> Result<Vec<String>, StoreError> {
-    let folders = RunReader::at(run.dir()).attempt_numbers(&node.id)?;
+    nodes: &mut [crate::scheduler::Node],
+    recorded: impl Fn(&str) -> u32,
+) -> Result<(), StoreError> {
+    let reader = RunReader::at(run.dir());
     let mut announced = Vec::new();
-    for &n in folders.iter().filter(|&&n| n > recorded) {
-        let attempt_rel = layout::attempt_rel(&node.id, n);
-        for log in [attempt::RAW_STDOUT, attempt::RAW_STDERR] {
-            let rel = layout::in_attempt(&attempt_rel, log);
-            if run.path(&rel).is_ok_and(|p| p.is_file()) {
-                run.announce(&rel)?;
+    for node in nodes {
+        let recorded = recorded(&node.id);
+        let folders = reader.attempt_numbers(&node.id)?;
+        for &n in folders.iter().filter(|&&n| n > recorded) {
+            for rel in announce_logs_left(run, &node.id, n)? {
                 announced.push(format!(
                     "announced {rel}, left by an attempt no record names"
                 ));
             }
         }
+        let last = folders.last().copied().unwrap_or(0);
+        node.prior_attempts = node.prior_attempts.max(recorded).max(last);
     }
-    let last = folders.last().copied().unwrap_or(0);
-    node.prior_attempts = node.prior_attempts.max(recorded).max(last);
-    Ok(announced)
+    if !announced.is_empty() {
+        run.event(RunEvent::CrashRepaired(CrashRepaired {
+            repaired: announced,
+        }))?;
+    }
+    Ok(())
 }
 
 /// What a crash between a write and its event left, made whole before anything
@@ -307,29 +320,21 @@ mod tests {
         logs("gate", 1);
         logs("gate", 2);
 
-        let mut spec = crate::scheduler::Node::stage("spec", StageKind::Generate, vec![]);
-        let announced = count_unrecorded_attempts(&run, &mut spec, 0).unwrap();
-        assert_eq!(spec.prior_attempts, 1, "the next attempt is 2");
-        assert_eq!(announced.len(), 2, "{announced:?}");
+        let node = |id: &str| crate::scheduler::Node::stage(id, StageKind::Generate, vec![]);
+        let mut spec = [node("spec")];
+        count_unrecorded_attempts(&run, &mut spec, |_| 0).unwrap();
+        assert_eq!(spec[0].prior_attempts, 1, "the next attempt is 2");
         // The first attempt is recorded; only the second is not.
-        let mut gate = crate::scheduler::Node::stage("gate", StageKind::Check, vec![]);
-        let announced = count_unrecorded_attempts(&run, &mut gate, 1).unwrap();
-        assert_eq!(gate.prior_attempts, 2);
-        assert!(
-            announced.iter().all(|l| l.contains("gate/attempt-002/")),
-            "{announced:?}"
-        );
+        let mut gate = [node("gate")];
+        count_unrecorded_attempts(&run, &mut gate, |_| 1).unwrap();
+        assert_eq!(gate[0].prior_attempts, 2);
         // A stage with no folder, or none past its record, is as recorded.
-        let mut design = crate::scheduler::Node::stage("design", StageKind::Generate, vec![]);
-        assert!(count_unrecorded_attempts(&run, &mut design, 0)
-            .unwrap()
-            .is_empty());
-        assert_eq!(design.prior_attempts, 0);
-        let mut recorded = crate::scheduler::Node::stage("spec", StageKind::Generate, vec![]);
-        assert!(count_unrecorded_attempts(&run, &mut recorded, 3)
-            .unwrap()
-            .is_empty());
-        assert_eq!(recorded.prior_attempts, 3);
+        let mut design = [node("design")];
+        count_unrecorded_attempts(&run, &mut design, |_| 0).unwrap();
+        assert_eq!(design[0].prior_attempts, 0);
+        let mut recorded = [node("spec")];
+        count_unrecorded_attempts(&run, &mut recorded, |_| 3).unwrap();
+        assert_eq!(recorded[0].prior_attempts, 3);
 
         drop(run);
         let dir = std::fs::read_dir(base.path().join(".specbridge/runs"))
@@ -339,6 +344,24 @@ mod tests {
             .unwrap()
             .path();
         let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+        // One `crash-repaired` event a call that announced something: spec's
+        // two logs, then gate's second attempt's; none for the last two.
+        let repaired: Vec<Vec<String>> = events
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["type"] == "crash-repaired")
+            .map(|e| serde_json::from_value(e["repaired"].clone()).unwrap())
+            .collect();
+        let [announced, gate_announced] = &repaired[..] else {
+            panic!("two crash-repaired events: {repaired:?}");
+        };
+        assert_eq!(announced.len(), 2, "{announced:?}");
+        assert!(
+            gate_announced
+                .iter()
+                .all(|l| l.contains("gate/attempt-002/")),
+            "{gate_announced:?}"
+        );
         let written = |rel: &str| {
             events.lines().any(|l| {
                 l.contains("\"record-written\"") && l.contains(&format!("\"path\":\"{rel}\""))

@@ -288,16 +288,9 @@ impl OpenedRun {
         })?;
         let interrupted = mark_interrupted(&run, &mut stages)?;
         let mut nodes = nodes;
-        let mut unrecorded = Vec::new();
-        for node in &mut nodes {
-            let recorded = stages.get(&node.id).map_or(0, |r| r.attempts);
-            unrecorded.extend(count_unrecorded_attempts(&run, node, recorded)?);
-        }
-        if !unrecorded.is_empty() {
-            run.event(RunEvent::CrashRepaired(CrashRepaired {
-                repaired: unrecorded,
-            }))?;
-        }
+        count_unrecorded_attempts(&run, &mut nodes, |id| {
+            stages.get(id).map_or(0, |r| r.attempts)
+        })?;
 
         if pipeline_sha != record.pipeline.sha256 {
             run.write_bytes(layout::PIPELINE, &spec.source.bytes)?;

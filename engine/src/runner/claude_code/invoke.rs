@@ -82,10 +82,11 @@ pub struct InvokeSpec<'a> {
     /// (the supervisor's `on_ended`: the group gone, or after the result every
     /// member exiting while the kernel tears it down), before its records are
     /// read and written: the caller may read the working tree from here on
-    /// (the after-snapshot), beside the rest of the invocation. Nothing specbridge does after the call changes the working
-    /// tree: the CLI's private temporary folder, where it lies inside `cwd`, is
-    /// removed before it. Not called for a playback (it changes the tree) or
-    /// when nothing was spawned.
+    /// (the after-snapshot), beside the rest of the invocation. Nothing
+    /// specbridge does after the call changes the working tree: the CLI's
+    /// private temporary folder, where it lies inside `cwd`, is removed before
+    /// it. Not called for a playback (it changes the tree) or when nothing was
+    /// spawned.
     pub on_exit: Option<&'a (dyn Fn() + Sync)>,
     /// Called once the agent has been spawned (its `exec` done) and its spawn
     /// recorded: what the caller runs beside the agent starts here, not
@@ -375,9 +376,9 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     let run = spec.run;
     let (stage_id, attempt) = (spec.stage_id.to_string(), spec.attempt);
     // The caller's after-snapshot starts as soon as the agent's group can no
-    // longer act, while it is torn down and its logs are synced — unless the CLI's temporary folder lies
-    // inside the working tree: then that folder is removed first (below), so
-    // that the snapshot never sees it.
+    // longer act, while it is torn down and its logs are synced — unless the
+    // CLI's temporary folder lies inside the working tree: then that folder is
+    // removed first (below), so that the snapshot never sees it.
     let tmp_in_tree = private_tmp
         .as_ref()
         .is_some_and(|tmp| inside(tmp.path(), spec.cwd));
@@ -398,7 +399,8 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             // resume after a crash ends the group, are written meanwhile: an
             // agent acts only on a prompt, and gets none before they are on
             // disk. One that cannot be recorded is stopped without its prompt
-            // (the CLI given no input exits once it has started up, asking nothing).
+            // (the CLI given no input exits once it has started up, asking
+            // nothing).
             run.event(RunEvent::stage_spawned(&stage_id, attempt, pid, pgid))
                 .map_err(|e| crate::error_chain(&e))?;
             if let Some(on_spawn) = spec.on_spawn {
