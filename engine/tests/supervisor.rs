@@ -193,6 +193,27 @@ async fn a_missing_executable_is_not_found_and_nothing_spawns() {
 }
 
 #[tokio::test]
+async fn a_program_already_found_is_run_from_there_under_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = which_sh();
+    // A name no PATH lookup could find: only the path given can have run it.
+    let mut spec = sh(dir.path(), "printf %s \"$0\"");
+    spec.program = "specbridge-found-elsewhere".into();
+    spec.executable = Some(found);
+    let record = run_plain(spec).await;
+    assert_eq!(record.exit_code, Some(0));
+    assert_eq!(
+        read(&dir.path().join("raw-stdout.log")),
+        "specbridge-found-elsewhere"
+    );
+}
+
+/// `sh` as a lookup in the inherited PATH finds it.
+fn which_sh() -> std::path::PathBuf {
+    specbridge_engine::supervisor::resolve_program("sh", std::path::Path::new("/"), &[]).unwrap()
+}
+
+#[tokio::test]
 async fn timeout_ends_a_child_that_ignores_sigterm_and_its_grandchild() {
     let dir = tempfile::tempdir().unwrap();
     // The background sleep inherits the ignored SIGTERM, so only SIGKILL ends either.

@@ -204,6 +204,9 @@ pub(crate) fn cargo_target_warnings(
 #[derive(Debug, Clone)]
 pub struct Wrapped {
     pub program: String,
+    /// Where `program` was found, when it was looked up here (unconfined): the
+    /// spawn does not look it up again.
+    pub executable: Option<PathBuf>,
     pub args: Vec<String>,
     pub applied: AppliedSandbox,
 }
@@ -236,6 +239,7 @@ pub(crate) fn spawn_spec(
     };
     let spec = SpawnSpec {
         program: wrapped.program,
+        executable: wrapped.executable,
         args: wrapped.args,
         redacted_argv: argv,
         cwd: ctx.root.clone(),
@@ -277,11 +281,12 @@ pub fn wrap(
     argv: &[String],
 ) -> Result<Wrapped, ConfineError> {
     let (program, args) = argv.split_first().ok_or(ConfineError::NoArgv)?;
-    resolve_program(program, &ctx.root, &[])?;
+    let executable = resolve_program(program, &ctx.root, &[])?;
     let options = match sandbox {
         Some(CommandSandbox::Off(_)) => {
             return Ok(Wrapped {
                 program: program.clone(),
+                executable: Some(executable),
                 args: args.to_vec(),
                 applied: AppliedSandbox::off(),
             })
@@ -309,6 +314,7 @@ pub fn wrap(
     all.extend(argv.iter().cloned());
     Ok(Wrapped {
         program: program.clone(),
+        executable: None,
         args: all,
         applied,
     })
@@ -422,5 +428,43 @@ stages:
         assert!(!line.contains("boxed"), "{line}");
         assert!(line.contains(" and 997 more "), "{line}");
         assert!(line.len() < 400, "{line}");
+    }
+
+    #[test]
+    fn an_unconfined_program_is_looked_up_once_and_a_confined_one_by_bubblewrap() {
+        let (file, nodes) = pipeline(PIPELINE);
+        let source = specbridge_engine::orchestrate::PipelineSource {
+            path: "specbridge.yaml".into(),
+            bytes: Vec::new(),
+            file: std::sync::Arc::new(file.clone()),
+        };
+        let mut ctx = RunContext::new(
+            Path::new("/"),
+            &source,
+            Default::default(),
+            specbridge_engine::supervisor::CancelToken::new(),
+            false,
+        );
+        let free = planned_commands(&file, &nodes)
+            .into_iter()
+            .find(|c| c.is_off())
+            .unwrap();
+        let argv = ["sh".to_string(), "-c".into(), "true".into()];
+        let off = wrap(&ctx, free.sandbox.as_ref(), &argv).unwrap();
+        let found = resolve_program("sh", Path::new("/"), &[]).unwrap();
+        assert_eq!(off.program, "sh");
+        assert_eq!(off.executable.as_deref(), Some(found.as_path()));
+
+        // Confined, the program run is bubblewrap, found before the run; the
+        // command's own program is only checked to exist here.
+        ctx.bubblewrap = Some(PathBuf::from("/usr/bin/bwrap"));
+        let confined = wrap(&ctx, None, &argv).unwrap();
+        assert_eq!(confined.program, "/usr/bin/bwrap");
+        assert_eq!(confined.executable, None);
+        let missing = ["specbridge-no-such-program".to_string()];
+        assert!(matches!(
+            wrap(&ctx, None, &missing),
+            Err(ConfineError::Program(SupervisorError::NotFound { .. }))
+        ));
     }
 }

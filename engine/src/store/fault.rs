@@ -34,17 +34,26 @@ pub struct StoreFailure {
 #[derive(Debug)]
 pub(super) struct Guard {
     dir: PathBuf,
-    /// The folder, held open: once deleted its link count is 0, and while it is
-    /// held its inode cannot be given to a folder made again under the same name.
-    held: Option<std::fs::File>,
+    /// The folder, held open: while it is held its inode cannot be given to a
+    /// folder made again under the same name, so the name still leading to
+    /// `identity` means it is the same folder.
+    _held: Option<std::fs::File>,
+    /// The held folder's device and inode, taken once.
+    identity: Option<(u64, u64)>,
     failure: Mutex<Option<StoreFailure>>,
 }
 
 impl Guard {
     pub(super) fn new(dir: &Path) -> Self {
+        let held = std::fs::File::open(dir).ok();
+        let identity = held
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .map(|m| (m.dev(), m.ino()));
         Guard {
             dir: dir.to_path_buf(),
-            held: std::fs::File::open(dir).ok(),
+            _held: held,
+            identity,
             failure: Mutex::new(None),
         }
     }
@@ -67,15 +76,12 @@ impl Guard {
         }
     }
 
-    /// Only whether the run folder is still the one this run created.
+    /// Only whether the run folder is still the one this run created: one
+    /// `stat` of its name. A folder deleted has no name; one deleted and made
+    /// again, or another moved in its place, has another inode while this one
+    /// is held.
     pub(super) fn check_folder(&self) -> Result<(), StoreError> {
-        let held = self
-            .held
-            .as_ref()
-            .and_then(|f| f.metadata().ok())
-            .filter(|m| m.nlink() > 0)
-            .map(|m| (m.dev(), m.ino()));
-        if held.is_none() || identity(&self.dir) != held {
+        if self.identity.is_none() || identity(&self.dir) != self.identity {
             let err = StoreError::FolderVanished {
                 path: self.dir.clone(),
             };
@@ -164,6 +170,30 @@ pub(super) fn injected_failure() -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_deleted_or_moved_aside_for_another_is_not_the_run_s() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("run");
+        std::fs::create_dir(&dir).unwrap();
+        let deleted = Guard::new(&dir);
+        std::fs::remove_dir(&dir).unwrap();
+        assert!(deleted.check("a.json").is_err());
+
+        std::fs::create_dir(&dir).unwrap();
+        let moved = Guard::new(&dir);
+        moved.check("a.json").unwrap();
+        std::fs::rename(&dir, base.path().join("aside")).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        let err = moved.check("a.json").unwrap_err();
+        assert!(matches!(err, StoreError::FolderVanished { .. }), "{err}");
+
+        // Moved away and back, it is the same folder.
+        let back = Guard::new(&dir);
+        std::fs::rename(&dir, base.path().join("away")).unwrap();
+        std::fs::rename(base.path().join("away"), &dir).unwrap();
+        back.check("a.json").unwrap();
+    }
 
     #[test]
     fn a_folder_deleted_and_made_again_is_not_the_run_s() {

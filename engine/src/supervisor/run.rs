@@ -94,7 +94,11 @@ pub async fn run_until_ended(
 ) -> Result<ProcessRecord, SupervisorError> {
     // Whatever happens, the sinks are completed: an empty log is recorded like
     // any other, never left behind unannounced.
-    let executable = match resolve_program(&spec.program, &spec.cwd, &spec.env) {
+    let found = match spec.executable.take() {
+        Some(executable) => Ok(executable),
+        None => resolve_program(&spec.program, &spec.cwd, &spec.env),
+    };
+    let executable = match found {
         Ok(executable) => executable,
         Err(e) => {
             complete_unused(&mut spec);

@@ -9,6 +9,9 @@ use super::sink::OutputSink;
 pub struct SpawnSpec {
     /// A program name looked up in `PATH` (never through a shell), or a path.
     pub program: String,
+    /// Where `program` was already found, by whoever just looked it up; `None`
+    /// looks it up at the spawn.
+    pub executable: Option<PathBuf>,
     pub args: Vec<String>,
     /// What `process.json` records as the argv, program first; the run store
     /// redacts it when it writes `process.json`.

@@ -42,6 +42,7 @@ impl OutputSink for FileSink {
 pub(crate) fn sh(dir: &Path, script: &str) -> SpawnSpec {
     SpawnSpec {
         program: "sh".into(),
+        executable: None,
         args: vec!["-c".into(), script.into()],
         redacted_argv: vec!["sh".into(), "-c".into(), "<script>".into()],
         cwd: dir.to_path_buf(),

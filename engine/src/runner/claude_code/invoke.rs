@@ -343,6 +343,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     let runner = spec.runner;
     let spawn = SpawnSpec {
         program: spec.request.program.clone(),
+        executable: None,
         args: spec.request.argv.clone(),
         redacted_argv: full_argv,
         cwd: spec.cwd.to_path_buf(),
