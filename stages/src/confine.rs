@@ -447,7 +447,7 @@ stages:
         );
         let free = planned_commands(&file, &nodes)
             .into_iter()
-            .find(|c| c.is_off())
+            .find(PlannedCommand::is_off)
             .unwrap();
         let argv = ["sh".to_string(), "-c".into(), "true".into()];
         let off = wrap(&ctx, free.sandbox.as_ref(), &argv).unwrap();
