@@ -171,11 +171,17 @@ pub(super) fn injected_failure() -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_folder_deleted_or_moved_aside_for_another_is_not_the_run_s() {
+    /// A run folder made in a new temporary folder (kept while it lives).
+    fn run_folder() -> (tempfile::TempDir, PathBuf) {
         let base = tempfile::tempdir().unwrap();
         let dir = base.path().join("run");
         std::fs::create_dir(&dir).unwrap();
+        (base, dir)
+    }
+
+    #[test]
+    fn a_folder_deleted_or_moved_aside_for_another_is_not_the_run_s() {
+        let (base, dir) = run_folder();
         let deleted = Guard::new(&dir);
         std::fs::remove_dir(&dir).unwrap();
         assert!(deleted.check("a.json").is_err());
@@ -197,9 +203,7 @@ mod tests {
 
     #[test]
     fn a_folder_deleted_and_made_again_is_not_the_run_s() {
-        let base = tempfile::tempdir().unwrap();
-        let dir = base.path().join("run");
-        std::fs::create_dir(&dir).unwrap();
+        let (_base, dir) = run_folder();
         let guard = Guard::new(&dir);
         guard.check("a.json").unwrap();
         std::fs::remove_dir(&dir).unwrap();
