@@ -47,6 +47,8 @@ pub struct PipelineFile {
     #[serde(default)]
     pub allow_secret_in_change: bool,
     /// The stages, in any order; `needs` gives the edges.
+    #[serde(deserialize_with = "stages_at_their_count")]
+    #[schemars(with = "Vec<StageDef>")]
     pub stages: Vec<StageDef>,
 }
 
@@ -308,11 +310,40 @@ pub struct CommandSandboxOptions {
 /// A command line. Only the array form is valid; the string form is accepted by the
 /// parser so that validation can say "this is a shell string" with its location
 /// instead of a type error.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum Argv {
     List(Vec<String>),
     Shell(String),
+}
+
+/// Read by its shape, as `untagged` reads it, without first copying the value
+/// into serde's buffered form to try each variant in turn (a copy of every
+/// command line of a pipeline, made and dropped).
+impl<'de> Deserialize<'de> for Argv {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Shape;
+        impl<'de> serde::de::Visitor<'de> for Shape {
+            type Value = Argv;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an argv array of strings, or a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Argv, E> {
+                Ok(Argv::Shell(text.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Argv, E> {
+                Ok(Argv::Shell(text))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Argv, A::Error> {
+                let mut words = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(word) = seq.next_element::<String>()? {
+                    words.push(word);
+                }
+                Ok(Argv::List(words))
+            }
+        }
+        deserializer.deserialize_any(Shape)
+    }
 }
 
 impl Argv {
@@ -322,5 +353,97 @@ impl Argv {
             Argv::List(v) => Some(v),
             Argv::Shell(_) => None,
         }
+    }
+}
+
+/// More than any pipeline has: a count past it is not reserved ahead.
+const STAGES_RESERVED_AT_MOST: usize = 100_000;
+
+/// The stages made room for once, at the count the document gives. serde's own
+/// `Vec` reading reserves at most 1 MiB ahead and then doubles, copying every
+/// stage read so far at each step: for 10,000 stages, 7 MiB copied into pages
+/// touched for the first time, only to be freed. The count comes from the
+/// document already read (a reader streaming its input gives none, and the
+/// vector grows as before), and is believed up to [`STAGES_RESERVED_AT_MOST`].
+fn stages_at_their_count<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<StageDef>, D::Error> {
+    struct Stages;
+    impl<'de> serde::de::Visitor<'de> for Stages {
+        type Value = Vec<StageDef>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a sequence of stages")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let reserve = seq.size_hint().unwrap_or(0).min(STAGES_RESERVED_AT_MOST);
+            let mut stages = Vec::with_capacity(reserve);
+            while let Some(stage) = seq.next_element()? {
+                stages.push(stage);
+            }
+            Ok(stages)
+        }
+    }
+    deserializer.deserialize_seq(Stages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_argv_is_read_by_its_shape_from_yaml_and_from_json_alike() {
+        let list: Argv = serde_yaml::from_str("[make, 'check all']").unwrap();
+        assert_eq!(list, Argv::List(vec!["make".into(), "check all".into()]));
+        let shell: Argv = serde_yaml::from_str("make check").unwrap();
+        assert_eq!(shell, Argv::Shell("make check".into()));
+        let from_value: Argv = serde_json::from_value(serde_json::json!(["a", "b"])).unwrap();
+        assert_eq!(from_value, Argv::List(vec!["a".into(), "b".into()]));
+        // Written back in the shape it was read in.
+        assert_eq!(
+            serde_json::to_value(&list).unwrap(),
+            serde_json::json!(["make", "check all"])
+        );
+        assert_eq!(
+            serde_json::to_value(&shell).unwrap(),
+            serde_json::json!("make check")
+        );
+
+        for wrong in [
+            serde_json::json!(5),
+            serde_json::json!(["make", 5]),
+            serde_json::json!({"a": 1}),
+        ] {
+            let error = serde_json::from_value::<Argv>(wrong.clone())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("invalid type"), "{wrong}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_stages_read_from_a_document_take_the_room_they_need_once() {
+        // More stages than serde's own reading reserves ahead (1 MiB of them).
+        let n = (1 << 20) / std::mem::size_of::<StageDef>() + 100;
+        let stages: Vec<serde_json::Value> = (0..n)
+            .map(|i| serde_json::json!({"id": format!("s{i}"), "kind": "check", "argv": ["true"]}))
+            .collect();
+        let document = serde_json::json!({"version": 1, "name": "t", "stages": stages});
+        let file: PipelineFile = serde::Deserialize::deserialize(&document).unwrap();
+        assert_eq!(file.stages.len(), n);
+        assert_eq!(file.stages.capacity(), n);
+        assert_eq!(file.stages[n - 1].id, format!("s{}", n - 1));
+        // A reader that gives no count (YAML read as it streams) grows the list.
+        let yaml = "version: 1\nname: t\nstages:\n  - { id: a, kind: check, argv: [x] }\n  - { id: b, kind: check, argv: [y] }\n";
+        let file: PipelineFile = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(
+            file.stages
+                .iter()
+                .map(|s| s.id.as_str())
+                .collect::<Vec<_>>(),
+            ["a", "b"]
+        );
     }
 }
