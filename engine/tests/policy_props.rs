@@ -173,7 +173,7 @@ proptest! {
         };
         let p = &valid.pipeline.file;
         let mut layers = vec![&p.runner];
-        layers.extend(p.stages[0].runner.as_ref());
+        layers.extend(p.stages[0].runner.as_deref());
         let runner = ResolvedRunner::resolve(&layers, &RunOverrides::default());
         let caps = captured_2_1_332();
         let protected = ProtectedPaths::new("specbridge.yaml", ["prompts/p.md"], Vec::<String>::new(), Vec::<String>::new());

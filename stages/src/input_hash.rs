@@ -339,10 +339,10 @@ mod tests {
             .env
             .insert("ANTHROPIC_API_KEY".into(), "x".into());
         // The stage's own runner section counts only through the resolved settings.
-        case.stage.runner = Some(RunnerSettings {
+        case.stage.runner = Some(Box::new(RunnerSettings {
             command: Some("/opt/claude".into()),
             ..Default::default()
-        });
+        }));
         assert_eq!(case.hash(), base);
     }
 

@@ -218,8 +218,10 @@ pub struct StageDef {
     #[serde(default)]
     pub for_each: Option<ForEachSpec>,
     /// Overrides of the pipeline's runner keys.
+    // Boxed: most stages have none, and inline they made every stage 472 bytes
+    // larger (a pipeline of 10,000 stages, 4.5 MiB more to allocate and fault in).
     #[serde(default)]
-    pub runner: Option<RunnerSettings>,
+    pub runner: Option<Box<RunnerSettings>>,
     /// check: the command, as an array.
     #[serde(default)]
     pub argv: Option<Argv>,
