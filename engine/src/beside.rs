@@ -53,6 +53,13 @@ where
     })
 }
 
+/// How much less of the cores work beside an agent asks for than the agent (the
+/// run store's walk, the output schema's compilation): a `nice` of 10 gives it
+/// about a tenth of a core the agent's threads want too (the CLI's start is busy
+/// on both of a small machine's cores), and all of one the agent leaves idle
+/// while it waits for its model.
+pub const NICE_BESIDE_AGENT: i32 = 10;
+
 /// Gives the calling thread `nice` more than the process's (threads it starts
 /// later inherit it): for work that goes on beside an agent and must not take
 /// the cores the agent wants, yet should use those it leaves idle. A thread's

@@ -78,12 +78,6 @@ impl BesideWalk {
     }
 }
 
-/// How much less of the cores the walk beside an agent asks for than the agent:
-/// a `nice` of 10 gives it about a tenth of a core the agent's threads want too
-/// (the CLI's start is busy on both of a small machine's cores), and all of one
-/// the agent leaves idle while it waits for its model.
-const BESIDE_NICE: i32 = 10;
-
 impl Before {
     fn state(self) -> Arc<RunStoreState> {
         match self {
@@ -101,7 +95,9 @@ impl Before {
     fn walk_beside(self) -> Before {
         match self {
             Before::Ready(ready) => Before::Walking(std::thread::spawn(move || {
-                specbridge_engine::beside::lower_this_thread(BESIDE_NICE);
+                specbridge_engine::beside::lower_this_thread(
+                    specbridge_engine::beside::NICE_BESIDE_AGENT,
+                );
                 ready.walk()
             })),
             other => other,
