@@ -220,6 +220,13 @@ stages:
             clis[side].append(cli)
             splits[side].append(split)
     m = statistics.median
+
+    def less(a, b):
+        """`a` less `b`, round by round: mean, its standard error, median."""
+        d = [x - y for x, y in zip(a, b)]
+        se = statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else 0.0
+        return statistics.fmean(d), se, m(d)
+
     for b in builds:
         own = m([w - c for w, c in zip(walls[b], clis[b])])
         label = "" if not old else (" (new)" if b == specbridge else " (old)")
@@ -237,30 +244,26 @@ stages:
               f"{m([w / x for w, x in zip(walls[b], bares)]):.3f}x")
         # Each round's two sides ran within a second of each other: their
         # difference leaves out most of what the CLI's own drift adds to both.
-        gaps = [w - x for w, x in zip(walls[b], bares)]
-        gap_se = statistics.stdev(gaps) / len(gaps) ** 0.5 if len(gaps) > 1 else 0.0
+        mean, se, median = less(walls[b], bares)
         print(f"  specbridge{label} less the bare call, round by round: mean "
-              f"{statistics.fmean(gaps):+.1f} ms ± {gap_se:.1f} (standard error), median "
-              f"{m(gaps):+.1f} ms; ratio of the means {statistics.fmean(walls[b]) / statistics.fmean(bares):.3f}x")
+              f"{mean:+.1f} ms ± {se:.1f} (standard error), median "
+              f"{median:+.1f} ms; ratio of the means {statistics.fmean(walls[b]) / statistics.fmean(bares):.3f}x")
         # specbridge reads the CLI's stdout from a pipe as it comes; a bare
         # call whose output is read does too, which costs the CLI some time
         # of its own (below).
-        gaps = [w - x for w, x in zip(walls[b], piped)]
-        gap_se = statistics.stdev(gaps) / len(gaps) ** 0.5 if len(gaps) > 1 else 0.0
+        mean, se, median = less(walls[b], piped)
         print(f"  specbridge{label} less the piped bare call, round by round: mean "
-              f"{statistics.fmean(gaps):+.1f} ms ± {gap_se:.1f}, median {m(gaps):+.1f} ms; "
+              f"{mean:+.1f} ms ± {se:.1f}, median {median:+.1f} ms; "
               f"ratio of the means {statistics.fmean(walls[b]) / statistics.fmean(piped):.3f}x")
-    pipe = [p - x for p, x in zip(piped, bares)]
-    pipe_se = statistics.stdev(pipe) / len(pipe) ** 0.5 if len(pipe) > 1 else 0.0
+    mean, se, median = less(piped, bares)
     print(f"the piped bare call less the bare call, round by round: mean "
-          f"{statistics.fmean(pipe):+.1f} ms ± {pipe_se:.1f}, median {m(pipe):+.1f} ms")
+          f"{mean:+.1f} ms ± {se:.1f}, median {median:+.1f} ms")
     if old:
         # The two builds ran in the same rounds: their difference round by
         # round leaves out what the CLI's own spread adds to both.
-        diffs = [n - o for n, o in zip(walls[specbridge], walls[old])]
-        sem = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
-        print(f"new less old, round by round: median {m(diffs):+.1f} ms, "
-              f"mean {statistics.fmean(diffs):+.1f} ms ± {sem:.1f} (standard error)")
+        mean, se, median = less(walls[specbridge], walls[old])
+        print(f"new less old, round by round: median {median:+.1f} ms, "
+              f"mean {mean:+.1f} ms ± {se:.1f} (standard error)")
 finally:
     model.kill()
     if os.environ.get("KEEP_SCRATCH"): print("scratch kept:", scratch)

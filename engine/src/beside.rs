@@ -53,19 +53,32 @@ where
     })
 }
 
-/// How much less of the cores work beside an agent asks for than the agent (the
-/// run store's walk, the output schema's compilation): a `nice` of 10 gives it
-/// about a tenth of a core the agent's threads want too (the CLI's start is busy
-/// on both of a small machine's cores), and all of one the agent leaves idle
-/// while it waits for its model.
-pub const NICE_BESIDE_AGENT: i32 = 10;
+/// How much less of the cores work beside an agent asks for than the agent: a
+/// `nice` of 10 gives it about a tenth of a core the agent's threads want too
+/// (the CLI's start is busy on both of a small machine's cores), and all of one
+/// the agent leaves idle while it waits for its model.
+const NICE_BESIDE_AGENT: i32 = 10;
+
+/// Starts `work` on a thread named `name` whose work is all beside an agent
+/// (the run store's walk, the output schema's compilation): it must not take
+/// the cores the agent wants, yet should use those it leaves idle, so it runs
+/// [`NICE_BESIDE_AGENT`] lower than the process, and so do the threads it
+/// starts. The error is the spawn's.
+pub fn spawn_beside_agent<T: Send + 'static>(
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<thread::JoinHandle<T>> {
+    thread::Builder::new().name(name.into()).spawn(move || {
+        lower_this_thread(NICE_BESIDE_AGENT);
+        work()
+    })
+}
 
 /// Gives the calling thread `nice` more than the process's (threads it starts
-/// later inherit it): for work that goes on beside an agent and must not take
-/// the cores the agent wants, yet should use those it leaves idle. A thread's
-/// priority cannot be raised again without privileges: only for threads whose
-/// work is all beside. A failure leaves the thread as it was.
-pub fn lower_this_thread(nice: i32) {
+/// later inherit it). A thread's priority cannot be raised again without
+/// privileges: only for threads whose work is all beside. A failure leaves the
+/// thread as it was.
+fn lower_this_thread(nice: i32) {
     // SAFETY: setpriority of this thread alone (its tid), no memory involved.
     unsafe {
         let tid = libc::gettid();

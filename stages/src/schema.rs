@@ -85,13 +85,9 @@ impl StageSchema {
     /// needed.
     pub(crate) fn compile_beside(&self) {
         let value = self.value.clone();
-        let _ = std::thread::Builder::new()
-            .name("specbridge-schema".into())
-            .spawn(move || {
-                use specbridge_engine::beside::{lower_this_thread, NICE_BESIDE_AGENT};
-                lower_this_thread(NICE_BESIDE_AGENT);
-                let _ = specbridge_engine::compiled_schema::validator(&value);
-            });
+        let _ = specbridge_engine::beside::spawn_beside_agent("specbridge-schema", move || {
+            let _ = specbridge_engine::compiled_schema::validator(&value);
+        });
     }
 }
 

@@ -20,6 +20,7 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
+use crate::pipeline::schema::COMMITTED;
 use crate::user_cache;
 
 /// The file's name inside `<cache>/specbridge/`.
@@ -28,10 +29,6 @@ pub const CACHE_FILE: &str = "checked-pipelines";
 /// How many pipeline files are remembered (the most recently checked).
 pub(crate) const KEEP: usize = 64;
 
-/// The committed pipeline schema, the one the check compiles (`schema.rs`): its
-/// digest names the schema the check used.
-const SCHEMA_TEXT: &str = crate::pipeline::schema::COMMITTED;
-
 /// The first line: the format, the specbridge version and the schema's digest.
 fn header() -> &'static str {
     static HEADER: OnceLock<String> = OnceLock::new();
@@ -39,7 +36,7 @@ fn header() -> &'static str {
         format!(
             "specbridge-checked-pipelines 1 {} {}",
             env!("CARGO_PKG_VERSION"),
-            hex::encode(Sha256::digest(SCHEMA_TEXT.as_bytes()))
+            hex::encode(Sha256::digest(COMMITTED.as_bytes()))
         )
     })
 }
@@ -153,7 +150,7 @@ mod tests {
     fn the_committed_schema_is_the_generated_one() {
         // The check compiles the committed file, and the header names it by its
         // digest: it must be the schema generated from the model.
-        let committed: serde_json::Value = serde_json::from_str(SCHEMA_TEXT).unwrap();
+        let committed: serde_json::Value = serde_json::from_str(COMMITTED).unwrap();
         assert_eq!(committed, super::super::schema::pipeline_schema());
         assert_eq!(&committed, super::super::schema::cached());
     }

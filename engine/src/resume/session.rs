@@ -224,7 +224,7 @@ impl OpenedRun {
     /// Take the working-tree lock, recover from a crash, and record this resume
     /// in `run.json`: the run folder, ready for [`ActiveRun::run`] to run every
     /// stage again that cannot be reused.
-    pub fn begin(self, spec: ResumeStart, nodes: Vec<Node>) -> Result<ActiveRun, ResumeError> {
+    pub fn begin(self, spec: ResumeStart, mut nodes: Vec<Node>) -> Result<ActiveRun, ResumeError> {
         let started = Instant::now();
         let tree_lock =
             crate::orchestrate::lock_working_tree(&spec.root, "resume", Some(&self.id), &nodes)
@@ -287,7 +287,6 @@ impl OpenedRun {
             orphan_grace(&spec.source.file, &stages, node)
         })?;
         let interrupted = mark_interrupted(&run, &mut stages)?;
-        let mut nodes = nodes;
         count_unrecorded_attempts(&run, &mut nodes, |id| {
             stages.get(id).map_or(0, |r| r.attempts)
         })?;

@@ -94,12 +94,12 @@ impl Before {
     /// own walking threads inherit it); any other state as it is.
     fn walk_beside(self) -> Before {
         match self {
-            Before::Ready(ready) => Before::Walking(std::thread::spawn(move || {
-                specbridge_engine::beside::lower_this_thread(
-                    specbridge_engine::beside::NICE_BESIDE_AGENT,
-                );
-                ready.walk()
-            })),
+            Before::Ready(ready) => Before::Walking(
+                specbridge_engine::beside::spawn_beside_agent("specbridge-walk", move || {
+                    ready.walk()
+                })
+                .expect("failed to spawn the thread of the walk beside the agent"),
+            ),
             other => other,
         }
     }
