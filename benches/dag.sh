@@ -6,7 +6,8 @@
 #   benches/dag.sh                                  # sizes 50 200 1000 10000
 #   SIZES="50 200" SHAPES=chain RUNS=3 benches/dag.sh
 #
-# Needs hyperfine (Debian package `hyperfine`) and GNU time (`/usr/bin/time`).
+# Needs hyperfine (Debian package `hyperfine`) and GNU time (`/usr/bin/time`);
+# with a C compiler the floor loop is benches/group-floor.c (FLOOR=xargs: `xargs`).
 # Prints Markdown tables; every number is a hyperfine mean over RUNS runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,15 +94,35 @@ floor_n=200
 floor_dir=$scratch/floor
 # The folders the engine's argv binds read-only must exist in the floor's too.
 mkdir -p "$floor_dir/out" "$floor_dir/.git" "$floor_dir/.specbridge"
+# The loop is benches/group-floor.c where a C compiler is found: one fork and
+# exec a stage, and the next only once every process the last one left has
+# ended, as the engine waits for a stage's whole process group (`xargs` waits
+# for its child only, which under bubblewrap is the outer of its two
+# processes, and costs more a command of its own). FLOOR=xargs uses `xargs`,
+# as this script did before; its floor is timed beside the other either way.
+looper=xargs
+if [ "${FLOOR:-}" != xargs ] && command -v cc >/dev/null; then
+    cc -O2 -o "$scratch/group-floor" benches/group-floor.c
+    looper=group-floor
+fi
 floor_loop() { # n wrapper…
     local n=$1 w=""
     shift
     [ $# -gt 0 ] && w="$* "
-    echo "sh -c 'cd $floor_dir && seq $n | xargs -I{} $w sh -c \"true && touch out/s{}\"'"
+    if [ "$looper" = group-floor ]; then
+        echo "sh -c 'cd $floor_dir && $scratch/group-floor $n $w sh -c \"true && touch out/s{}\"'"
+    else
+        echo "sh -c 'cd $floor_dir && seq $n | xargs -I{} $w sh -c \"true && touch out/s{}\"'"
+    fi
 }
 t_floor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(floor_loop "$floor_n")")
 c_floor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
 floor=$(awk -v t="$t_floor" -v n="$floor_n" 'BEGIN { print t / n }')
+if [ "$looper" = group-floor ]; then
+    t_xfloor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" \
+        "$(looper=xargs floor_loop "$floor_n")")
+    c_xfloor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
+fi
 wrapper=$(jq -r '.sandbox.wrapperArgv // [] | join(" ")' \
     "$(ls -d "$one"/.specbridge/runs/*/stages/s0/attempt-001 | head -1)/process.json")
 floor_kind="unconfined"
@@ -112,6 +133,11 @@ if [ -n "$wrapper" ]; then
     c_cfloor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
     cfloor=$(awk -v t="$t_cfloor" -v n="$floor_n" 'BEGIN { print t / n }')
     floor_kind="confined"
+    if [ "$looper" = group-floor ]; then
+        t_xcfloor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" \
+            "$(looper=xargs floor_loop "$floor_n" "$wrapper")")
+        c_xcfloor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
+    fi
 fi
 # One row of the per-stage table: the run of N stages and the floor loop of the
 # same N, one right after the other, RUNS times (after WARMUP untimed pairs).
@@ -147,9 +173,15 @@ echo "## Fixed costs"
 echo
 echo "| what | mean (CPU user + sys) |"
 echo "|---|---|"
-echo "| fork floor per stage (\`sh -c 'true && touch'\` from a loop) | $(ms "$floor") ms$c_floor |"
+echo "| fork floor per stage (\`sh -c 'true && touch'\` from a loop, \`$looper\`) | $(ms "$floor") ms$c_floor |"
+if [ -n "${t_xfloor:-}" ]; then
+    echo "| the same from \`xargs\` (the floor of earlier tables) | $(ms "$(awk -v t="$t_xfloor" -v n="$floor_n" 'BEGIN { print t / n }')") ms$c_xfloor |"
+fi
 if [ "$floor_kind" = confined ]; then
     echo "| confined fork floor (the same in the engine's \`bwrap\` argv) | $(ms "$cfloor") ms$c_cfloor |"
+    if [ -n "${t_xcfloor:-}" ]; then
+        echo "| the same from \`xargs\` | $(ms "$(awk -v t="$t_xcfloor" -v n="$floor_n" 'BEGIN { print t / n }')") ms$c_xcfloor |"
+    fi
     floor=$cfloor
 fi
 echo "| run of 1 check stage | $(ms "$t_one") ms$c_one |"
@@ -158,7 +190,7 @@ echo "| start-up of the 4-stage run (less 4 × $floor_kind floor) | $(ms "$(awk 
 echo
 echo "## Per-stage cost (run of N check stages, concurrency 1)"
 echo
-echo "Medians of $RUNS runs, each followed by the $floor_kind floor loop of the same N."
+echo "Medians of $RUNS runs, each followed by the $floor_kind floor loop (\`$looper\`) of the same N."
 echo
 echo "| shape | N | run (CPU) | per stage | floor per stage | above it | peak RSS |"
 echo "|---|---|---|---|---|---|---|"
