@@ -115,14 +115,23 @@ floor_loop() { # n wrapper…
         echo "sh -c 'cd $floor_dir && seq $n | xargs -I{} $w sh -c \"true && touch out/s{}\"'"
     fi
 }
+# Seconds a command of a floor loop of floor_n that took $1 seconds; " (CPU n
+# ms)" a command of the last `mean`.
+per_command() { awk -v t="$1" -v n="$floor_n" 'BEGIN { print t / n }'; }
+cpu_per_command() { awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu"; }
+# The `xargs` loop of earlier tables, timed beside group-floor's: a table row,
+# nothing when `xargs` is the loop anyway.
+xargs_row() { # label wrapper…
+    local label=$1 t
+    shift
+    [ "$looper" = group-floor ] || return 0
+    t=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(looper=xargs floor_loop "$floor_n" "$@")")
+    echo "| $label | $(ms "$(per_command "$t")") ms$(cpu_per_command) |"
+}
 t_floor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(floor_loop "$floor_n")")
-c_floor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
-floor=$(awk -v t="$t_floor" -v n="$floor_n" 'BEGIN { print t / n }')
-if [ "$looper" = group-floor ]; then
-    t_xfloor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" \
-        "$(looper=xargs floor_loop "$floor_n")")
-    c_xfloor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
-fi
+c_floor=$(cpu_per_command)
+floor=$(per_command "$t_floor")
+xfloor_row=$(xargs_row "the same from \`xargs\` (the floor of earlier tables)")
 wrapper=$(jq -r '.sandbox.wrapperArgv // [] | join(" ")' \
     "$(ls -d "$one"/.specbridge/runs/*/stages/s0/attempt-001 | head -1)/process.json")
 floor_kind="unconfined"
@@ -130,14 +139,10 @@ if [ -n "$wrapper" ]; then
     # The recorded argv binds the one-stage repository; bind the floor's instead.
     wrapper=${wrapper//$one/$floor_dir}
     t_cfloor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(floor_loop "$floor_n" "$wrapper")")
-    c_cfloor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
-    cfloor=$(awk -v t="$t_cfloor" -v n="$floor_n" 'BEGIN { print t / n }')
+    c_cfloor=$(cpu_per_command)
+    cfloor=$(per_command "$t_cfloor")
     floor_kind="confined"
-    if [ "$looper" = group-floor ]; then
-        t_xcfloor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" \
-            "$(looper=xargs floor_loop "$floor_n" "$wrapper")")
-        c_xcfloor=$(awk -v n="$floor_n" '{ printf " (CPU %.2f ms)", $1 * 1000 / n }' "$scratch/cpu")
-    fi
+    xcfloor_row=$(xargs_row "the same from \`xargs\`" "$wrapper")
 fi
 # One row of the per-stage table: the run of N stages and the floor loop of the
 # same N, one right after the other, RUNS times (after WARMUP untimed pairs).
@@ -174,14 +179,10 @@ echo
 echo "| what | mean (CPU user + sys) |"
 echo "|---|---|"
 echo "| fork floor per stage (\`sh -c 'true && touch'\` from a loop, \`$looper\`) | $(ms "$floor") ms$c_floor |"
-if [ -n "${t_xfloor:-}" ]; then
-    echo "| the same from \`xargs\` (the floor of earlier tables) | $(ms "$(awk -v t="$t_xfloor" -v n="$floor_n" 'BEGIN { print t / n }')") ms$c_xfloor |"
-fi
+if [ -n "$xfloor_row" ]; then echo "$xfloor_row"; fi
 if [ "$floor_kind" = confined ]; then
     echo "| confined fork floor (the same in the engine's \`bwrap\` argv) | $(ms "$cfloor") ms$c_cfloor |"
-    if [ -n "${t_xcfloor:-}" ]; then
-        echo "| the same from \`xargs\` | $(ms "$(awk -v t="$t_xcfloor" -v n="$floor_n" 'BEGIN { print t / n }')") ms$c_xcfloor |"
-    fi
+    if [ -n "$xcfloor_row" ]; then echo "$xcfloor_row"; fi
     floor=$cfloor
 fi
 echo "| run of 1 check stage | $(ms "$t_one") ms$c_one |"
