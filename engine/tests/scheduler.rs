@@ -208,7 +208,8 @@ async fn fan_out_grows_and_dependents_wait_for_every_instance() {
     assert_eq!(pos("lint"), started.len() - 1);
 }
 
-/// Deletes the run folder in stage `a`; stage `slow` works until it is stopped.
+/// Deletes the run folder in stage `a`, once the batch that started it is
+/// written; every other stage works until it is stopped.
 #[derive(Default)]
 struct DeletesItsRunFolder {
     started: Mutex<Vec<String>>,
@@ -222,6 +223,15 @@ impl StageExecutor for DeletesItsRunFolder {
         let me = self.clone();
         Box::pin(async move {
             if id == "a" {
+                // Once the batch that starts `a` and `slow` is written: the
+                // folder goes under a later batch, whatever the timing.
+                let log = stage.run.dir().join("events.jsonl");
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("\"slow\""))
+                    && std::time::Instant::now() < until
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                }
                 std::fs::remove_dir_all(stage.run.dir()).unwrap();
             } else {
                 let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -279,5 +289,35 @@ async fn a_vanished_run_folder_stops_the_run_and_ends_what_runs() {
     );
     // What the stages spent still counts, though it could not be recorded.
     assert_eq!(spent.invocations, 2);
+    assert!(!handle.dir().exists(), "nothing made the folder again");
+}
+
+#[tokio::test]
+async fn a_batch_that_fails_behind_the_scheduler_stops_the_run_and_ends_what_runs() {
+    use StageKind::Check;
+    let repo = tempfile::tempdir().unwrap();
+    let handle = Arc::new(
+        RunStore::new(repo.path())
+            .create(Default::default())
+            .unwrap(),
+    );
+    let exec = Arc::new(DeletesItsRunFolder::default());
+    // `z` needs nothing: it starts beside the batch that ends `a`, which the
+    // scheduler writes behind it while `slow` and `z` run. That batch fails.
+    let nodes = vec![
+        node("a", Check, &[]),
+        node("slow", Check, &[]),
+        node("z", Check, &[]),
+    ];
+    let err = run_plan(nodes, exec.clone(), handle.clone(), opts(2))
+        .await
+        .unwrap_err();
+    let specbridge_engine::scheduler::SchedulerError::RecordsFailed { failure, spent } = err else {
+        panic!("{err}");
+    };
+    assert!(failure.vanished, "{failure:?}");
+    assert!(exec.stopped.load(Ordering::SeqCst), "what runs is ended");
+    assert_eq!(*exec.started.lock().unwrap(), ["a", "slow", "z"]);
+    assert_eq!(spent.invocations, 3);
     assert!(!handle.dir().exists(), "nothing made the folder again");
 }

@@ -6,6 +6,7 @@
 //! change goes through it; a reused stage's status does not change, and its record
 //! is left as it is), the stage events, the run totals and the run budget.
 
+mod behind;
 mod node;
 pub mod retry;
 mod spawn;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use crate::events::{RunEvent, StageExpanded, StageFinished, StageRetrying};
 use tokio::sync::RwLock;
 
+use behind::Flushes;
 pub use node::{Node, StageReport};
 use spawn::{start_attempt, Spawn};
 use state::SchedState;
@@ -160,7 +162,8 @@ pub enum SchedulerError {
 /// [`StoreFailure`]), no stage starts any more, the running ones are ended as on a
 /// cancel, and the error says why. The records that ended the last stages may
 /// still be queued on return: the caller's next write (or [`RunHandle::flush`])
-/// writes them, in order, with its own.
+/// writes them, in order, with its own. No batch the scheduler wrote behind it
+/// (`behind.rs`) is still being written on return.
 pub async fn run_plan(
     nodes: Vec<Node>,
     executor: Arc<dyn StageExecutor>,
@@ -169,9 +172,13 @@ pub async fn run_plan(
 ) -> Result<RunOutcome, SchedulerError> {
     let mut st = SchedState::new(nodes);
     let mut running = tokio::task::JoinSet::new();
-    let scheduled = schedule(&mut st, &mut running, &executor, &run, &opts).await;
+    let mut flushes = Flushes::default();
+    let scheduled = schedule(&mut st, &mut running, &mut flushes, &executor, &run, &opts).await;
     let error = match scheduled {
-        Ok(cancelled) => return Ok(st.into_outcome(cancelled)),
+        Ok(cancelled) => match flushes.settle().await {
+            Ok(()) => return Ok(st.into_outcome(cancelled)),
+            Err(e) => e,
+        },
         Err(e) => e,
     };
     executor.stop();
@@ -181,6 +188,8 @@ pub async fn run_plan(
             add_totals(&mut st, &report);
         }
     }
+    // Failed or not, no batch is left being written when the caller writes.
+    let _first_failure_is_the_guards = flushes.settle().await;
     let failure = run.failure().unwrap_or_else(|| StoreFailure {
         message: error.to_string(),
         vanished: false,
@@ -198,8 +207,9 @@ pub async fn run_plan(
 /// included, in the batch it flushes before it spawns anything — with its
 /// prompt and request, or beside its snapshot (`stages/src/flow.rs`) — or,
 /// where it ends first, the scheduler's next turn does. One wait for the disk
-/// less on its way to the agent. Anything else is written now: a check stage's
-/// start beside its command, the records that ended stages while others go on.
+/// less on its way to the agent. Anything else is written now, behind the
+/// scheduler (`behind.rs`): a check stage's start beside its command, the
+/// records that ended stages while others go on.
 fn agent_flushes_first(started: &[StageKind], running: usize) -> bool {
     running == 1 && matches!(started, [kind] if kind.is_agent())
 }
@@ -211,6 +221,7 @@ const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 async fn schedule(
     st: &mut SchedState,
     running: &mut spawn::Attempts,
+    flushes: &mut Flushes,
     executor: &Arc<dyn StageExecutor>,
     run: &Arc<RunHandle>,
     opts: &SchedulerOptions,
@@ -342,11 +353,12 @@ async fn schedule(
             break;
         }
         if !agent_flushes_first(&started, running.len()) {
-            run.flush()?;
+            flushes.start(run);
         }
         let joined = loop {
             tokio::select! {
                 joined = running.join_next() => break joined.expect("a task is running"),
+                ended = flushes.next_ended(), if flushes.any_out() => ended?,
                 _ = tokio::time::sleep(WATCH_EVERY) => {
                     if run.watch().is_some() {
                         run.records_ok()?;

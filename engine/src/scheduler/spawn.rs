@@ -46,8 +46,8 @@ pub(super) fn start_attempt(
     // starts. One that reads none has its start written with its own first
     // records, in the batch its executor flushes before it spawns anything, or
     // (a check stage whose needs ended in this process) beside its command, by
-    // the flush below the scheduler's loop (docs/run-directory.md, "Writing
-    // rules"): one wait for the disk less, or both off its path.
+    // the batch the scheduler's loop writes behind it (docs/run-directory.md,
+    // "Writing rules"): one wait for the disk less, or both off its path.
     if writes_running_record(node.kind, attempt, node.instance_of.is_some()) {
         write_stage(run, node, StageStatus::Running, Some(&started), attempt)?;
     }

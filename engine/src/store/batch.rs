@@ -14,11 +14,15 @@
 //! twice instead of 2·N times.
 //!
 //! The scheduler queues the records that end one stage and start the next
-//! ([`RunHandle::defer_json`], [`RunHandle::defer_event`]) and flushes them before
-//! it starts anything: a stage still starts only once what it needs is recorded.
+//! ([`RunHandle::defer_json`], [`RunHandle::defer_event`]). A stage that reads
+//! records at its start has them flushed first, so it starts only once what it
+//! needs is recorded; the rest the scheduler writes behind it, on a blocking
+//! thread ([`RunHandle::flush_job`]), while it waits for the next stage to end.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
 
 use crate::events::RunEvent;
 use crate::store::atomic::{json_bytes, sha256_hex, stage_atomic, Staged, WriteError};
@@ -169,13 +173,47 @@ impl RunHandle {
     pub(in crate::store) fn flush_through(&self, ticket: u64) -> Result<(), StoreError> {
         // Waiting for another thread's batch means waiting for the disk: on a
         // runtime worker, that worker is handed to the other tasks meanwhile.
-        let mut written = match self.written.try_lock() {
+        let written = match self.written.try_lock() {
             Ok(w) => w,
             Err(std::sync::TryLockError::WouldBlock) => {
                 off_the_worker(|| self.written.lock().expect("writer lock"))
             }
             Err(std::sync::TryLockError::Poisoned(e)) => panic!("writer lock: {e}"),
         };
+        self.write_through(written, ticket)
+    }
+
+    /// A flush for a thread that may wait for the disk while its caller goes
+    /// on: the scheduler runs it on the runtime's blocking threads and watches
+    /// for new ends meanwhile, so a stage that ends while a batch is written
+    /// has its slot filled at once rather than after the disk's waits. The
+    /// job writes everything queued by the time it holds the writer, in order,
+    /// as [`flush`](Self::flush) would. None while a job handed out before has
+    /// yet to take the queue: that one will take what is queued now.
+    pub fn flush_job(
+        self: &Arc<Self>,
+    ) -> Option<impl FnOnce() -> Result<(), StoreError> + Send + 'static> {
+        if self.job_waiting.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let run = Arc::clone(self);
+        Some(move || {
+            let written = run.written.lock().expect("writer lock");
+            // Cleared before the queue is read: a write queued after the read
+            // finds the flag clear, and its caller asks for another job.
+            run.job_waiting.store(false, Ordering::SeqCst);
+            let ticket = run.queue.lock().expect("write queue lock").queued;
+            run.write_through(written, ticket)
+        })
+    }
+
+    /// Writes everything queued through `ticket` unless the batch holding it
+    /// is written already, with the writer held.
+    fn write_through(
+        &self,
+        mut written: MutexGuard<'_, u64>,
+        ticket: u64,
+    ) -> Result<(), StoreError> {
         if *written < ticket {
             let (items, last) = {
                 let mut queue = self.queue.lock().expect("write queue lock");
@@ -365,6 +403,9 @@ fn sync_folders(folders: &[&Path], outside: &[&OwnedFd]) {
         p.wait();
     }
 }
+
+#[cfg(test)]
+mod flush_job_tests;
 
 #[cfg(test)]
 mod tests {

@@ -180,6 +180,9 @@ pub struct RunHandle {
     pub(super) queue: std::sync::Mutex<Queue>,
     /// Held by the one thread writing a batch; the last ticket taken for writing.
     pub(super) written: std::sync::Mutex<u64>,
+    /// A job from [`RunHandle::flush_job`] is out and has yet to take the queue
+    /// (`store/batch.rs`).
+    pub(super) job_waiting: std::sync::atomic::AtomicBool,
 }
 
 /// One append with the log already held, whatever failed before (the guard is
@@ -235,6 +238,7 @@ impl RunHandle {
             guard,
             queue: std::sync::Mutex::new(Queue::default()),
             written: std::sync::Mutex::new(0),
+            job_waiting: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
