@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # specbridge against Snakemake on the same generated DAGs of no-op stages
-# (benches/gen-dag.sh), one core each, interleaved run by run so that both see
-# the same machine load; prints the median of each and their ratio.
+# (benches/gen-dag.sh), one core each (CONCURRENCY=n: n stages and n cores at
+# once), interleaved run by run so that both see the same machine load; prints
+# the median of each and their ratio.
 #
 #   benches/snakemake.sh --install      # first time: Snakemake into a venv (PyPI)
 #   benches/snakemake.sh                # sizes 50 200 1000, shapes chain wide random
 #   SIZES="50" RUNS=3 benches/snakemake.sh
+#   CONCURRENCY=2 SHAPES="wide random" benches/snakemake.sh
 #
 # The venv lives in the target folder (git-ignored); without --install a
 # `snakemake` already on PATH is used.
@@ -14,6 +16,7 @@ cd "$(dirname "$0")/.."
 SIZES=${SIZES:-"50 200 1000"}
 SHAPES=${SHAPES:-"chain wide random"}
 RUNS=${RUNS:-5}
+CONCURRENCY=${CONCURRENCY:-1}
 venv=$(realpath -m "${CARGO_TARGET_DIR:-target}/snakemake-venv")
 
 if [ "${1:-}" = "--install" ]; then
@@ -40,7 +43,7 @@ trap 'rm -rf "$scratch"' EXIT
 now() { date +%s%N; }
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-echo "Snakemake $("$snakemake" --version), specbridge $("$bin" --version | awk '{ print $NF }'), $RUNS interleaved runs each"
+echo "Snakemake $("$snakemake" --version), specbridge $("$bin" --version | awk '{ print $NF }'), $RUNS interleaved runs each, $CONCURRENCY at once"
 echo
 echo "| shape | N | specbridge | Snakemake | ratio |"
 echo "|---|---|---|---|---|"
@@ -68,14 +71,14 @@ for shape in $SHAPES; do
             # Both tools' output goes nowhere (a `sandbox: off` stage warns on
             # stderr each run); specbridge's stderr is kept to say why it failed.
             t0=$(now)
-            if ! "$bin" -C "$sb" run --concurrency 1 --json >/dev/null 2>"$scratch/sb.err"; then
+            if ! "$bin" -C "$sb" run --concurrency "$CONCURRENCY" --json >/dev/null 2>"$scratch/sb.err"; then
                 cat "$scratch/sb.err" >&2
                 exit 1
             fi
             echo $(($(now) - t0)) >>"$scratch/sb.times"
             rm -rf "$sm/.snakemake" "$sm/out" && mkdir -p "$sm/out"
             t0=$(now)
-            (cd "$sm" && "$snakemake" --cores 1 --quiet all >/dev/null 2>&1)
+            (cd "$sm" && "$snakemake" --cores "$CONCURRENCY" --quiet all >/dev/null 2>&1)
             echo $(($(now) - t0)) >>"$scratch/sm.times"
         done
         a=$(median <"$scratch/sb.times")

@@ -253,9 +253,18 @@ impl StageExecutor for DeletesItsRunFolder {
     }
 }
 
-#[tokio::test]
-async fn a_vanished_run_folder_stops_the_run_and_ends_what_runs() {
-    use StageKind::Check;
+/// What a run of `nodes`, two at a time under [`DeletesItsRunFolder`], ended
+/// with: its records' failure and what it spent, the stages it started, and
+/// whether its folder exists again.
+struct Stopped {
+    failure: specbridge_engine::store::StoreFailure,
+    spent: specbridge_engine::store::Totals,
+    started: Vec<String>,
+    stopped: bool,
+    folder_exists: bool,
+}
+
+async fn run_deleting_its_folder(nodes: Vec<Node>) -> Stopped {
     let repo = tempfile::tempdir().unwrap();
     let handle = Arc::new(
         RunStore::new(repo.path())
@@ -263,11 +272,6 @@ async fn a_vanished_run_folder_stops_the_run_and_ends_what_runs() {
             .unwrap(),
     );
     let exec = Arc::new(DeletesItsRunFolder::default());
-    let nodes = vec![
-        node("a", Check, &[]),
-        node("slow", Check, &[]),
-        node("b", Check, &["a"]),
-    ];
     let clock = std::time::Instant::now();
     let err = run_plan(nodes, exec.clone(), handle.clone(), opts(2))
         .await
@@ -279,29 +283,37 @@ async fn a_vanished_run_folder_stops_the_run_and_ends_what_runs() {
     let specbridge_engine::scheduler::SchedulerError::RecordsFailed { failure, spent } = err else {
         panic!("{err}");
     };
-    assert!(failure.vanished, "{failure:?}");
-    assert!(failure.message.contains("no longer exists"), "{failure:?}");
-    assert!(exec.stopped.load(Ordering::SeqCst));
-    assert_eq!(
-        *exec.started.lock().unwrap(),
-        ["a", "slow"],
-        "b never starts"
-    );
+    let started = exec.started.lock().unwrap().clone();
+    Stopped {
+        failure,
+        spent,
+        started,
+        stopped: exec.stopped.load(Ordering::SeqCst),
+        folder_exists: handle.dir().exists(),
+    }
+}
+
+#[tokio::test]
+async fn a_vanished_run_folder_stops_the_run_and_ends_what_runs() {
+    use StageKind::Check;
+    let nodes = vec![
+        node("a", Check, &[]),
+        node("slow", Check, &[]),
+        node("b", Check, &["a"]),
+    ];
+    let end = run_deleting_its_folder(nodes).await;
+    assert!(end.failure.vanished, "{:?}", end.failure);
+    assert!(end.failure.message.contains("no longer exists"), "{:?}", end.failure);
+    assert!(end.stopped);
+    assert_eq!(end.started, ["a", "slow"], "b never starts");
     // What the stages spent still counts, though it could not be recorded.
-    assert_eq!(spent.invocations, 2);
-    assert!(!handle.dir().exists(), "nothing made the folder again");
+    assert_eq!(end.spent.invocations, 2);
+    assert!(!end.folder_exists, "nothing made the folder again");
 }
 
 #[tokio::test]
 async fn a_batch_that_fails_behind_the_scheduler_stops_the_run_and_ends_what_runs() {
     use StageKind::Check;
-    let repo = tempfile::tempdir().unwrap();
-    let handle = Arc::new(
-        RunStore::new(repo.path())
-            .create(Default::default())
-            .unwrap(),
-    );
-    let exec = Arc::new(DeletesItsRunFolder::default());
     // `z` needs nothing: it starts beside the batch that ends `a`, which the
     // scheduler writes behind it while `slow` and `z` run. That batch fails.
     let nodes = vec![
@@ -309,15 +321,10 @@ async fn a_batch_that_fails_behind_the_scheduler_stops_the_run_and_ends_what_run
         node("slow", Check, &[]),
         node("z", Check, &[]),
     ];
-    let err = run_plan(nodes, exec.clone(), handle.clone(), opts(2))
-        .await
-        .unwrap_err();
-    let specbridge_engine::scheduler::SchedulerError::RecordsFailed { failure, spent } = err else {
-        panic!("{err}");
-    };
-    assert!(failure.vanished, "{failure:?}");
-    assert!(exec.stopped.load(Ordering::SeqCst), "what runs is ended");
-    assert_eq!(*exec.started.lock().unwrap(), ["a", "slow", "z"]);
-    assert_eq!(spent.invocations, 3);
-    assert!(!handle.dir().exists(), "nothing made the folder again");
+    let end = run_deleting_its_folder(nodes).await;
+    assert!(end.failure.vanished, "{:?}", end.failure);
+    assert!(end.stopped, "what runs is ended");
+    assert_eq!(end.started, ["a", "slow", "z"]);
+    assert_eq!(end.spent.invocations, 3);
+    assert!(!end.folder_exists, "nothing made the folder again");
 }
