@@ -303,7 +303,11 @@ async fn a_vanished_run_folder_stops_the_run_and_ends_what_runs() {
     ];
     let end = run_deleting_its_folder(nodes).await;
     assert!(end.failure.vanished, "{:?}", end.failure);
-    assert!(end.failure.message.contains("no longer exists"), "{:?}", end.failure);
+    assert!(
+        end.failure.message.contains("no longer exists"),
+        "{:?}",
+        end.failure
+    );
     assert!(end.stopped);
     assert_eq!(end.started, ["a", "slow"], "b never starts");
     // What the stages spent still counts, though it could not be recorded.
