@@ -125,10 +125,10 @@ xargs_row() { # label wrapper…
     local label=$1 t
     shift
     [ "$looper" = group-floor ] || return 0
-    t=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(looper=xargs floor_loop "$floor_n" "$@")")
+    t=$(mean "$(clean "$floor_dir")" "$(looper=xargs floor_loop "$floor_n" "$@")")
     echo "| $label | $(ms "$(per_command "$t")") ms$(cpu_per_command) |"
 }
-t_floor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(floor_loop "$floor_n")")
+t_floor=$(mean "$(clean "$floor_dir")" "$(floor_loop "$floor_n")")
 c_floor=$(cpu_per_command)
 floor=$(per_command "$t_floor")
 xfloor_row=$(xargs_row "the same from \`xargs\` (the floor of earlier tables)")
@@ -138,7 +138,7 @@ floor_kind="unconfined"
 if [ -n "$wrapper" ]; then
     # The recorded argv binds the one-stage repository; bind the floor's instead.
     wrapper=${wrapper//$one/$floor_dir}
-    t_cfloor=$(mean "rm -rf $floor_dir/out && mkdir $floor_dir/out" "$(floor_loop "$floor_n" "$wrapper")")
+    t_cfloor=$(mean "$(clean "$floor_dir")" "$(floor_loop "$floor_n" "$wrapper")")
     c_cfloor=$(cpu_per_command)
     cfloor=$(per_command "$t_cfloor")
     floor_kind="confined"

@@ -174,12 +174,11 @@ pub async fn run_plan(
     let mut running = tokio::task::JoinSet::new();
     let mut flushes = Flushes::default();
     let scheduled = schedule(&mut st, &mut running, &mut flushes, &executor, &run, &opts).await;
-    let error = match scheduled {
-        Ok(cancelled) => match flushes.settle().await {
-            Ok(()) => return Ok(st.into_outcome(cancelled)),
-            Err(e) => e,
-        },
-        Err(e) => e,
+    // Failed or not, no batch is left being written when the caller writes.
+    let settled = flushes.settle().await;
+    let error = match (scheduled, settled) {
+        (Ok(cancelled), Ok(())) => return Ok(st.into_outcome(cancelled)),
+        (Err(e), _) | (Ok(_), Err(e)) => e,
     };
     executor.stop();
     while let Some(joined) = running.join_next().await {
@@ -188,8 +187,6 @@ pub async fn run_plan(
             add_totals(&mut st, &report);
         }
     }
-    // Failed or not, no batch is left being written when the caller writes.
-    let _first_failure_is_the_guards = flushes.settle().await;
     let failure = run.failure().unwrap_or_else(|| StoreFailure {
         message: error.to_string(),
         vanished: false,
