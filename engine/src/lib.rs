@@ -5,6 +5,7 @@
 //! its results into output and exit codes.
 
 pub mod audit;
+pub mod background;
 pub mod bash_rule;
 pub mod beside;
 pub mod builtin_schemas;

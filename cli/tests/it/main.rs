@@ -23,6 +23,7 @@ mod run_checks;
 mod run_store;
 mod sandbox;
 mod sandbox_probe;
+mod sched_policy;
 mod secrets;
 mod signals;
 mod store_failure;

@@ -34,6 +34,10 @@ fn queue() -> Option<&'static Mutex<Sender<Job>>> {
 }
 
 fn work(jobs: &Mutex<Receiver<Job>>) {
+    // Syncs wake these threads while a command runs: they wait for an idle
+    // core instead of taking the command's. They may be started before the
+    // run's threads are moved (`background.rs`).
+    crate::background::this_thread();
     loop {
         let job = jobs.lock().unwrap_or_else(PoisonError::into_inner).recv();
         match job {

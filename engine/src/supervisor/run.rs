@@ -150,7 +150,8 @@ pub async fn run_until_ended(
     // cannot have begun before the child could act.
     SPAWNED.fetch_add(1, Ordering::SeqCst);
     super::group::adopt_orphans();
-    let mut child = match command.spawn() {
+    // Under the policy specbridge was started with, not the engine's.
+    let mut child = match crate::background::as_started(|| command.spawn()) {
         Ok(child) => child,
         Err(source) => {
             stdout.finish();

@@ -364,6 +364,10 @@ fn load(
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, SessionError> {
+    // This thread (it runs the scheduler) and the runtime's wait behind the
+    // commands the run starts; the supervisor starts those as specbridge was
+    // started.
+    specbridge_engine::background::engine_threads();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

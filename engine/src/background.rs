@@ -1,0 +1,142 @@
+//! The engine's own threads wait behind the commands and agents a run starts.
+//!
+//! Linux lets a thread that wakes preempt the one running on its core when it
+//! has slept for long enough, and a run's threads sleep most of the time: on
+//! the disk (the syncs of a batch), on a child's end, on each other. In a
+//! chain of check stages each stage's `sh` was preempted 1.6 times on average,
+//! mostly by them (and by the disk's completions they asked for), with the
+//! other core idle in more than half of those (docs/performance.md).
+//! `SCHED_BATCH` is the same fair class at the same `nice`, except that its
+//! wakeups never preempt: such a thread runs on a core that is idle, or once
+//! the task on its core sleeps or has had its slice. Nothing is given less CPU
+//! over time; on a busy machine a wakeup may wait for the next tick.
+//!
+//! What a run starts for the user (a stage's command, an agent, a
+//! verification: everything the supervisor spawns) is started under the
+//! policy specbridge itself was started with ([`as_started`]), not the
+//! engine's. Only a process started under `SCHED_OTHER` is moved: one started
+//! under `chrt --batch`, `--idle` or a real-time class keeps what it was
+//! given, for its threads and its children alike. A refusal (a seccomp
+//! filter, another kernel) leaves every thread as it was.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether [`engine_threads`] moved a thread: only then do spawns move back.
+static MOVED: AtomicBool = AtomicBool::new(false);
+
+/// Moves the calling thread behind the commands; every thread it starts from
+/// now on inherits it. For the thread that builds a run's runtime (it runs the
+/// scheduler too) before it does.
+pub fn engine_threads() {
+    if move_this_thread(libc::SCHED_OTHER, libc::SCHED_BATCH) {
+        MOVED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Moves the calling thread behind the commands, whoever started it: for a
+/// thread whose work is all behind them (`store/sync_pool.rs`), which may be
+/// started before [`engine_threads`] runs.
+pub fn this_thread() {
+    move_this_thread(libc::SCHED_OTHER, libc::SCHED_BATCH);
+}
+
+/// Runs `spawn` with the calling thread under the policy specbridge was
+/// started with, so that the child it starts inherits that policy and not the
+/// engine's; then moves the thread behind again and lets the child have the
+/// core. Without the yield, the thread woken by the child's `exec` (a spawn
+/// waits for it) goes on with its own work on that core while the child
+/// waits for it.
+pub fn as_started<T>(spawn: impl FnOnce() -> T) -> T {
+    let moved =
+        MOVED.load(Ordering::Relaxed) && move_this_thread(libc::SCHED_BATCH, libc::SCHED_OTHER);
+    let spawned = spawn();
+    if moved {
+        move_this_thread(libc::SCHED_OTHER, libc::SCHED_BATCH);
+        // SAFETY: no arguments; gives up the core for this turn only.
+        unsafe { libc::sched_yield() };
+    }
+    spawned
+}
+
+/// Sets the calling thread's policy to `to` if it is exactly `from` (no
+/// reset-on-fork flag either); whether it did.
+fn move_this_thread(from: libc::c_int, to: libc::c_int) -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread alone; `param` outlives the call.
+    unsafe { libc::sched_getscheduler(0) == from && libc::sched_setscheduler(0, to, &param) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> libc::c_int {
+        // SAFETY: the calling thread's policy; no memory involved.
+        unsafe { libc::sched_getscheduler(0) }
+    }
+
+    /// The policy of process `pid`'s main thread, as `/proc` shows it.
+    fn policy_of(pid: u32) -> libc::c_int {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // Field 41; the fields after the command name's closing parenthesis
+        // start at 3.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        after.split(' ').nth(41 - 3).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn a_thread_moved_passes_it_on_and_leaves_its_starter_alone() {
+        let here = policy();
+        assert_eq!(here, libc::SCHED_OTHER, "the tests start under SCHED_OTHER");
+        let (moved, child) = std::thread::spawn(|| {
+            this_thread();
+            (policy(), std::thread::spawn(policy).join().unwrap())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(moved, libc::SCHED_BATCH);
+        assert_eq!(child, libc::SCHED_BATCH, "a thread it starts inherits it");
+        assert_eq!(policy(), here, "the caller's own thread is unchanged");
+    }
+
+    #[test]
+    fn what_a_moved_thread_spawns_runs_as_specbridge_was_started() {
+        std::thread::spawn(|| {
+            engine_threads();
+            assert_eq!(policy(), libc::SCHED_BATCH);
+            let mut child = as_started(|| std::process::Command::new("sleep").arg("5").spawn())
+                .expect("spawn sleep");
+            let seen = policy_of(child.id());
+            child.kill().unwrap();
+            child.wait().unwrap();
+            assert_eq!(seen, libc::SCHED_OTHER, "the child is not behind");
+            assert_eq!(policy(), libc::SCHED_BATCH, "the thread is behind again");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_thread_under_another_policy_keeps_it_and_so_do_its_children() {
+        std::thread::spawn(|| {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: this thread alone; `param` outlives the call.
+            assert_eq!(
+                unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) },
+                0
+            );
+            this_thread();
+            engine_threads();
+            assert_eq!(policy(), libc::SCHED_IDLE, "never moved up to SCHED_BATCH");
+            let mut child = as_started(|| std::process::Command::new("sleep").arg("5").spawn())
+                .expect("spawn sleep");
+            let seen = policy_of(child.id());
+            child.kill().unwrap();
+            child.wait().unwrap();
+            assert_eq!(seen, libc::SCHED_IDLE, "nor its child up to SCHED_OTHER");
+            assert_eq!(policy(), libc::SCHED_IDLE);
+        })
+        .join()
+        .unwrap();
+    }
+}
