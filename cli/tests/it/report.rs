@@ -31,6 +31,56 @@ fn chromium_or_skip(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// How long a headless Chromium is given to render one page and exit.
+const CHROMIUM_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A command's output, the command killed if it has not exited within `wait`.
+struct Bounded {
+    exited: bool,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+fn within(cmd: &mut Command, wait: std::time::Duration) -> Bounded {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let mut child = cmd
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run chromium");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = std::time::Instant::now() + wait;
+    let exited = loop {
+        if child.try_wait().unwrap().is_some() {
+            break true;
+        }
+        if std::time::Instant::now() >= deadline {
+            // Its helpers hold the pipes too: the whole group goes.
+            // SAFETY: a signal to the group this call made, nothing else.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    Bounded {
+        exited,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
+}
+
 /// What headless Chromium made of a page: the DOM after its script ran, and every
 /// console message. A proxy that does not exist stands in for the network, so a
 /// page that fetched anything would log the failure.
@@ -58,11 +108,12 @@ fn render(chromium: &Path, page: &Path, fragment: &str, screenshot: Option<&Path
     let url = format!("file://{}{fragment}", page.display());
     let mut dump = Command::new(chromium);
     base(&mut dump);
-    let out = dump
-        .arg("--dump-dom")
-        .arg(&url)
-        .output()
-        .expect("run chromium");
+    let out = within(dump.arg("--dump-dom").arg(&url), CHROMIUM_WAIT);
+    assert!(
+        out.exited,
+        "chromium --dump-dom did not exit within {CHROMIUM_WAIT:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let console = String::from_utf8_lossy(&out.stderr)
         .lines()
         .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("net::ERR"))
@@ -71,14 +122,21 @@ fn render(chromium: &Path, page: &Path, fragment: &str, screenshot: Option<&Path
     if let Some(shot) = screenshot {
         let mut cmd = Command::new(chromium);
         base(&mut cmd);
-        let status = cmd
-            .arg(format!("--screenshot={}", shot.display()))
-            .arg(&url)
-            .output()
-            .expect("run chromium");
+        // Headless Chromium has been seen to stay after writing its
+        // screenshot (once in a loaded suite): the file is what is wanted.
+        let status = within(
+            cmd.arg(format!("--screenshot={}", shot.display()))
+                .arg(&url),
+            CHROMIUM_WAIT,
+        );
         assert!(
             shot.is_file(),
-            "no screenshot: {}",
+            "no screenshot (chromium {}): {}",
+            if status.exited {
+                "exited"
+            } else {
+                "killed after the wait"
+            },
             String::from_utf8_lossy(&status.stderr)
         );
     }
