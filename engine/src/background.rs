@@ -84,6 +84,16 @@ mod tests {
         after.split(' ').nth(41 - 3).unwrap().parse().unwrap()
     }
 
+    /// The policy of a child spawned through [`as_started`] from this thread.
+    fn spawned_as_started() -> libc::c_int {
+        let mut child = as_started(|| std::process::Command::new("sleep").arg("5").spawn())
+            .expect("spawn sleep");
+        let seen = policy_of(child.id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        seen
+    }
+
     #[test]
     fn a_thread_moved_passes_it_on_and_leaves_its_starter_alone() {
         let here = policy();
@@ -104,12 +114,11 @@ mod tests {
         std::thread::spawn(|| {
             engine_threads();
             assert_eq!(policy(), libc::SCHED_BATCH);
-            let mut child = as_started(|| std::process::Command::new("sleep").arg("5").spawn())
-                .expect("spawn sleep");
-            let seen = policy_of(child.id());
-            child.kill().unwrap();
-            child.wait().unwrap();
-            assert_eq!(seen, libc::SCHED_OTHER, "the child is not behind");
+            assert_eq!(
+                spawned_as_started(),
+                libc::SCHED_OTHER,
+                "the child is not behind"
+            );
             assert_eq!(policy(), libc::SCHED_BATCH, "the thread is behind again");
         })
         .join()
@@ -128,12 +137,11 @@ mod tests {
             this_thread();
             engine_threads();
             assert_eq!(policy(), libc::SCHED_IDLE, "never moved up to SCHED_BATCH");
-            let mut child = as_started(|| std::process::Command::new("sleep").arg("5").spawn())
-                .expect("spawn sleep");
-            let seen = policy_of(child.id());
-            child.kill().unwrap();
-            child.wait().unwrap();
-            assert_eq!(seen, libc::SCHED_IDLE, "nor its child up to SCHED_OTHER");
+            assert_eq!(
+                spawned_as_started(),
+                libc::SCHED_IDLE,
+                "nor its child up to SCHED_OTHER"
+            );
             assert_eq!(policy(), libc::SCHED_IDLE);
         })
         .join()
