@@ -75,13 +75,12 @@ mod tests {
         unsafe { libc::sched_getscheduler(0) }
     }
 
-    /// The policy of process `pid`'s main thread, as `/proc` shows it.
+    /// The policy of process `pid`'s main thread, as `/proc` shows it: field
+    /// 41, counted from the state (field 3).
     fn policy_of(pid: u32) -> libc::c_int {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        // Field 41; the fields after the command name's closing parenthesis
-        // start at 3.
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        after.split(' ').nth(41 - 3).unwrap().parse().unwrap()
+        let mut fields = crate::supervisor::stat_fields(&stat).unwrap();
+        fields.nth(41 - 3).unwrap().parse().unwrap()
     }
 
     /// The policy of a child spawned through [`as_started`] from this thread.

@@ -236,7 +236,7 @@ pub(super) fn numbered_entries(dir: &str) -> Option<HashSet<u32>> {
 /// The fields of a `/proc/<pid>/stat` line from the state (field 3) on. The
 /// command name before them sits in parentheses and may itself hold spaces and
 /// parentheses, so they are counted from the last `)`.
-pub(super) fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+pub(crate) fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
     Some(stat[stat.rfind(')')? + 1..].split_whitespace())
 }
 

@@ -24,6 +24,9 @@ pub use cancel::{CancelLevel, CancelToken};
 pub use capture::{ObserverControl, StdoutObserver, MAX_OBSERVED_LINE_BYTES};
 pub use ctrl_c::install_cancel_signals;
 pub use error::SupervisorError;
+/// For the tests that read a thread's `/proc` record (`background.rs`).
+#[cfg(test)]
+pub(crate) use group::stat_fields;
 pub use group::{group_alive, kill_group_if_alive, process_start_ticks};
 pub use record::{process_record_schema, OutputStream, ProcessRecord, PROCESS_SCHEMA_VERSION};
 pub use resolve::resolve_program;

@@ -17,14 +17,20 @@ fn new_run() -> (tempfile::TempDir, Arc<RunHandle>) {
     (base, Arc::new(run))
 }
 
+/// A new run with `a.json` queued and not yet written.
+fn run_with_a_queued() -> (tempfile::TempDir, Arc<RunHandle>) {
+    let (base, run) = new_run();
+    run.defer_bytes("a.json", b"1\n").unwrap();
+    (base, run)
+}
+
 fn on_disk(run: &RunHandle, rel: &str) -> bool {
     run.dir().join(rel).exists()
 }
 
 #[test]
 fn a_job_out_takes_what_is_queued_when_it_runs_and_no_second_is_handed_out_meanwhile() {
-    let (_base, run) = new_run();
-    run.defer_bytes("a.json", b"1\n").unwrap();
+    let (_base, run) = run_with_a_queued();
     let job = run.flush_job().expect("none out yet");
     run.defer_bytes("b.json", b"2\n").unwrap();
     assert!(
@@ -42,8 +48,7 @@ fn a_job_out_takes_what_is_queued_when_it_runs_and_no_second_is_handed_out_meanw
 
 #[test]
 fn a_job_waiting_behind_a_batch_takes_what_is_queued_while_it_waits() {
-    let (_base, run) = new_run();
-    run.defer_bytes("a.json", b"1\n").unwrap();
+    let (_base, run) = run_with_a_queued();
     let job = run.flush_job().unwrap();
     // Another thread writing a batch: the job waits for the writer.
     let writer = run.written.lock().unwrap();
@@ -57,8 +62,7 @@ fn a_job_waiting_behind_a_batch_takes_what_is_queued_while_it_waits() {
 
 #[test]
 fn a_write_queued_while_a_jobs_batch_is_written_gets_a_job_of_its_own() {
-    let (_base, run) = new_run();
-    run.defer_bytes("a.json", b"1\n").unwrap();
+    let (_base, run) = run_with_a_queued();
     let job = run.flush_job().unwrap();
     // The batch stops at its first append, once it has taken the queue.
     let log = run.events.lock();
@@ -82,8 +86,7 @@ fn a_write_queued_while_a_jobs_batch_is_written_gets_a_job_of_its_own() {
 
 #[test]
 fn a_job_whose_batch_fails_says_why_and_stops_the_records() {
-    let (_base, run) = new_run();
-    run.defer_bytes("a.json", b"1\n").unwrap();
+    let (_base, run) = run_with_a_queued();
     std::fs::remove_dir_all(run.dir()).unwrap();
     let err = run.flush_job().unwrap()().unwrap_err();
     assert!(matches!(err, StoreError::FolderVanished { .. }), "{err}");
