@@ -16,7 +16,7 @@
 //! so no unredacted byte the agent printed is ever on disk.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use serde_json::{json, Value};
 
@@ -388,6 +388,17 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     } else {
         (spec.on_exit, None)
     };
+    // Outside the tree, the folder is removed from that moment on too, on a
+    // thread beside the group's teardown: no member can use it any more, and
+    // removed after the reap it was waited for on the way to the attempt's
+    // records (0.7-1 ms, docs/performance.md). Inside the tree it goes after
+    // the reap, before the snapshot.
+    let (tmp_at_end, tmp_after) = if tmp_in_tree {
+        (None, private_tmp)
+    } else {
+        (private_tmp, None)
+    };
+    let removing = std::sync::Mutex::new(None);
     let result = supervisor::run_until_ended(
         spawn,
         spec.cancel.clone(),
@@ -413,6 +424,10 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             if let Some(on_exit) = at_end {
                 on_exit();
             }
+            if let Some(tmp) = tmp_at_end {
+                let mut slot = removing.lock().unwrap_or_else(PoisonError::into_inner);
+                *slot = Some(tmp.remove_aside());
+            }
         },
     )
     .await;
@@ -436,18 +451,15 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     };
 
     let fallback = observer.fallback.take();
-    // The CLI's temporary folder is removed while the outcome is read: nothing
-    // reads the folder (the agent's group has ended), and its removal took as
-    // long as the reading. A folder inside the working tree goes first, and
-    // only then does the caller's after-snapshot start.
-    let private_tmp = private_tmp.filter(|_| !tmp_in_tree);
+    // A folder inside the working tree goes first, and only then does the
+    // caller's after-snapshot start.
+    drop(tmp_after);
     if let Some(on_exit) = after_tmp {
         on_exit();
     }
-    let ((), outcome) = crate::beside::beside(
-        move || drop(private_tmp),
-        || finish(&spec, attempt_rel, record, observer.state, fallback),
-    );
+    let outcome = finish(&spec, attempt_rel, record, observer.state, fallback);
+    // Long done by now: it began before the reap.
+    drop(removing);
     outcome
 }
 

@@ -41,6 +41,32 @@ impl PrivateTmp {
     pub(super) fn path(&self) -> &Path {
         self.0.path()
     }
+
+    /// Starts removing the folder on a thread of its own, or removes it now
+    /// where no thread can be had. The removal is waited for when the returned
+    /// [`Removing`] is dropped.
+    pub(super) fn remove_aside(self) -> Removing {
+        // A refused spawn drops the closure, and with it the folder, here.
+        Removing(
+            std::thread::Builder::new()
+                .name("specbridge-tmp".into())
+                .spawn(move || drop(self))
+                .ok(),
+        )
+    }
+}
+
+/// A folder being removed on a thread of its own; dropping this waits for it.
+#[derive(Debug)]
+pub(super) struct Removing(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for Removing {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            // Removing a folder does not panic (its errors are ignored).
+            let _ = thread.join();
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +98,19 @@ mod tests {
         drop(a);
         assert!(!kept.exists());
         assert!(b.path().is_dir());
+    }
+
+    #[test]
+    fn a_folder_removed_aside_is_gone_once_its_removal_is_dropped() {
+        let base = tempfile::tempdir().unwrap();
+        let env = BTreeMap::from([(VAR.to_string(), base.path().display().to_string())]);
+        let tmp = PrivateTmp::create(&env).unwrap();
+        let kept = tmp.path().to_path_buf();
+        std::fs::create_dir_all(kept.join("claude-0/tasks")).unwrap();
+        std::fs::write(kept.join("claude-0/tasks/out.txt"), "x").unwrap();
+        let removing = tmp.remove_aside();
+        drop(removing);
+        assert!(!kept.exists());
     }
 
     #[test]
