@@ -40,6 +40,15 @@ it both sides share one warm HOME.
 NOSYNC=1 builds benches/nosync.c (needs `cc`) and preloads it into every timed
 process, both sides alike: fsync and fdatasync return at once, so the times
 show what the disk's waits cost. Such runs are not durable; for measuring only.
+
+TEARDOWN=1 times the end of the CLI instead (needs `perf` and the right to
+trace the whole machine): every run of each side, in the same random order,
+under `perf record` of the scheduler's exec and exit events and of `wait4`,
+and prints the medians of: the CLI's main thread's exit to the return of the
+`wait4` that reaps it (the kernel tears the CLI down in between), that
+`wait4` itself, and, for specbridge, the reap to specbridge's own exit. A bare
+call is reaped by a Python parent (a blocking `wait4`, so only its first
+number). The tracing slows every side; these runs time nothing else.
 """
 import json
 import os
@@ -57,6 +66,51 @@ from datetime import datetime
 def stamp(rfc3339):
     """Seconds since the epoch of a record's `…Z` time stamp."""
     return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
+TRACED = ["sched:sched_process_exec", "sched:sched_process_exit",
+          "syscalls:sys_enter_wait4", "syscalls:sys_exit_wait4"]
+
+
+def traced(argv, data):
+    """`argv` run under `perf record` of the events in TRACED, into `data`."""
+    return ["perf", "record", "-q", "-a", "-o", data, "-e", ",".join(TRACED), "--", *argv]
+
+
+def teardown(data):
+    """From a `traced` run: (the CLI's main thread's exit to the return of the
+    `wait4` that reaps it, that `wait4`, the reap to the exit of the process
+    that reaped it), in ms; None where an event is missing."""
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,pid,tid,time,event,trace"],
+                         capture_output=True, text=True).stdout
+    events = []
+    for line in out.splitlines():
+        head, _, trace = line.partition(": ")
+        fields = head.split()
+        if len(fields) < 3 or "/" not in fields[-2]:
+            continue
+        pid, tid = fields[-2].split("/")
+        event, _, rest = trace.partition(":")
+        events.append((float(fields[-1].rstrip(":")) * 1000, pid, tid, rest.strip(), trace))
+    cli = exited = entered = reaped = reaper = ended = None
+    for t, pid, tid, kind, trace in events:
+        if kind.startswith("sched_process_exec") and cli is None and os.path.basename(
+                trace.split("filename=")[1].split()[0]).startswith("claude"):
+            cli = pid
+        elif cli and kind.startswith("sched_process_exit") and pid == tid == cli:
+            exited = t
+        elif cli and kind.startswith("sys_enter_wait4") and reaped is None:
+            entered = (t, tid)
+        elif cli and kind.startswith("sys_exit_wait4") and reaped is None \
+                and trace.rstrip().endswith(hex(int(cli))):
+            reaped, reaper = t, pid
+            start = entered[0] if entered and entered[1] == tid else None
+        elif reaper and kind.startswith("sched_process_exit") and pid == tid == reaper:
+            ended = t
+    if not (exited and reaped):
+        return None
+    return (reaped - exited, reaped - start if start else None,
+            ended - reaped if ended else None)
 
 specbridge, claude, server = (os.path.realpath(a) for a in sys.argv[1:4])
 pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 12
@@ -138,7 +192,7 @@ stages:
     def runs():
         return set(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else set()
 
-    def run_specbridge(build=None):
+    def run_specbridge(build=None, trace=None):
         # Only the earlier runs kept stay: the store is the same for every run.
         if kept:
             for extra in runs() - kept:
@@ -150,8 +204,10 @@ stages:
         timed_env = run_env()
         t = time.perf_counter()
         clock = time.time()
-        subprocess.run([build or specbridge, "run", "--json"], cwd=repo, env=timed_env,
-                       stdout=subprocess.DEVNULL, check=True)
+        argv_ = [build or specbridge, "run", "--json"]
+        subprocess.run(traced(argv_, trace) if trace else argv_, cwd=repo, env=timed_env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if trace else None,
+                       check=True)
         wall = (time.perf_counter() - t) * 1000
         (new_run,) = runs() - before
         attempt = os.path.join(runs_dir, new_run, "stages/notes/attempt-001")
@@ -176,9 +232,13 @@ stages:
     # The bare call's stdout goes to /dev/null, or with PIPED to a pipe read
     # here as it arrives, as specbridge reads the CLI's (a caller that keeps
     # the output reads it from a pipe too).
-    def run_bare(piped=False):
+    def run_bare(piped=False, trace=None):
         a = list(argv)
         a[a.index("--session-id") + 1] = str(uuid.uuid4())
+        if trace:
+            # Reaped by a Python parent, as the untraced bare call is.
+            reaper = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
+            a = traced([sys.executable, "-c", reaper, *a], trace)
         timed_env = run_env()
         t = time.perf_counter()
         if piped:
@@ -196,6 +256,31 @@ stages:
         return (time.perf_counter() - t) * 1000
 
     builds = [specbridge] + ([old] if old else [])
+    if os.environ.get("TEARDOWN"):
+        ends = {side: [] for side in builds + [None]}
+        order = random.Random(0)
+        data = os.path.join(scratch, "perf.data")
+        for _ in range(pairs):
+            sides = builds + [None]
+            order.shuffle(sides)
+            for side in sides:
+                if side is None:
+                    run_bare(trace=data)
+                else:
+                    run_specbridge(side, trace=data)
+                end = teardown(data)
+                if end:
+                    ends[side].append(end)
+        med = lambda v: f"{statistics.median(v):.2f}" if v else "?"
+        for side, got in ends.items():
+            name = "bare claude -p" if side is None else (
+                "specbridge" + ("" if not old else (" (new)" if side == specbridge else " (old)")))
+            print(f"{name}: {len(got)} traced runs; medians, ms: the CLI's exit to its reap "
+                  f"{med([g[0] for g in got])}, the reaping wait4 "
+                  f"{med([g[1] for g in got if g[1] is not None])}"
+                  + ("" if side is None else
+                     f", the reap to specbridge's exit {med([g[2] for g in got if g[2] is not None])}"))
+        sys.exit(0)
     walls = {b: [] for b in builds}
     clis = {b: [] for b in builds}
     splits = {b: [] for b in builds}
