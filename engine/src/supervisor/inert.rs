@@ -94,10 +94,9 @@ fn stat_inert(stat: &str) -> Option<bool> {
 /// though only processes are listed at the top), not under the process's own
 /// `task/<tid>`: both give the thread's own state and flags, but a file looked
 /// up under the process's folder is the process's to drop when it is reaped:
-/// for the Claude Code CLI that made the reap take 3.5-4 ms in the kernel, on
-/// the thread waiting to record the exit, and its teardown before the reap
-/// longer still (docs/performance.md, "An agent's end"). A thread's own folder
-/// goes with the thread. A thread id taken since by another process
+/// for the Claude Code CLI that made the reap take 3-4 ms in the kernel, on
+/// the thread waiting to record the exit (docs/performance.md, "An agent's
+/// end"). A thread's own folder goes with the thread. A thread id taken since by another process
 /// can only make the answer "not yet": that process is read as running, or as
 /// ending, which the thread is too.
 fn threads_inert(pid: u32, proc: &str) -> bool {
