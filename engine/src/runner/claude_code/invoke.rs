@@ -16,7 +16,7 @@
 //! so no unredacted byte the agent printed is ever on disk.
 
 use std::path::Path;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -398,7 +398,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     } else {
         (private_tmp, None)
     };
-    let removing = std::sync::Mutex::new(None);
+    let mut removing = None;
     let result = supervisor::run_until_ended(
         spawn,
         spec.cancel.clone(),
@@ -424,10 +424,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             if let Some(on_exit) = at_end {
                 on_exit();
             }
-            if let Some(tmp) = tmp_at_end {
-                let mut slot = removing.lock().unwrap_or_else(PoisonError::into_inner);
-                *slot = Some(tmp.remove_aside());
-            }
+            removing = tmp_at_end.map(PrivateTmp::remove_aside);
         },
     )
     .await;
