@@ -75,10 +75,19 @@ median_s() {
 }
 
 # Before each timed run: a fresh out/ (every stage creates its file, as in the
-# floor below). Earlier runs are kept, as a user keeps them: deleting thousands of
-# records right before a run makes the file system's inode allocation, not the
-# engine, the cost being measured.
-clean() { echo "rm -rf $1/out && mkdir -p $1/out"; }
+# floor below). Nothing is deleted while the rounds run: the old out/ is moved
+# aside, into a folder removed with the scratch one at the end, and earlier
+# runs are kept, as a user keeps them. On ext4 without a journal the inode
+# allocator reads past every inode freed in the last half minute, so files
+# deleted right before a run make the run's new files slower to create, the
+# more so for the side that creates more of them (docs/performance.md).
+aside=$scratch/aside
+mkdir -p "$aside"
+clean() { echo "mv $1/out \$(mktemp -d -p $aside) && mkdir $1/out"; }
+# The same, now.
+fresh_out() { # dir
+    mv "$1/out" "$(mktemp -d -p "$aside")" && mkdir "$1/out"
+}
 
 one=$(repo chain 1)
 t_one=$(mean "$(clean "$one")" "$bin -C $one run --json")
@@ -157,12 +166,12 @@ pair() { # dir n
     : >"$scratch/floors"
     : >"$scratch/rss"
     for i in $(seq $((WARMUP + RUNS))); do
-        rm -rf "$d/out" && mkdir -p "$d/out"
+        fresh_out "$d"
         t0=$(date +%s%N)
         /usr/bin/time -f "%M %U %S" -a -o "$scratch/rss" \
             "$bin" -C "$d" run --concurrency 1 --json >/dev/null 2>&1 || true
         t1=$(date +%s%N)
-        rm -rf "$floor_dir/out" && mkdir "$floor_dir/out"
+        fresh_out "$floor_dir"
         t2=$(date +%s%N)
         bash -c "$floor_cmd" >/dev/null 2>&1
         t3=$(date +%s%N)
@@ -232,7 +241,7 @@ for n in $SHOW_SIZES; do
     latest=$(ls -d "$d"/.specbridge/runs/* | sort | tail -1)
     rm -rf "$scratch/finished-run"
     cp -a "$latest" "$scratch/finished-run"
-    printf 'rm -rf %q && cp -a %q %q\n' "$latest" "$scratch/finished-run" "$latest" >"$scratch/restore.sh"
+    printf 'mv %q "$(mktemp -d -p %q)" && cp -a %q %q\n' "$latest" "$aside" "$scratch/finished-run" "$latest" >"$scratch/restore.sh"
     t_resume=$(mean "bash $scratch/restore.sh" "$bin -C $d resume latest --json")
     c_resume=$(cpu)
     bash "$scratch/restore.sh"

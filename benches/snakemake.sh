@@ -39,6 +39,11 @@ fi
 bin=$(realpath "${BIN:-${CARGO_TARGET_DIR:-target}/release/specbridge}")
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+# What a run leaves is moved here rather than deleted, and goes with the
+# scratch folder at the end (below).
+aside=$scratch/aside
+mkdir -p "$aside"
+away() { mv "$@" "$(mktemp -d -p "$aside")"; }
 
 now() { date +%s%N; }
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
@@ -51,7 +56,7 @@ for shape in $SHAPES; do
     for n in $SIZES; do
         sb=$scratch/sb-$shape-$n
         sm=$scratch/sm-$shape-$n
-        mkdir -p "$sb" "$sm"
+        mkdir -p "$sb/out" "$sm/out"
         git -C "$sb" init -q
         git -C "$sb" config user.email bench@example.com
         git -C "$sb" config user.name bench
@@ -64,10 +69,11 @@ for shape in $SHAPES; do
         : >"$scratch/sm.times"
         for _ in $(seq "$RUNS"); do
             # Earlier runs are kept, as a user keeps them and as benches/dag.sh
-            # does: deleting hundreds of records right before a run makes the
-            # file system's inode allocation (ext4 without a journal skips every
-            # inode freed in the last minute) a large part of what is timed.
-            rm -rf "$sb/out" && mkdir -p "$sb/out"
+            # does, and each tool's last output and state are moved aside, not
+            # deleted: on ext4 without a journal the inode allocator reads past
+            # every inode freed in the last half minute, so deleting hundreds of
+            # files right before a run makes its own new files slower to create.
+            away "$sb/out" && mkdir "$sb/out"
             # Both tools' output goes nowhere (a `sandbox: off` stage warns on
             # stderr each run); specbridge's stderr is kept to say why it failed.
             t0=$(now)
@@ -76,7 +82,8 @@ for shape in $SHAPES; do
                 exit 1
             fi
             echo $(($(now) - t0)) >>"$scratch/sb.times"
-            rm -rf "$sm/.snakemake" "$sm/out" && mkdir -p "$sm/out"
+            if [ -d "$sm/.snakemake" ]; then away "$sm/.snakemake"; fi
+            away "$sm/out" && mkdir "$sm/out"
             t0=$(now)
             (cd "$sm" && "$snakemake" --cores "$CONCURRENCY" --quiet all >/dev/null 2>&1)
             echo $(($(now) - t0)) >>"$scratch/sm.times"
