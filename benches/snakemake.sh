@@ -7,6 +7,7 @@
 #   benches/snakemake.sh --install      # first time: Snakemake into a venv (PyPI)
 #   benches/snakemake.sh                # sizes 50 200 1000, shapes chain wide random
 #   SIZES="50" RUNS=3 benches/snakemake.sh
+#   WARMUP=0 benches/snakemake.sh       # no untimed first run of each tool
 #   CONCURRENCY=2 SHAPES="wide random" benches/snakemake.sh
 #
 # The venv lives in the target folder (git-ignored); without --install a
@@ -16,6 +17,11 @@ cd "$(dirname "$0")/.."
 SIZES=${SIZES:-"50 200 1000"}
 SHAPES=${SHAPES:-"chain wide random"}
 RUNS=${RUNS:-5}
+# Untimed runs of each tool on each DAG before the timed ones, as dag.sh's
+# hyperfine warm-up: a new repository's first runs are the slowest here (a
+# chain of 200 took 0.87 and 0.92 s in its first two runs, 0.56–0.59 s in its
+# seventh and eighth, 2026-12-06 22:30, after an evening of large deletions).
+WARMUP=${WARMUP:-1}
 CONCURRENCY=${CONCURRENCY:-1}
 venv=$(realpath -m "${CARGO_TARGET_DIR:-target}/snakemake-venv")
 
@@ -48,7 +54,7 @@ away() { mv "$@" "$(mktemp -d -p "$aside")"; }
 now() { date +%s%N; }
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-echo "Snakemake $("$snakemake" --version), specbridge $("$bin" --version | awk '{ print $NF }'), $RUNS interleaved runs each, $CONCURRENCY at once"
+echo "Snakemake $("$snakemake" --version), specbridge $("$bin" --version | awk '{ print $NF }'), $RUNS interleaved runs each after $WARMUP untimed, $CONCURRENCY at once"
 echo
 echo "| shape | N | specbridge | Snakemake | ratio |"
 echo "|---|---|---|---|---|"
@@ -67,7 +73,7 @@ for shape in $SHAPES; do
         benches/gen-dag.sh "$shape" "$n" snakemake >"$sm/Snakefile"
         : >"$scratch/sb.times"
         : >"$scratch/sm.times"
-        for _ in $(seq "$RUNS"); do
+        for i in $(seq $((WARMUP + RUNS))); do
             # Earlier runs are kept, as a user keeps them and as benches/dag.sh
             # does, and each tool's last output and state are moved aside, not
             # deleted: on ext4 without a journal the inode allocator reads past
@@ -81,12 +87,12 @@ for shape in $SHAPES; do
                 cat "$scratch/sb.err" >&2
                 exit 1
             fi
-            echo $(($(now) - t0)) >>"$scratch/sb.times"
+            [ "$i" -le "$WARMUP" ] || echo $(($(now) - t0)) >>"$scratch/sb.times"
             if [ -d "$sm/.snakemake" ]; then away "$sm/.snakemake"; fi
             away "$sm/out" && mkdir "$sm/out"
             t0=$(now)
             (cd "$sm" && "$snakemake" --cores "$CONCURRENCY" --quiet all >/dev/null 2>&1)
-            echo $(($(now) - t0)) >>"$scratch/sm.times"
+            [ "$i" -le "$WARMUP" ] || echo $(($(now) - t0)) >>"$scratch/sm.times"
         done
         a=$(median <"$scratch/sb.times")
         b=$(median <"$scratch/sm.times")
