@@ -85,9 +85,7 @@ aside=$scratch/aside
 mkdir -p "$aside"
 clean() { echo "mv $1/out \$(mktemp -d -p $aside) && mkdir $1/out"; }
 # The same, now.
-fresh_out() { # dir
-    mv "$1/out" "$(mktemp -d -p "$aside")" && mkdir "$1/out"
-}
+fresh_out() { eval "$(clean "$1")"; }
 
 one=$(repo chain 1)
 t_one=$(mean "$(clean "$one")" "$bin -C $one run --json")

@@ -377,26 +377,19 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     let run = spec.run;
     let (stage_id, attempt) = (spec.stage_id.to_string(), spec.attempt);
     // The caller's after-snapshot starts as soon as the agent's group can no
-    // longer act, while it is torn down and its logs are synced — unless the
-    // CLI's temporary folder lies inside the working tree: then that folder is
-    // removed first (below), so that the snapshot never sees it.
+    // longer act, while it is torn down and its logs are synced, and the CLI's
+    // temporary folder is removed from then on too, on a thread beside the
+    // teardown (removed after the reap, it was waited for on the way to the
+    // attempt's records: 0.7-1 ms, docs/performance.md). A folder inside the
+    // working tree changes both: it is removed after the reap, and only then
+    // does the snapshot start, so that the snapshot never sees it.
     let tmp_in_tree = private_tmp
         .as_ref()
         .is_some_and(|tmp| inside(tmp.path(), spec.cwd));
-    let (at_end, after_tmp) = if tmp_in_tree {
-        (None, spec.on_exit)
+    let ((at_end, tmp_at_end), (after_tmp, tmp_after)) = if tmp_in_tree {
+        ((None, None), (spec.on_exit, private_tmp))
     } else {
-        (spec.on_exit, None)
-    };
-    // Outside the tree, the folder is removed from that moment on too, on a
-    // thread beside the group's teardown: no member can use it any more, and
-    // removed after the reap it was waited for on the way to the attempt's
-    // records (0.7-1 ms, docs/performance.md). Inside the tree it goes after
-    // the reap, before the snapshot.
-    let (tmp_at_end, tmp_after) = if tmp_in_tree {
-        (None, private_tmp)
-    } else {
-        (private_tmp, None)
+        ((spec.on_exit, private_tmp), (None, None))
     };
     let mut removing = None;
     let result = supervisor::run_until_ended(
@@ -448,8 +441,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     };
 
     let fallback = observer.fallback.take();
-    // A folder inside the working tree goes first, and only then does the
-    // caller's after-snapshot start.
+    // Inside the tree (above): the folder first, then the snapshot.
     drop(tmp_after);
     if let Some(on_exit) = after_tmp {
         on_exit();
