@@ -168,7 +168,10 @@ async fn run_command(
     let node_id = sr.node.id.clone();
     let attempt = sr.attempt;
     let result = supervisor::run(spec, ctx.cancel.clone(), None, |pid, pgid| {
-        if let Err(e) = run.event(RunEvent::stage_spawned(&node_id, attempt, pid, pgid)) {
+        // Behind the batch that may still be recording the needs' end and this
+        // stage's start, in order; the command is supervised meanwhile, and its
+        // logs are announced behind it too (`confine::spawn_spec`).
+        if let Err(e) = run.record_behind(RunEvent::stage_spawned(&node_id, attempt, pid, pgid)) {
             // Recorded by the store as the run's failure: the scheduler ends the run.
             tracing::debug!("failed to record the spawn of pid {pid}: {e}");
         }

@@ -222,7 +222,9 @@ pub struct CommandLogs<'a> {
 
 /// The spawn of a command specbridge runs itself (a check, a verification): in
 /// the repository root, as `wrapped` confines it, its output streamed through the
-/// run store's logs (redacted as the command prints). `argv` is what is recorded.
+/// run store's logs (redacted as the command prints), announced behind the
+/// command in the run's order of writes rather than at once
+/// ([`RunHandle::log_behind`]). `argv` is what is recorded.
 pub(crate) fn spawn_spec(
     ctx: &RunContext,
     wrapped: Wrapped,
@@ -232,7 +234,7 @@ pub(crate) fn spawn_spec(
     kill_grace: std::time::Duration,
 ) -> Result<(SpawnSpec, AppliedSandbox), StageError> {
     let log = |rel: &str| {
-        logs.run.log(rel).map_err(|source| StageError::Log {
+        logs.run.log_behind(rel).map_err(|source| StageError::Log {
             name: rel.to_string(),
             source,
         })

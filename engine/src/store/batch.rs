@@ -22,12 +22,12 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::events::RunEvent;
 use crate::store::atomic::{json_bytes, sha256_hex, stage_atomic, Staged, WriteError};
 use crate::store::durable::off_the_worker;
-use crate::store::fault::{crash_point, injected_failure};
+use crate::store::fault::{crash_point, injected_failure, Guard};
 use crate::store::layout;
 use crate::store::run::{append_held, Gate, RunHandle, StoreError};
 use crate::store::sync_pool;
@@ -156,14 +156,24 @@ impl RunHandle {
 
     /// Refused once the records have stopped: nothing is queued after a failure.
     pub(in crate::store) fn enqueue(&self, item: Deferred) -> Result<u64, StoreError> {
-        self.guard.stopped(match &item {
-            Deferred::Record { rel, .. } => rel,
-            Deferred::Event(_) | Deferred::AfterSync { .. } => layout::EVENTS,
-        })?;
-        let mut queue = self.queue.lock().expect("write queue lock");
-        queue.items.push(item);
-        queue.queued += 1;
-        Ok(queue.queued)
+        enqueue(&self.queue, &self.guard, item)
+    }
+
+    /// Queue `event` and have it written behind the caller, with whatever is
+    /// queued before it, by a batch on a blocking thread (or by the job already
+    /// waiting to take the queue): the caller does not wait for the batch
+    /// being written, nor for the disk. Outside a runtime it is written now.
+    /// A batch that fails is the run's failure, which the scheduler sees at
+    /// its next turn, as for its own batches (`scheduler/behind.rs`).
+    pub fn record_behind(self: &Arc<Self>, event: RunEvent) -> Result<(), StoreError> {
+        self.defer_event(event)?;
+        if let Some(job) = self.flush_job() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn_blocking(job)),
+                Err(_) => job()?,
+            }
+        }
+        Ok(())
     }
 
     /// Returns once the write with `ticket` (and every one before it) has been
@@ -373,6 +383,24 @@ impl RunHandle {
     }
 }
 
+/// Queue `item` after everything queued before it; refused once the records
+/// have stopped. The one way into the queue, for the run handle and for the
+/// logs announced behind it.
+pub(in crate::store) fn enqueue(
+    queue: &Mutex<Queue>,
+    guard: &Guard,
+    item: Deferred,
+) -> Result<u64, StoreError> {
+    guard.stopped(match &item {
+        Deferred::Record { rel, .. } => rel,
+        Deferred::Event(_) | Deferred::AfterSync { .. } => layout::EVENTS,
+    })?;
+    let mut queue = queue.lock().expect("write queue lock");
+    queue.items.push(item);
+    queue.queued += 1;
+    Ok(queue.queued)
+}
+
 /// The folders whose entries changed — the run's, by path, and `outside` ones
 /// already open — synced at once so that each rename is on disk before its
 /// announcement is written. Best effort, as before: a folder that cannot be
@@ -404,6 +432,8 @@ fn sync_folders(folders: &[&Path], outside: &[&OwnedFd]) {
     }
 }
 
+#[cfg(test)]
+mod behind_tests;
 #[cfg(test)]
 mod flush_job_tests;
 

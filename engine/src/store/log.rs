@@ -11,10 +11,11 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
+use super::batch::{enqueue, Deferred, Queue};
 use super::fault::{injected_failure, Guard};
 use super::publish::Publisher;
 use super::run::{append_event, StoreError};
@@ -32,7 +33,17 @@ pub struct RunLog {
     redactor: Arc<Redactor>,
     events: Arc<Publisher>,
     guard: Arc<Guard>,
+    announce: Announce,
     sha256: Option<String>,
+}
+
+/// How a complete log is announced.
+pub(super) enum Announce {
+    /// Its `record-written` appended at once.
+    Now,
+    /// Queued behind everything queued before it, for the run's next batch
+    /// ([`super::RunHandle::log_behind`]).
+    Queued(Arc<Mutex<Queue>>),
 }
 
 /// Where a log is: named only, open for writing, or complete.
@@ -77,6 +88,7 @@ impl RunLog {
         redactor: Arc<Redactor>,
         events: Arc<Publisher>,
         guard: Arc<Guard>,
+        announce: Announce,
     ) -> Self {
         RunLog {
             rel,
@@ -85,6 +97,7 @@ impl RunLog {
             redactor,
             events,
             guard,
+            announce,
             sha256: None,
         }
     }
@@ -168,7 +181,8 @@ impl RunLog {
         self.write_chunk(&line)
     }
 
-    /// Writes what is held, syncs the file and announces it with its sha256.
+    /// Writes what is held, syncs the file and announces it with its sha256
+    /// (or queues the announcement: [`Announce`]).
     /// An empty file has no data to sync (most commands print nothing on one of
     /// their two streams): its entry in the folder is made durable by the folder's
     /// sync when the attempt's next record (its `process.json`) is renamed beside
@@ -207,12 +221,15 @@ impl RunLog {
             .map_err(io)
             .inspect_err(|e| self.guard.fail(e, false))?;
         let sha = hex::encode(hasher.finalize());
-        append_event(
-            &self.events,
-            &self.redactor,
-            &self.guard,
-            &RunEvent::record_written(&self.rel, &sha),
-        )?;
+        let written = RunEvent::record_written(&self.rel, &sha);
+        match &self.announce {
+            Announce::Now => {
+                append_event(&self.events, &self.redactor, &self.guard, &written)?;
+            }
+            Announce::Queued(queue) => {
+                enqueue(queue, &self.guard, Deferred::Event(written))?;
+            }
+        }
         self.sha256 = Some(sha.clone());
         Ok(sha)
     }

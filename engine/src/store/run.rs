@@ -13,7 +13,7 @@ use crate::store::events::{ChainHead, EventError, EventLog};
 use crate::store::fault::{injected_failure, Guard, StoreFailure};
 use crate::store::layout;
 use crate::store::lock::{LockError, RunLock, StoreClock};
-use crate::store::log::RunLog;
+use crate::store::log::{Announce, RunLog};
 use crate::store::private::{ensure_private_dir, exclude_from_git};
 use crate::store::publish::Publisher;
 use crate::store::reader::RunReader;
@@ -176,8 +176,9 @@ pub struct RunHandle {
     pub(super) commit: Arc<GroupCommit>,
     pub(super) redactor: Arc<Redactor>,
     pub(super) guard: Arc<Guard>,
-    /// Writes waiting for the next flush (`store/batch.rs`).
-    pub(super) queue: std::sync::Mutex<Queue>,
+    /// Writes waiting for the next flush (`store/batch.rs`); shared with the
+    /// logs announced behind the caller ([`RunHandle::log_behind`]).
+    pub(super) queue: Arc<std::sync::Mutex<Queue>>,
     /// Held by the one thread writing a batch; the last ticket taken for writing.
     pub(super) written: std::sync::Mutex<u64>,
     /// A job from [`RunHandle::flush_job`] is out and has yet to take the queue
@@ -236,7 +237,7 @@ impl RunHandle {
             events: Arc::new(Publisher::new(events)),
             redactor: Arc::new(redactor),
             guard,
-            queue: std::sync::Mutex::new(Queue::default()),
+            queue: Arc::new(std::sync::Mutex::new(Queue::default())),
             written: std::sync::Mutex::new(0),
             job_waiting: std::sync::atomic::AtomicBool::new(false),
         }
@@ -406,6 +407,20 @@ impl RunHandle {
     /// the log is opened ([`RunLog::open`]); a run whose records stopped, or whose
     /// folder is gone, is refused here already.
     pub fn log(&self, rel: &str) -> Result<RunLog, StoreError> {
+        self.new_log(rel, Announce::Now)
+    }
+
+    /// A log announced behind the caller: its completion queues the
+    /// announcement after everything queued before it (the command's
+    /// `process-spawned` event, [`RunHandle::record_behind`]), for the next
+    /// batch to append in order, instead of appending it at once. For the
+    /// commands specbridge runs itself: their stage goes on without waiting
+    /// for a batch on its way to the disk (docs/run-directory.md).
+    pub fn log_behind(&self, rel: &str) -> Result<RunLog, StoreError> {
+        self.new_log(rel, Announce::Queued(self.queue.clone()))
+    }
+
+    fn new_log(&self, rel: &str, announce: Announce) -> Result<RunLog, StoreError> {
         let path = self.path(rel)?;
         self.guard.check(rel)?;
         Ok(RunLog::new(
@@ -414,6 +429,7 @@ impl RunHandle {
             self.redactor.clone(),
             self.events.clone(),
             self.guard.clone(),
+            announce,
         ))
     }
 
