@@ -9,6 +9,13 @@
 #   SIZES="50" RUNS=3 benches/snakemake.sh
 #   WARMUP=0 benches/snakemake.sh       # no untimed first run of each tool
 #   CONCURRENCY=2 SHAPES="wide random" benches/snakemake.sh
+#   FLOOR=0 benches/snakemake.sh        # without the floor columns
+#
+# One at a time (CONCURRENCY=1, the default) and with a C compiler, the same N
+# commands are also run from a plain loop (benches/group-floor.c, as in
+# benches/dag.sh), interleaved with the two tools: "Snakemake ÷ floor" is the
+# ratio an engine that cost nothing beyond its commands would reach in those
+# minutes, the ceiling of the ratio column.
 #
 # The venv lives in the target folder (git-ignored); without --install a
 # `snakemake` already on PATH is used.
@@ -51,13 +58,25 @@ aside=$scratch/aside
 mkdir -p "$aside"
 away() { mv "$@" "$(mktemp -d -p "$aside")"; }
 
+# The floor loop, where it applies (above).
+floor=""
+if [ "${FLOOR:-1}" != 0 ] && [ "$CONCURRENCY" = 1 ] && command -v cc >/dev/null; then
+    cc -O2 -o "$scratch/group-floor" benches/group-floor.c
+    floor=$scratch/group-floor
+fi
+
 now() { date +%s%N; }
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 echo "Snakemake $("$snakemake" --version), specbridge $("$bin" --version | awk '{ print $NF }'), $RUNS interleaved runs each after $WARMUP untimed, $CONCURRENCY at once"
 echo
-echo "| shape | N | specbridge | Snakemake | ratio |"
-echo "|---|---|---|---|---|"
+if [ -n "$floor" ]; then
+    echo "| shape | N | specbridge | Snakemake | ratio | floor | Snakemake ÷ floor |"
+    echo "|---|---|---|---|---|---|---|"
+else
+    echo "| shape | N | specbridge | Snakemake | ratio |"
+    echo "|---|---|---|---|---|"
+fi
 for shape in $SHAPES; do
     for n in $SIZES; do
         sb=$scratch/sb-$shape-$n
@@ -71,8 +90,11 @@ for shape in $SHAPES; do
         git -C "$sb" add -A
         git -C "$sb" commit -qm pipeline
         benches/gen-dag.sh "$shape" "$n" snakemake >"$sm/Snakefile"
+        fl=$scratch/floor-$shape-$n
+        mkdir -p "$fl/out"
         : >"$scratch/sb.times"
         : >"$scratch/sm.times"
+        : >"$scratch/fl.times"
         for i in $(seq $((WARMUP + RUNS))); do
             # Earlier runs are kept, as a user keeps them and as benches/dag.sh
             # does, and each tool's last output and state are moved aside, not
@@ -93,10 +115,21 @@ for shape in $SHAPES; do
             t0=$(now)
             (cd "$sm" && "$snakemake" --cores "$CONCURRENCY" --quiet all >/dev/null 2>&1)
             [ "$i" -le "$WARMUP" ] || echo $(($(now) - t0)) >>"$scratch/sm.times"
+            if [ -n "$floor" ]; then
+                away "$fl/out" && mkdir "$fl/out"
+                t0=$(now)
+                (cd "$fl" && "$floor" "$n" sh -c "true && touch out/s{}" >/dev/null 2>&1)
+                [ "$i" -le "$WARMUP" ] || echo $(($(now) - t0)) >>"$scratch/fl.times"
+            fi
         done
         a=$(median <"$scratch/sb.times")
         b=$(median <"$scratch/sm.times")
-        awk -v s="$shape" -v n="$n" -v a="$a" -v b="$b" \
-            'BEGIN { printf "| %s | %d | %.3f s | %.3f s | %.1f× |\n", s, n, a / 1e9, b / 1e9, b / a }'
+        row=$(awk -v s="$shape" -v n="$n" -v a="$a" -v b="$b" \
+            'BEGIN { printf "| %s | %d | %.3f s | %.3f s | %.1f× |", s, n, a / 1e9, b / 1e9, b / a }')
+        if [ -n "$floor" ]; then
+            f=$(median <"$scratch/fl.times")
+            row=$row$(awk -v f="$f" -v b="$b" 'BEGIN { printf " %.3f s | %.1f× |", f / 1e9, b / f }')
+        fi
+        echo "$row"
     done
 done
