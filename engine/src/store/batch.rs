@@ -432,6 +432,23 @@ fn sync_folders(folders: &[&Path], outside: &[&OwnedFd]) {
     }
 }
 
+/// Each line of a run's log as "type path", the path where it has one: what
+/// the batch tests compare.
+#[cfg(test)]
+fn logged(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join(layout::EVENTS))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let what = v["path"].as_str().unwrap_or_default();
+            format!("{} {what}", v["type"].as_str().unwrap())
+                .trim()
+                .to_string()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod behind_tests;
 #[cfg(test)]
@@ -445,19 +462,7 @@ mod tests {
     use crate::store::{RunStore, StoreError};
     use serde_json::json;
 
-    fn types(dir: &std::path::Path) -> Vec<String> {
-        std::fs::read_to_string(dir.join("events.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                let what = v["path"].as_str().unwrap_or_default();
-                format!("{} {what}", v["type"].as_str().unwrap())
-                    .trim()
-                    .to_string()
-            })
-            .collect()
-    }
+    use super::logged as types;
 
     /// A run of its own in a new folder, with no secret to redact.
     fn new_run() -> (tempfile::TempDir, crate::store::RunHandle) {

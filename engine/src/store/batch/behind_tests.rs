@@ -4,20 +4,11 @@
 //! the disk. What a chain of check stages relies on (docs/run-directory.md).
 
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::time::Duration;
 
+use super::flush_job_tests::new_run;
 use crate::events::{RunEvent, StageStarted};
-use crate::redact::Redactor;
-use crate::store::{RunHandle, RunStore};
-
-fn new_run() -> (tempfile::TempDir, Arc<RunHandle>) {
-    let base = tempfile::tempdir().unwrap();
-    let run = RunStore::new(base.path())
-        .create(Redactor::default())
-        .unwrap();
-    (base, Arc::new(run))
-}
+use crate::store::RunHandle;
 
 fn started(stage: &str) -> RunEvent {
     RunEvent::StageStarted(StageStarted {
@@ -26,19 +17,8 @@ fn started(stage: &str) -> RunEvent {
     })
 }
 
-/// Each line of the log as "type path", the path where it has one.
 fn lines(run: &RunHandle) -> Vec<String> {
-    std::fs::read_to_string(run.dir().join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let path = v["path"].as_str().unwrap_or_default();
-            format!("{} {path}", v["type"].as_str().unwrap())
-                .trim()
-                .to_string()
-        })
-        .collect()
+    super::logged(run.dir())
 }
 
 /// The lines after the run's own first ones.

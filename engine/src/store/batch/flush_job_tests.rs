@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use crate::redact::Redactor;
 use crate::store::{RunHandle, RunStore, StoreError};
 
-fn new_run() -> (tempfile::TempDir, Arc<RunHandle>) {
+pub(super) fn new_run() -> (tempfile::TempDir, Arc<RunHandle>) {
     let base = tempfile::tempdir().unwrap();
     let run = RunStore::new(base.path())
         .create(Redactor::default())
