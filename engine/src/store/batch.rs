@@ -462,7 +462,7 @@ mod tests {
     use crate::store::{RunStore, StoreError};
     use serde_json::json;
 
-    use super::logged as types;
+    use super::logged;
 
     /// A run of its own in a new folder, with no secret to redact.
     fn new_run() -> (tempfile::TempDir, crate::store::RunHandle) {
@@ -493,12 +493,12 @@ mod tests {
             .unwrap();
         // Queued, not written: nothing is on disk or in the log yet.
         assert!(!run.dir().join("stages/a/stage.json").exists());
-        assert_eq!(types(run.dir()), Vec::<String>::new());
+        assert_eq!(logged(run.dir()), Vec::<String>::new());
         assert_eq!(run.commit.state_for_test(), (0, 0));
 
         run.flush().unwrap();
         assert_eq!(
-            types(run.dir()),
+            logged(run.dir()),
             [
                 "record-intent stages/a/stage.json",
                 "record-intent stages/b/attempt-001/process.json",
@@ -518,7 +518,7 @@ mod tests {
             .is_intact());
         assert_eq!(run.changed_records(), [], "every file as announced");
         run.flush().unwrap();
-        assert_eq!(types(run.dir()).len(), 5, "a second flush writes nothing");
+        assert_eq!(logged(run.dir()).len(), 5, "a second flush writes nothing");
     }
 
     #[test]
@@ -531,7 +531,7 @@ mod tests {
             .unwrap();
         run.defer_event(repaired("after")).unwrap();
         assert_eq!(
-            types(run.dir()),
+            logged(run.dir()),
             Vec::<String>::new(),
             "queued, not written"
         );
@@ -542,7 +542,7 @@ mod tests {
         run.flush().unwrap();
         let log = std::fs::read_to_string(run.dir().join("events.jsonl")).unwrap();
         assert_eq!(
-            types(run.dir()),
+            logged(run.dir()),
             [
                 "record-intent a.json",
                 "record-written a.json",
@@ -562,7 +562,7 @@ mod tests {
         run.event(repaired("direct")).unwrap();
         run.write_json("b.json", &json!(2)).unwrap();
         assert_eq!(
-            types(run.dir()),
+            logged(run.dir()),
             [
                 "record-intent a.json",
                 "record-written a.json",
@@ -607,7 +607,7 @@ mod tests {
             .collect();
         assert_eq!(left, Vec::<std::ffi::OsString>::new());
         assert_eq!(
-            types(run.dir()),
+            logged(run.dir()),
             [
                 "record-intent a/first.json",
                 "record-intent b/second.json",
@@ -639,7 +639,7 @@ mod tests {
                 });
             }
         });
-        let lines = types(run.dir());
+        let lines = logged(run.dir());
         assert_eq!(lines.len(), 6 * 10 * 3);
         for t in 0..6 {
             for i in 0..10 {
