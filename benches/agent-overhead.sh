@@ -6,9 +6,15 @@
 # store's check), without the real CLI's 400 ms of noise. Each row keeps HISTORY
 # earlier runs in the repository's run store, as a repository used for a while
 # does; the store's check compares every file of them around each agent attempt.
+# TREE sets how many files the working tree holds besides the pipeline (committed,
+# 100 to a folder): each agent attempt's two snapshots ask git about every one.
+# BEHIND gives the branch an upstream that many commits ahead of it, as a fetch
+# leaves a branch on a busy repository (no commit-graph file).
 #
 #   benches/agent-overhead.sh                       # HISTORY="0 100 300 1000"
 #   HISTORY="0 300" RUNS=40 benches/agent-overhead.sh
+#   TREE="0 5000 20000" HISTORY=0 benches/agent-overhead.sh
+#   BEHIND=50000 HISTORY=0 benches/agent-overhead.sh
 #   OLD=/tmp/specbridge-before benches/agent-overhead.sh   # an older build beside
 #   AGENT_MS=400 benches/agent-overhead.sh   # each agent call takes 400 ms more,
 #                                            # as the real CLI's do
@@ -18,6 +24,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-30}
 HISTORY=${HISTORY:-"0 100 300 1000"}
+TREE=${TREE:-0}
+BEHIND=${BEHIND:-0}
 command -v hyperfine >/dev/null || {
     echo "hyperfine is missing: apt-get install hyperfine" >&2
     exit 2
@@ -44,10 +52,20 @@ if [ "$AGENT_MS" != 0 ]; then
 fi
 envs=(env -i "PATH=$PATH" "HOME=$home" 'FAKE_CLAUDE_OUTPUT={"summary":"s","markdown":"# Notes\n"}')
 
-# A committed repository with `stages` generate stages in a chain.
-repo() { # stages
-    local d=$scratch/repo-$1 i
+# A committed repository with `stages` generate stages in a chain and `files`
+# more files, 100 to a folder under src/.
+repo() { # stages files
+    local d=$scratch/repo-$1-$2 i
     mkdir -p "$d/prompts"
+    python3 - "$d/src" "$2" <<'EOF'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    folder = os.path.join(root, f"d{i // 100:04d}")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"f{i}.rs"), "w") as f:
+        f.write(f"pub fn f{i}() {{}}\n")
+EOF
     git -C "$d" init -q
     git -C "$d" config user.email bench@example.com
     git -C "$d" config user.name bench
@@ -64,6 +82,21 @@ repo() { # stages
     echo "out/" >"$d/.gitignore"
     git -C "$d" add -A
     git -C "$d" commit -qm pipeline
+    if [ "$BEHIND" -gt 0 ]; then
+        git -C "$d" remote add origin .
+        python3 - "$BEHIND" "$(git -C "$d" rev-parse HEAD)" <<'EOF' | git -C "$d" fast-import --quiet
+import sys
+n, base = int(sys.argv[1]), sys.argv[2]
+w = sys.stdout.write
+for i in range(1, n + 1):
+    msg = f"upstream {i}"
+    w(f"commit refs/remotes/origin/main\nmark :{i}\n")
+    w(f"committer u <u@example.com> {1600000000 + i} +0000\ndata {len(msg)}\n{msg}\n")
+    w(f"from {base}\n" if i == 1 else f"from :{i - 1}\n")
+    w(f"M 644 inline upstream.txt\ndata {len(str(i)) + 1}\n{i}\n\n")
+EOF
+        git -C "$d" branch -q --set-upstream-to=origin/main
+    fi
     echo "$d"
 }
 
@@ -89,40 +122,43 @@ mean_ms() { # prepare command
     awk -F, 'NR == 2 { printf "%.1f", $2 * 1000 }' "$scratch/h.csv"
 }
 
-echo "| earlier runs in the store | stages | files in the store | fake CLI alone (× stages) | specbridge run | specbridge's own cost a stage |${OLD:+ older build, own cost a stage |}"
-echo "|---|---|---|---|---|---|${OLD:+---|}"
-for stages in 1 3; do
-    d=$(repo "$stages")
-    "${envs[@]}" "$bin" -C "$d" run --json >"$scratch/first.json" || {
-        echo "the first run failed:" >&2
-        cat "$scratch/first.json" >&2
-        exit 1
-    }
-    attempt=$(ls -d "$d"/.specbridge/runs/*/stages/p1/attempt-001)
-    rm -rf "$scratch/first-run"
-    cp -a "$(dirname "$(dirname "$(dirname "$attempt")")")" "$scratch/first-run"
-    # The argv specbridge spawned (no secret in it here) and the prompt it sent.
-    python3 - "$attempt" "$scratch/argv" <<'EOF'
+[ "$BEHIND" -gt 0 ] && echo "The branch is $BEHIND commits behind its upstream." && echo
+echo "| files in the tree | earlier runs in the store | stages | files in the store | fake CLI alone (× stages) | specbridge run | specbridge's own cost a stage |${OLD:+ older build, own cost a stage |}"
+echo "|---|---|---|---|---|---|---|${OLD:+---|}"
+for tree in $TREE; do
+    for stages in 1 3; do
+        d=$(repo "$stages" "$tree")
+        "${envs[@]}" "$bin" -C "$d" run --json >"$scratch/first.json" || {
+            echo "the first run failed:" >&2
+            cat "$scratch/first.json" >&2
+            exit 1
+        }
+        attempt=$(ls -d "$d"/.specbridge/runs/*/stages/p1/attempt-001)
+        rm -rf "$scratch/first-run"
+        cp -a "$(dirname "$(dirname "$(dirname "$attempt")")")" "$scratch/first-run"
+        # The argv specbridge spawned (no secret in it here) and the prompt it sent.
+        python3 - "$attempt" "$scratch/argv" <<'EOF'
 import json, shlex, sys
 proc = json.load(open(sys.argv[1] + "/process.json"))
 open(sys.argv[2], "w").write(" ".join(shlex.quote(a) for a in proc["redactedArgv"]))
 EOF
-    cp "$attempt/prompt.md" "$scratch/stdin"
-    # Both sides start from the same wrapper script, so that its cost cancels.
-    { printf 'exec '; printf '%q ' "${envs[@]}"; cat "$scratch/argv"; printf ' <%q\n' "$scratch/stdin"; } >"$scratch/bare.sh"
-    { printf 'exec '; printf '%q ' "${envs[@]}"; printf '"$1" -C %q run --json\n' "$d"; } >"$scratch/sb.sh"
-    bare=$(mean_ms true "bash $scratch/bare.sh")
-    for n in $HISTORY; do
-        history "$d" "$n"
-        files=$(find "$d/.specbridge" -type f | wc -l)
-        sb=$(mean_ms "$(clean "$d")" "bash $scratch/sb.sh $bin")
-        row=$(awk -v b="$bare" -v s="$sb" -v k="$stages" 'BEGIN { printf "%.1f ms | %.1f ms | %.1f ms", b * k, s, (s - b * k) / k }')
-        old=
-        if [ -n "${OLD:-}" ]; then
-            o=$(mean_ms "$(clean "$d")" "bash $scratch/sb.sh $(realpath "$OLD")")
-            old=$(awk -v b="$bare" -v o="$o" -v k="$stages" 'BEGIN { printf " %.1f ms |", (o - b * k) / k }')
-        fi
-        echo "| $n | $stages | $files | $row |$old"
+        cp "$attempt/prompt.md" "$scratch/stdin"
+        # Both sides start from the same wrapper script, so that its cost cancels.
+        { printf 'exec '; printf '%q ' "${envs[@]}"; cat "$scratch/argv"; printf ' <%q\n' "$scratch/stdin"; } >"$scratch/bare.sh"
+        { printf 'exec '; printf '%q ' "${envs[@]}"; printf '"$1" -C %q run --json\n' "$d"; } >"$scratch/sb.sh"
+        bare=$(mean_ms true "bash $scratch/bare.sh")
+        for n in $HISTORY; do
+            history "$d" "$n"
+            files=$(find "$d/.specbridge" -type f | wc -l)
+            sb=$(mean_ms "$(clean "$d")" "bash $scratch/sb.sh $bin")
+            row=$(awk -v b="$bare" -v s="$sb" -v k="$stages" 'BEGIN { printf "%.1f ms | %.1f ms | %.1f ms", b * k, s, (s - b * k) / k }')
+            old=
+            if [ -n "${OLD:-}" ]; then
+                o=$(mean_ms "$(clean "$d")" "bash $scratch/sb.sh $(realpath "$OLD")")
+                old=$(awk -v b="$bare" -v o="$o" -v k="$stages" 'BEGIN { printf " %.1f ms |", (o - b * k) / k }')
+            fi
+            echo "| $tree | $n | $stages | $files | $row |$old"
+        done
     done
 done
 echo
