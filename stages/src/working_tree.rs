@@ -315,12 +315,11 @@ pub(crate) fn working_tree_object(root: &Path, before: &GitSnapshot) -> Option<S
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     };
     // A copy of the user's index keeps git's stat cache: only changed files are hashed.
-    let real = git_command(root, None, &["rev-parse", "--git-path", "index"])
-        .output()
-        .ok()?;
-    let real = root.join(String::from_utf8_lossy(&real.stdout).trim());
+    let real = &specbridge_engine::evidence::repository_paths(root)
+        .ok()?
+        .index_file;
     if real.exists() {
-        std::fs::copy(&real, &index).ok()?;
+        std::fs::copy(real, &index).ok()?;
     }
     // Only the paths that differ from HEAD: the run store stays out (an ignored
     // folder named in a pathspec, even to exclude it, fails `git add`).

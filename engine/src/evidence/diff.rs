@@ -101,13 +101,11 @@ pub fn attempt_diff(
 /// clean"), so a copy made a second later would hide a file rewritten with the
 /// same size in the second its entry was recorded.
 fn private_index(root: &Path, dir: &Path) -> Result<std::path::PathBuf, EvidenceError> {
-    let git = Git::new(root);
-    let out = git.run(&["rev-parse", "--git-path", "index"])?;
-    let real = root.join(String::from_utf8_lossy(&out).trim());
+    let real = &super::repository_paths(root)?.index_file;
     let copy = dir.join("index");
     if real.exists() {
-        let copied = std::fs::copy(&real, &copy)
-            .and_then(|_| std::fs::metadata(&real)?.modified())
+        let copied = std::fs::copy(real, &copy)
+            .and_then(|_| std::fs::metadata(real)?.modified())
             .and_then(|modified| {
                 std::fs::OpenOptions::new()
                     .write(true)

@@ -1,8 +1,9 @@
 //! Where git keeps a repository's files, as git itself resolves them: asked
 //! once per root and process, in one `git rev-parse`. A run's preflight, its run
-//! store (the exclude file) and every snapshot (the control files) need them, and
-//! none of them moves while a run works on the repository; asked one by one they
-//! were three processes on the path of a run's start.
+//! store (the exclude file), every snapshot (the control files) and every copy
+//! of the index that evidence makes need them, and none of them moves while a
+//! run works on the repository; asked one by one they were three processes on
+//! the path of a run's start, and one more for each attempt's diff.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -23,6 +24,10 @@ pub struct RepositoryPaths {
     pub common_dir: PathBuf,
     /// `info/exclude` as git resolves it (`--git-path info/exclude`).
     pub exclude_file: PathBuf,
+    /// The user's index as git resolves it (`--git-path index`), never a
+    /// `GIT_INDEX_FILE` specbridge was started with: the copies that evidence
+    /// makes of it (`evidence::diff`, the working tree's object).
+    pub index_file: PathBuf,
 }
 
 const ARGS: &[&str] = &[
@@ -31,6 +36,8 @@ const ARGS: &[&str] = &[
     "--git-common-dir",
     "--git-path",
     "info/exclude",
+    "--git-path",
+    "index",
 ];
 
 /// The repository paths of `root`, from git the first time they are asked for
@@ -88,17 +95,17 @@ fn slot_of(root: &Path) -> Arc<Mutex<Option<Arc<RepositoryPaths>>>> {
     Arc::clone(slots.entry(root.to_path_buf()).or_default())
 }
 
-/// Three lines; the relative ones are relative to `root`, where git ran.
+/// Four lines; the relative ones are relative to `root`, where git ran.
 fn parse(root: &Path, out: &[u8]) -> Result<RepositoryPaths, String> {
     let lines: Vec<&[u8]> = out
         .strip_suffix(b"\n")
         .unwrap_or(out)
         .split(|b| *b == b'\n')
         .collect();
-    let [top, common, exclude] = lines[..] else {
-        return Err(format!("expected 3 lines, got {}", lines.len()));
+    let [top, common, exclude, index] = lines[..] else {
+        return Err(format!("expected 4 lines, got {}", lines.len()));
     };
-    if [top, common, exclude].iter().any(|l| l.is_empty()) {
+    if [top, common, exclude, index].iter().any(|l| l.is_empty()) {
         return Err("an empty path".into());
     }
     let path = |l: &[u8]| root.join(OsStr::from_bytes(l));
@@ -106,6 +113,7 @@ fn parse(root: &Path, out: &[u8]) -> Result<RepositoryPaths, String> {
         top: PathBuf::from(OsStr::from_bytes(top)),
         common_dir: path(common),
         exclude_file: path(exclude),
+        index_file: path(index),
     })
 }
 
@@ -114,26 +122,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn three_lines_relative_to_the_root() {
-        let p = parse(Path::new("/r"), b"/r\n.git\n.git/info/exclude\n").unwrap();
+    fn four_lines_relative_to_the_root() {
+        let p = parse(
+            Path::new("/r"),
+            b"/r\n.git\n.git/info/exclude\n.git/index\n",
+        )
+        .unwrap();
         assert_eq!(p.top, Path::new("/r"));
         assert_eq!(p.common_dir, Path::new("/r/.git"));
         assert_eq!(p.exclude_file, Path::new("/r/.git/info/exclude"));
+        assert_eq!(p.index_file, Path::new("/r/.git/index"));
+        // A linked worktree: the common folder is the main one's, the index its own.
         let abs = parse(
             Path::new("/w"),
-            b"/w\n/main/.git\n/main/.git/info/exclude\n",
+            b"/w\n/main/.git\n/main/.git/info/exclude\n/main/.git/worktrees/w/index\n",
         )
         .unwrap();
         assert_eq!(abs.common_dir, Path::new("/main/.git"));
+        assert_eq!(abs.index_file, Path::new("/main/.git/worktrees/w/index"));
     }
 
     #[test]
     fn anything_else_is_refused() {
         for bad in [
             &b""[..],
-            b"/r\n.git\n",
-            b"/r\n\n.git/info/exclude\n",
-            b"a\nb\nc\nd\n",
+            b"/r\n.git\n.git/info/exclude\n",
+            b"/r\n\n.git/info/exclude\n.git/index\n",
+            b"a\nb\nc\nd\ne\n",
         ] {
             assert!(parse(Path::new("/r"), bad).is_err(), "{bad:?}");
         }
@@ -151,14 +166,14 @@ mod tests {
             // The other caller starts while this one is asking.
             barrier.wait();
             std::thread::sleep(std::time::Duration::from_millis(50));
-            Ok(parse(root, b"/r\n.git\n.git/info/exclude\n").unwrap())
+            Ok(parse(root, b"/r\n.git\n.git/info/exclude\n.git/index\n").unwrap())
         };
         let (first, second) = std::thread::scope(|s| {
             let first = s.spawn(|| remembered(root, ask).unwrap());
             barrier.wait();
             let second = remembered(root, |root| {
                 asked.fetch_add(1, Ordering::SeqCst);
-                Ok(parse(root, b"/other\n.git\n.git/info/exclude\n").unwrap())
+                Ok(parse(root, b"/other\n.git\n.git/info/exclude\n.git/index\n").unwrap())
             })
             .unwrap();
             (first.join().unwrap(), second)
@@ -180,7 +195,7 @@ mod tests {
         });
         assert!(failed.is_err());
         let found = remembered(root, |root| {
-            Ok(parse(root, b"/f\n.git\n.git/info/exclude\n").unwrap())
+            Ok(parse(root, b"/f\n.git\n.git/info/exclude\n.git/index\n").unwrap())
         });
         assert_eq!(found.unwrap().top, Path::new("/f"));
     }
@@ -203,6 +218,36 @@ mod tests {
     }
 
     #[test]
+    fn a_linked_worktree_has_its_own_index_and_the_main_repository_s_common_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let (main, linked) = (dir.path().join("main"), dir.path().join("linked"));
+        std::fs::create_dir(&main).unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.email=t@e.com", "-c", "user.name=t"])
+                .args(args)
+                .current_dir(&main)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&["init", "-q"]);
+        git(&["commit", "-q", "--allow-empty", "-m", "first"]);
+        git(&["worktree", "add", "-q", linked.to_str().unwrap()]);
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap();
+        let paths = repository_paths(&linked).unwrap();
+        assert_eq!(canon(&paths.top), canon(&linked));
+        assert_eq!(canon(&paths.common_dir), canon(&main.join(".git")));
+        assert!(paths.exclude_file.ends_with("info/exclude"));
+        let info = paths.exclude_file.parent().unwrap();
+        assert_eq!(canon(info.parent().unwrap()), canon(&main.join(".git")));
+        assert_eq!(
+            canon(&paths.index_file),
+            canon(&main.join(".git/worktrees/linked/index"))
+        );
+    }
+
+    #[test]
     fn a_repository_is_asked_once_and_a_folder_outside_one_every_time() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
@@ -219,6 +264,7 @@ mod tests {
             std::fs::canonicalize(root).unwrap()
         );
         assert_eq!(paths.exclude_file, root.join(".git/info/exclude"));
+        assert_eq!(paths.index_file, root.join(".git/index"));
         // Remembered: the same answer even once the repository is gone.
         std::fs::remove_dir_all(root.join(".git")).unwrap();
         assert!(Arc::ptr_eq(&paths, &repository_paths(root).unwrap()));
