@@ -25,6 +25,23 @@ pub struct RunReader {
     dir: PathBuf,
 }
 
+/// Below this many stages their records are read on one thread: a second one
+/// costs more to start than it saves.
+const READ_ALONE_BELOW: usize = 64;
+
+/// `read` of the first half of `ids` and of the second, at once on two threads
+/// ([`beside`](crate::beside::beside)) from [`READ_ALONE_BELOW`] ids on.
+/// Reading a large run's stage records is mostly system calls (an open, a
+/// `statx` and a read a record), which two cores share: `runs show` of 1,000
+/// stages read them one by one in about two thirds of its time.
+fn in_two_halves<T: Send>(ids: &[String], read: impl Fn(&[String]) -> T + Sync) -> (T, T) {
+    if ids.len() < READ_ALONE_BELOW {
+        return (read(ids), read(&[]));
+    }
+    let (first, second) = ids.split_at(ids.len() / 2);
+    crate::beside::beside(|| read(first), || read(second))
+}
+
 impl RunReader {
     /// The run folder at `dir`, wherever it is (a run store, a recording, a copy).
     /// Reads nothing: a missing folder shows on the first read.
@@ -100,13 +117,19 @@ impl RunReader {
     /// Every stage record, by stage id. A record that cannot be read is an error:
     /// for work that acts on the records (resume).
     pub fn stage_records(&self) -> Result<BTreeMap<String, StageRecord>, StoreError> {
-        let mut out = BTreeMap::new();
-        for id in self.stage_ids()? {
-            if let Some(rec) = self.stage(&id)? {
-                out.insert(rec.stage_id.clone(), rec);
+        let read = |ids: &[String]| -> Result<Vec<StageRecord>, StoreError> {
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                out.extend(self.stage(id)?);
             }
-        }
-        Ok(out)
+            Ok(out)
+        };
+        let (first, second) = in_two_halves(&self.stage_ids()?, read);
+        Ok(first?
+            .into_iter()
+            .chain(second?)
+            .map(|rec| (rec.stage_id.clone(), rec))
+            .collect())
     }
 
     /// Every readable stage record in plan order, then any others by id: for
@@ -120,11 +143,13 @@ impl RunReader {
             .enumerate()
             .map(|(i, n)| (n.id.as_str(), i))
             .collect();
-        let mut stages: Vec<StageRecord> = self
-            .stage_ids()?
-            .iter()
-            .filter_map(|id| self.stage_or_started(id, &plan).ok().flatten())
-            .collect();
+        let read = |ids: &[String]| -> Vec<StageRecord> {
+            ids.iter()
+                .filter_map(|id| self.stage_or_started(id, &plan).ok().flatten())
+                .collect()
+        };
+        let (mut stages, second) = in_two_halves(&self.stage_ids()?, read);
+        stages.extend(second);
         stages.sort_by_cached_key(|s| {
             (
                 order

@@ -164,3 +164,60 @@ fn selection_by_prefix_reports_ambiguity() {
     let e = store.readers().unwrap()[0].0.run().unwrap_err();
     assert!(e.to_string().contains("run.json"), "{e}");
 }
+
+/// A run large enough that its records are read in two halves at once: every
+/// record is found once, in plan order (the plan is the reverse of the ids'),
+/// and a record that cannot be read fails `stage_records` from either half.
+#[test]
+fn a_large_run_s_records_are_all_read_in_plan_order_from_both_halves() {
+    let repo = tempfile::tempdir().unwrap();
+    let store = RunStore::new(repo.path());
+    let run = store.create(Redactor::default()).unwrap();
+    let ids: Vec<String> = (0..150).map(|i| format!("s{i:03}")).collect();
+    for id in &ids {
+        run.write_json(
+            &layout::stage_record_rel(id),
+            &json!({
+                "stageId": id, "kind": "check", "status": "succeeded",
+                "attempts": 1, "needs": []
+            }),
+        )
+        .unwrap();
+    }
+    let nodes: Vec<Value> = ids
+        .iter()
+        .rev()
+        .map(|id| json!({ "id": id, "kind": "check", "needs": [] }))
+        .collect();
+    run.write_json(layout::PLAN, &json!({ "schemaVersion": 1, "nodes": nodes }))
+        .unwrap();
+    let reader = store.reader("latest").unwrap();
+    assert!(reader.stage_ids().unwrap().len() >= 2 * READ_ALONE_BELOW);
+
+    let order: Vec<String> = reader
+        .stages_in_plan_order()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.stage_id)
+        .collect();
+    let reversed: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(order, reversed);
+    let records = reader.stage_records().unwrap();
+    assert_eq!(records.keys().cloned().collect::<Vec<_>>(), ids);
+
+    for broken in ["s010", "s140"] {
+        std::fs::write(run.dir().join(layout::stage_record_rel(broken)), "{").unwrap();
+        assert!(reader.stage_records().is_err(), "{broken} unreadable");
+        let shown = reader.stages_in_plan_order().unwrap();
+        assert_eq!(shown.len(), ids.len() - 1, "left out for display");
+        std::fs::write(
+            run.dir().join(layout::stage_record_rel(broken)),
+            serde_json::to_vec(&json!({
+                "stageId": broken, "kind": "check", "status": "succeeded",
+                "attempts": 1, "needs": []
+            }))
+            .unwrap(),
+        )
+        .unwrap();
+    }
+}
