@@ -15,19 +15,51 @@ use crate::store::layout::{self, attempt};
 const MAX_SCHEMA_ERRORS: usize = 3;
 
 /// What a stage's `stage.json` says, for the consistency checks.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct StageState {
     pub id: String,
     pub status: Option<String>,
 }
 
-/// Check every stage folder; return each stage's recorded status.
+/// Below this many stages one thread checks them all: a second one costs more
+/// to start than it saves.
+const CHECK_ALONE_BELOW: usize = 64;
+
+/// Check every stage folder; return each stage's recorded status. A large run's
+/// stages are checked in two halves at once ([`crate::beside::beside`]: parsing
+/// every record is most of an audit after its first pass), each half's findings
+/// kept apart and then appended in order, so the report reads as one pass would
+/// have written it.
 pub(crate) fn check_stages(
     run: &RunFiles,
     findings: &mut Vec<Finding>,
 ) -> Result<Vec<StageState>, AuditError> {
+    let ids = run.subdirs(layout::STAGES);
+    if ids.len() < CHECK_ALONE_BELOW {
+        return Ok(check_each(run, ids, findings));
+    }
+    let mut second_ids = ids;
+    let first_ids = second_ids.drain(..second_ids.len() / 2).collect();
+    let ((mut states, first_found), (second, second_found)) = crate::beside::beside(
+        || {
+            let mut found = Vec::new();
+            (check_each(run, first_ids, &mut found), found)
+        },
+        || {
+            let mut found = Vec::new();
+            (check_each(run, second_ids, &mut found), found)
+        },
+    );
+    states.extend(second);
+    findings.extend(first_found);
+    findings.extend(second_found);
+    Ok(states)
+}
+
+/// [`check_stages`] for the stage folders `ids`, in order.
+fn check_each(run: &RunFiles, ids: Vec<String>, findings: &mut Vec<Finding>) -> Vec<StageState> {
     let mut states = Vec::new();
-    for id in run.subdirs(layout::STAGES) {
+    for id in ids {
         let stage_rel = layout::stage_rel(&id);
         let record = read_record(run, &layout::stage_record_rel(&id), findings);
         let kind = record.as_ref().and_then(|r| str_field(r, "kind"));
@@ -54,7 +86,7 @@ pub(crate) fn check_stages(
                 .map(str::to_string),
         });
     }
-    Ok(states)
+    states
 }
 
 fn check_attempt(run: &RunFiles, attempt_rel: &str, generate: bool, findings: &mut Vec<Finding>) {
@@ -307,5 +339,66 @@ fn examples(paths: &[String]) -> String {
         String::new()
     } else {
         format!(" ({})", paths.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::events::EventFacts;
+    use crate::audit::files::{compare, scan_files};
+
+    /// Checked in two halves at once, a large run gives the states and the
+    /// findings, in order, that one pass over every stage gives.
+    #[test]
+    fn two_halves_find_what_one_pass_finds_in_the_same_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let stages = 3 * CHECK_ALONE_BELOW;
+        for i in 0..stages {
+            let stage = dir.path().join(format!("stages/s{i:03}"));
+            let attempt = stage.join("attempt-001");
+            std::fs::create_dir_all(&attempt).unwrap();
+            let record = match i % 7 {
+                0 => "{".to_string(),
+                _ => format!(
+                    r#"{{"stageId": "s{i:03}", "kind": "generate", "status": "succeeded", "attempts": 1}}"#
+                ),
+            };
+            std::fs::write(stage.join("stage.json"), record).unwrap();
+            let argv = if i % 5 == 0 {
+                r#"["claude", "--dangerously-skip-permissions"]"#
+            } else {
+                r#"["claude", "--print"]"#
+            };
+            std::fs::write(
+                attempt.join("process.json"),
+                format!(r#"{{"redactedArgv": {argv}}}"#),
+            )
+            .unwrap();
+        }
+        let mut ignored = Vec::new();
+        let scanned = scan_files(dir.path()).unwrap();
+        let (_, run) = compare(scanned, dir.path(), &EventFacts::default(), &mut ignored);
+
+        let mut halves = Vec::new();
+        let states = check_stages(&run, &mut halves).unwrap();
+        let mut one_pass = Vec::new();
+        let expected = check_each(&run, run.subdirs(layout::STAGES), &mut one_pass);
+
+        assert_eq!(states.len(), stages);
+        assert_eq!(states, expected);
+        assert_eq!(halves, one_pass);
+        for code in [FindingCode::RecordUnparseable, FindingCode::ForbiddenFlag] {
+            let files: Vec<_> = halves
+                .iter()
+                .filter(|f| f.code == code)
+                .filter_map(|f| f.file.clone())
+                .collect();
+            assert!(
+                files.first().is_some_and(|f| f.starts_with("stages/s000"))
+                    && files.last().is_some_and(|f| f.as_str() > "stages/s100"),
+                "{code:?} found in both halves: {files:?}"
+            );
+        }
     }
 }
