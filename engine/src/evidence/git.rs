@@ -148,6 +148,19 @@ fn describe<S: AsRef<OsStr>>(args: &[S]) -> String {
         .join(" ")
 }
 
+/// Runs git in `dir` for a test's setup, as a user would (an identity given,
+/// nothing of [`Git::command`]'s), and fails the test if git does.
+#[cfg(test)]
+pub(crate) fn git_for_test(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.email=t@e.com", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -222,15 +222,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (main, linked) = (dir.path().join("main"), dir.path().join("linked"));
         std::fs::create_dir(&main).unwrap();
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.email=t@e.com", "-c", "user.name=t"])
-                .args(args)
-                .current_dir(&main)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}: {out:?}");
-        };
+        let git = |args: &[&str]| crate::evidence::git::git_for_test(&main, args);
         git(&["init", "-q"]);
         git(&["commit", "-q", "--allow-empty", "-m", "first"]);
         git(&["worktree", "add", "-q", linked.to_str().unwrap()]);

@@ -418,15 +418,7 @@ u UU N... 100644 100644 100644 100644 aaaa bbbb cccc both\0\
     #[test]
     fn a_snapshot_does_not_count_the_commits_between_the_branch_and_its_upstream() {
         let repo = tempfile::tempdir().unwrap();
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.email=t@e.com", "-c", "user.name=t"])
-                .args(args)
-                .current_dir(repo.path())
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}: {out:?}");
-        };
+        let git = |args: &[&str]| crate::evidence::git::git_for_test(repo.path(), args);
         git(&["init", "-q"]);
         git(&["symbolic-ref", "HEAD", "refs/heads/main"]);
         for n in ["1", "2", "3"] {

@@ -59,13 +59,11 @@ fn reads_back_what_the_writer_wrote() {
     assert!(!reader.attempt("spec", 3).exists());
     assert!(reader.output_bytes("spec").unwrap().is_some());
     assert!(reader.output_bytes("impl.t-1").unwrap().is_none());
-    let order: Vec<String> = reader
-        .stages_in_plan_order()
-        .unwrap()
-        .into_iter()
-        .map(|s| s.stage_id)
-        .collect();
-    assert_eq!(order, ["spec", "impl.t-1"], "plan order, not id order");
+    assert_eq!(
+        shown_order(&reader),
+        ["spec", "impl.t-1"],
+        "plan order, not id order"
+    );
     assert_eq!(reader.stage_records().unwrap().len(), 2);
     assert!(reader.plan().unwrap().is_some());
 }
@@ -174,15 +172,15 @@ fn a_large_run_s_records_are_all_read_in_plan_order_from_both_halves() {
     let store = RunStore::new(repo.path());
     let run = store.create(Redactor::default()).unwrap();
     let ids: Vec<String> = (0..150).map(|i| format!("s{i:03}")).collect();
+    let record = |id: &str| {
+        json!({
+            "stageId": id, "kind": "check", "status": "succeeded",
+            "attempts": 1, "needs": []
+        })
+    };
     for id in &ids {
-        run.write_json(
-            &layout::stage_record_rel(id),
-            &json!({
-                "stageId": id, "kind": "check", "status": "succeeded",
-                "attempts": 1, "needs": []
-            }),
-        )
-        .unwrap();
+        run.write_json(&layout::stage_record_rel(id), &record(id))
+            .unwrap();
     }
     let nodes: Vec<Value> = ids
         .iter()
@@ -194,30 +192,30 @@ fn a_large_run_s_records_are_all_read_in_plan_order_from_both_halves() {
     let reader = store.reader("latest").unwrap();
     assert!(reader.stage_ids().unwrap().len() >= 2 * READ_ALONE_BELOW);
 
-    let order: Vec<String> = reader
-        .stages_in_plan_order()
-        .unwrap()
-        .into_iter()
-        .map(|s| s.stage_id)
-        .collect();
     let reversed: Vec<String> = ids.iter().rev().cloned().collect();
-    assert_eq!(order, reversed);
+    assert_eq!(shown_order(&reader), reversed);
     let records = reader.stage_records().unwrap();
     assert_eq!(records.keys().cloned().collect::<Vec<_>>(), ids);
 
     for broken in ["s010", "s140"] {
-        std::fs::write(run.dir().join(layout::stage_record_rel(broken)), "{").unwrap();
+        let path = run.dir().join(layout::stage_record_rel(broken));
+        std::fs::write(&path, "{").unwrap();
         assert!(reader.stage_records().is_err(), "{broken} unreadable");
-        let shown = reader.stages_in_plan_order().unwrap();
-        assert_eq!(shown.len(), ids.len() - 1, "left out for display");
-        std::fs::write(
-            run.dir().join(layout::stage_record_rel(broken)),
-            serde_json::to_vec(&json!({
-                "stageId": broken, "kind": "check", "status": "succeeded",
-                "attempts": 1, "needs": []
-            }))
-            .unwrap(),
-        )
-        .unwrap();
+        assert_eq!(
+            shown_order(&reader).len(),
+            ids.len() - 1,
+            "left out for display"
+        );
+        std::fs::write(&path, serde_json::to_vec(&record(broken)).unwrap()).unwrap();
     }
+}
+
+/// The stage ids `runs show` lists, in its order.
+fn shown_order(reader: &RunReader) -> Vec<String> {
+    reader
+        .stages_in_plan_order()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.stage_id)
+        .collect()
 }
