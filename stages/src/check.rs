@@ -180,14 +180,13 @@ async fn run_command(
     let mut report = match result {
         Ok(mut record) => {
             record.sandbox = Some(applied);
-            let report = classify(&record);
-            if let Err(e) = write_process(run, &attempt_rel, &record) {
-                return failed(&e);
-            }
-            let mut r = report;
+            let mut r = classify(&record);
             r.started_at = Some(crate::rfc3339(record.started_at));
             r.ended_at = Some(crate::rfc3339(record.ended_at));
             r.duration_ms = Some(record.duration_ms);
+            if let Err(e) = write_process(run, &attempt_rel, record) {
+                return failed(&e);
+            }
             r
         }
         Err(SupervisorError::CancelledBeforeSpawn { .. }) => StageReport::failed(
@@ -202,13 +201,14 @@ async fn run_command(
 
 /// `process.json`, its argv redacted by the store (the logs announced themselves).
 /// Queued: the scheduler writes it in one batch with the `stage.json` that ends
-/// the stage (`store/batch.rs`); nothing reads it before.
+/// the stage (`store/batch.rs`), and that batch's writer makes its bytes;
+/// nothing reads it before.
 fn write_process(
     run: &RunHandle,
     attempt_rel: &str,
-    record: &ProcessRecord,
+    record: ProcessRecord,
 ) -> Result<(), StageError> {
-    run.defer_json(&layout::in_attempt(attempt_rel, attempt::PROCESS), record)?;
+    run.defer_json_behind(&layout::in_attempt(attempt_rel, attempt::PROCESS), record)?;
     Ok(())
 }
 

@@ -495,7 +495,8 @@ fn write_stage(
     let rel = crate::store::layout::stage_record_rel(&node.id);
     let record = node::stage_record(node, status, report, attempt);
     // Queued: written with the other records of this turn of the scheduler, in
-    // one batch, before anything starts or is waited for (`store/batch.rs`).
-    run.defer_json(&rel, &record)?;
+    // one batch, before anything starts or is waited for (`store/batch.rs`);
+    // made into bytes by that batch's writer, not on the way to the next stage.
+    run.defer_json_behind(&rel, record)?;
     Ok(())
 }

@@ -32,7 +32,8 @@ use crate::store::layout;
 use crate::store::run::{append_held, Gate, RunHandle, StoreError};
 use crate::store::sync_pool;
 
-/// One queued write, its bytes already redacted.
+/// One queued write, its bytes already redacted — or, for [`Deferred::Json`],
+/// made and redacted by the thread that writes the batch.
 #[derive(Debug)]
 pub(in crate::store) enum Deferred {
     Record {
@@ -40,6 +41,13 @@ pub(in crate::store) enum Deferred {
         path: PathBuf,
         bytes: Vec<u8>,
         sha: String,
+    },
+    /// A JSON record whose bytes [`RunHandle::defer_json_behind`] left to the
+    /// writer: a [`Deferred::Record`] once the batch holding it starts.
+    Json {
+        rel: String,
+        path: PathBuf,
+        make: MakeBytes,
     },
     Event(RunEvent),
     /// An event appended only once `folder` — outside the run, its entries
@@ -49,6 +57,30 @@ pub(in crate::store) enum Deferred {
         event: RunEvent,
         folder: OwnedFd,
     },
+}
+
+/// A record's redacted bytes, made when its batch is written.
+pub(in crate::store) struct MakeBytes(Box<dyn FnOnce() -> Result<Vec<u8>, WriteError> + Send>);
+
+impl std::fmt::Debug for MakeBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MakeBytes")
+    }
+}
+
+/// `value` as a record's bytes: JSON, pretty, its strings (and keys) redacted.
+/// The one way a JSON record is made, at once or behind the caller.
+fn redacted_json<T: serde::Serialize>(
+    redactor: &crate::redact::Redactor,
+    path: &Path,
+    value: &T,
+) -> Result<Vec<u8>, WriteError> {
+    let mut value = serde_json::to_value(value).map_err(|e| WriteError {
+        path: path.display().to_string(),
+        source: std::io::Error::other(e),
+    })?;
+    redactor.redact_json(&mut value);
+    json_bytes(path, &value)
 }
 
 /// Writes queued and not yet written, and how many were ever queued (tickets).
@@ -78,13 +110,30 @@ impl RunHandle {
         value: &T,
     ) -> Result<(PathBuf, Vec<u8>), StoreError> {
         let path = self.path(rel)?;
-        let mut value = serde_json::to_value(value).map_err(|e| WriteError {
-            path: path.display().to_string(),
-            source: std::io::Error::other(e),
-        })?;
-        self.redactor().redact_json(&mut value);
-        let bytes = json_bytes(&path, &value)?;
+        let bytes = redacted_json(self.redactor(), &path, value)?;
         Ok((path, bytes))
+    }
+
+    /// [`defer_json`](Self::defer_json), its bytes made (serialized, redacted)
+    /// by the thread that writes the batch instead of the caller's: for the
+    /// records that end a stage, which a chain's next stage would otherwise
+    /// wait for (about 0.1 ms a check stage). In the queue it keeps its place,
+    /// so the log reads as it would have; a value that cannot be serialized
+    /// fails that batch, and with it the run's writes.
+    pub fn defer_json_behind<T: serde::Serialize + Send + 'static>(
+        &self,
+        rel: &str,
+        value: T,
+    ) -> Result<(), StoreError> {
+        let path = self.path(rel)?;
+        let (redactor, at) = (Arc::clone(self.redactor()), path.clone());
+        let make = MakeBytes(Box::new(move || redacted_json(&redactor, &at, &value)));
+        self.enqueue(Deferred::Json {
+            rel: rel.to_string(),
+            path,
+            make,
+        })?;
+        Ok(())
     }
 
     /// Queue bytes, redacted; written, in order, at the next flush.
@@ -130,7 +179,7 @@ impl RunHandle {
             .expect("write queue lock")
             .items
             .iter()
-            .any(|i| matches!(i, Deferred::Record { .. }));
+            .any(|i| matches!(i, Deferred::Record { .. } | Deferred::Json { .. }));
         if record_queued {
             self.flush()
         } else {
@@ -231,9 +280,12 @@ impl RunHandle {
             };
             *written = last;
             // A failure is also the guard's: every later write is refused.
-            let has_records = items
-                .iter()
-                .any(|i| matches!(i, Deferred::Record { .. } | Deferred::AfterSync { .. }));
+            let has_records = items.iter().any(|i| {
+                matches!(
+                    i,
+                    Deferred::Record { .. } | Deferred::Json { .. } | Deferred::AfterSync { .. }
+                )
+            });
             let write = || self.write_batch(items, Gate::Open);
             return if has_records {
                 off_the_worker(write)
@@ -255,6 +307,7 @@ impl RunHandle {
         items: Vec<Deferred>,
         gate: Gate,
     ) -> Result<(), StoreError> {
+        let items = self.made(items)?;
         let records: Vec<(&str, &Path, &[u8], &str)> = items
             .iter()
             .filter_map(|item| match item {
@@ -264,7 +317,7 @@ impl RunHandle {
                     bytes,
                     sha,
                 } => Some((rel.as_str(), path.as_path(), bytes.as_slice(), sha.as_str())),
-                Deferred::Event(_) | Deferred::AfterSync { .. } => None,
+                Deferred::Json { .. } | Deferred::Event(_) | Deferred::AfterSync { .. } => None,
             })
             .collect();
         // Intents, temporary files and their syncs first: all before any rename.
@@ -315,11 +368,34 @@ impl RunHandle {
             let event = match item {
                 Deferred::Record { rel, sha, .. } => RunEvent::record_written(rel, sha),
                 Deferred::Event(event) | Deferred::AfterSync { event, .. } => event.clone(),
+                Deferred::Json { .. } => unreachable!("made before the batch is written"),
             };
             append_held(&self.events, &mut log, &self.redactor, &self.guard, &event)?;
             crash_point();
         }
         Ok(())
+    }
+
+    /// `items` with every record's bytes made, in order: what a batch writes.
+    /// The first that cannot be made fails the batch before anything of it is
+    /// written, and stops the run's writes as a failed write does.
+    fn made(&self, items: Vec<Deferred>) -> Result<Vec<Deferred>, StoreError> {
+        items
+            .into_iter()
+            .map(|item| match item {
+                Deferred::Json { rel, path, make } => {
+                    let bytes = (make.0)().map_err(|e| self.failed(e))?;
+                    let sha = sha256_hex(&bytes);
+                    Ok(Deferred::Record {
+                        rel,
+                        path,
+                        bytes,
+                        sha,
+                    })
+                }
+                other => Ok(other),
+            })
+            .collect()
     }
 
     /// Each record's bytes in a temporary file beside it, made and synced on
@@ -392,7 +468,7 @@ pub(in crate::store) fn enqueue(
     item: Deferred,
 ) -> Result<u64, StoreError> {
     guard.stopped(match &item {
-        Deferred::Record { rel, .. } => rel,
+        Deferred::Record { rel, .. } | Deferred::Json { rel, .. } => rel,
         Deferred::Event(_) | Deferred::AfterSync { .. } => layout::EVENTS,
     })?;
     let mut queue = queue.lock().expect("write queue lock");
@@ -453,6 +529,8 @@ fn logged(dir: &Path) -> Vec<String> {
 mod behind_tests;
 #[cfg(test)]
 mod flush_job_tests;
+#[cfg(test)]
+mod json_behind_tests;
 
 #[cfg(test)]
 mod tests {
