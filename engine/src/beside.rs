@@ -87,6 +87,25 @@ fn lower_this_thread(nice: i32) {
     }
 }
 
+/// Below this many items [`in_two_halves`] works through them on the caller's
+/// thread alone: a second thread costs more to start than it saves.
+pub(crate) const HALVES_FROM: usize = 64;
+
+/// `work` on the first half of `items` and on the second, at once ([`beside`])
+/// from [`HALVES_FROM`] items on; below, `work` on them all and on none. For a
+/// pass whose items are independent (a run's stage records read or checked),
+/// its results kept apart so that the caller puts them back in order.
+pub(crate) fn in_two_halves<T: Sync, R: Send>(
+    items: &[T],
+    work: impl Fn(&[T]) -> R + Sync,
+) -> (R, R) {
+    if items.len() < HALVES_FROM {
+        return (work(items), work(&[]));
+    }
+    let (first, second) = items.split_at(items.len() / 2);
+    beside(|| work(first), || work(second))
+}
+
 /// Initialises `lazy` on a thread named `name`, for a caller that will need
 /// it soon and has other work until then (a regex's compilation). Best effort:
 /// a refused thread leaves the first user to initialise it, as it would have.

@@ -21,35 +21,20 @@ pub(crate) struct StageState {
     pub status: Option<String>,
 }
 
-/// Below this many stages one thread checks them all: a second one costs more
-/// to start than it saves.
-const CHECK_ALONE_BELOW: usize = 64;
-
 /// Check every stage folder; return each stage's recorded status. A large run's
-/// stages are checked in two halves at once ([`crate::beside::beside`]: parsing
-/// every record is most of an audit after its first pass), each half's findings
-/// kept apart and then appended in order, so the report reads as one pass would
-/// have written it.
+/// stages are checked in two halves at once ([`crate::beside::in_two_halves`]:
+/// parsing every record is most of an audit after its first pass), each half's
+/// findings kept apart and then appended in order, so the report reads as one
+/// pass would have written it.
 pub(crate) fn check_stages(
     run: &RunFiles,
     findings: &mut Vec<Finding>,
 ) -> Result<Vec<StageState>, AuditError> {
-    let ids = run.subdirs(layout::STAGES);
-    if ids.len() < CHECK_ALONE_BELOW {
-        return Ok(check_each(run, ids, findings));
-    }
-    let mut second_ids = ids;
-    let first_ids = second_ids.drain(..second_ids.len() / 2).collect();
-    let ((mut states, first_found), (second, second_found)) = crate::beside::beside(
-        || {
+    let ((mut states, first_found), (second, second_found)) =
+        crate::beside::in_two_halves(&run.subdirs(layout::STAGES), |ids| {
             let mut found = Vec::new();
-            (check_each(run, first_ids, &mut found), found)
-        },
-        || {
-            let mut found = Vec::new();
-            (check_each(run, second_ids, &mut found), found)
-        },
-    );
+            (check_each(run, ids, &mut found), found)
+        });
     states.extend(second);
     findings.extend(first_found);
     findings.extend(second_found);
@@ -57,11 +42,11 @@ pub(crate) fn check_stages(
 }
 
 /// [`check_stages`] for the stage folders `ids`, in order.
-fn check_each(run: &RunFiles, ids: Vec<String>, findings: &mut Vec<Finding>) -> Vec<StageState> {
+fn check_each(run: &RunFiles, ids: &[String], findings: &mut Vec<Finding>) -> Vec<StageState> {
     let mut states = Vec::new();
     for id in ids {
-        let stage_rel = layout::stage_rel(&id);
-        let record = read_record(run, &layout::stage_record_rel(&id), findings);
+        let stage_rel = layout::stage_rel(id);
+        let record = read_record(run, &layout::stage_record_rel(id), findings);
         let kind = record.as_ref().and_then(|r| str_field(r, "kind"));
         let generate = kind == Some("generate");
         let mut attempts: Vec<(u32, String)> = run
@@ -79,7 +64,7 @@ fn check_each(run: &RunFiles, ids: Vec<String>, findings: &mut Vec<Finding>) -> 
             .and_then(Value::as_u64);
         check_output(run, &stage_rel, kind, final_attempt, &attempts, findings);
         states.push(StageState {
-            id,
+            id: id.clone(),
             status: record
                 .as_ref()
                 .and_then(|r| str_field(r, "status"))
@@ -353,7 +338,7 @@ mod tests {
     #[test]
     fn two_halves_find_what_one_pass_finds_in_the_same_order() {
         let dir = tempfile::tempdir().unwrap();
-        let stages = 3 * CHECK_ALONE_BELOW;
+        let stages = 3 * crate::beside::HALVES_FROM;
         for i in 0..stages {
             let stage = dir.path().join(format!("stages/s{i:03}"));
             let attempt = stage.join("attempt-001");
@@ -383,7 +368,7 @@ mod tests {
         let mut halves = Vec::new();
         let states = check_stages(&run, &mut halves).unwrap();
         let mut one_pass = Vec::new();
-        let expected = check_each(&run, run.subdirs(layout::STAGES), &mut one_pass);
+        let expected = check_each(&run, &run.subdirs(layout::STAGES), &mut one_pass);
 
         assert_eq!(states.len(), stages);
         assert_eq!(states, expected);

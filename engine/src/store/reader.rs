@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
+use crate::beside::in_two_halves;
 use crate::store::layout::{self, attempt_number};
 use crate::store::records::{PlanRecord, RunRecord, StageRecord};
 use crate::store::select::is_safe_component;
@@ -23,23 +24,6 @@ use crate::store::StoreError;
 pub struct RunReader {
     id: String,
     dir: PathBuf,
-}
-
-/// Below this many stages their records are read on one thread: a second one
-/// costs more to start than it saves.
-const READ_ALONE_BELOW: usize = 64;
-
-/// `read` of the first half of `ids` and of the second, at once on two threads
-/// ([`beside`](crate::beside::beside)) from [`READ_ALONE_BELOW`] ids on.
-/// Reading a large run's stage records is mostly system calls (an open, a
-/// `statx` and a read a record), which two cores share: `runs show` of 1,000
-/// stages read them one by one in about two thirds of its time.
-fn in_two_halves<T: Send>(ids: &[String], read: impl Fn(&[String]) -> T + Sync) -> (T, T) {
-    if ids.len() < READ_ALONE_BELOW {
-        return (read(ids), read(&[]));
-    }
-    let (first, second) = ids.split_at(ids.len() / 2);
-    crate::beside::beside(|| read(first), || read(second))
 }
 
 impl RunReader {
@@ -115,7 +99,11 @@ impl RunReader {
     }
 
     /// Every stage record, by stage id. A record that cannot be read is an error:
-    /// for work that acts on the records (resume).
+    /// for work that acts on the records (resume). A large run's records are
+    /// read in two halves at once ([`in_two_halves`]): reading them is mostly
+    /// system calls (an open, a `statx` and a read a record), which two cores
+    /// share; `runs show` of 1,000 stages read them one by one in about two
+    /// thirds of its time.
     pub fn stage_records(&self) -> Result<BTreeMap<String, StageRecord>, StoreError> {
         let read = |ids: &[String]| -> Result<Vec<StageRecord>, StoreError> {
             let mut out = Vec::with_capacity(ids.len());

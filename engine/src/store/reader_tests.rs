@@ -190,7 +190,7 @@ fn a_large_run_s_records_are_all_read_in_plan_order_from_both_halves() {
     run.write_json(layout::PLAN, &json!({ "schemaVersion": 1, "nodes": nodes }))
         .unwrap();
     let reader = store.reader("latest").unwrap();
-    assert!(reader.stage_ids().unwrap().len() >= 2 * READ_ALONE_BELOW);
+    assert!(reader.stage_ids().unwrap().len() >= 2 * crate::beside::HALVES_FROM);
 
     let reversed: Vec<String> = ids.iter().rev().cloned().collect();
     assert_eq!(shown_order(&reader), reversed);
