@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::audit::events::EventFacts;
 use crate::audit::report::{Finding, FindingCode};
 use crate::audit::secrets::FileScan;
-use crate::store::is_safe_component;
+use crate::store::{is_safe_component, layout};
 
 mod scan;
 
@@ -66,6 +66,31 @@ impl RunFiles {
         } else {
             self.root.join(rel).exists()
         }
+    }
+
+    /// The numbers of `stage`'s attempt folders, in order, as the walk found
+    /// them (none when it found no stage folder); `None` when something other
+    /// than a folder stands there, or outside the folders walked, which only
+    /// the disk can answer.
+    pub(crate) fn attempt_numbers(&self, stage: &str) -> Option<Vec<u32>> {
+        let rel = layout::stage_rel(stage);
+        let walked =
+            self.dirs.contains(&rel) || self.dirs.contains(parent(&rel)) && !self.exists(&rel);
+        if !walked {
+            return None;
+        }
+        let mut numbers: Vec<u32> = self
+            .subdirs(&rel)
+            .iter()
+            .filter_map(|name| layout::attempt_number(name))
+            .collect();
+        numbers.sort_unstable();
+        Some(numbers)
+    }
+
+    /// The walk alone: the records' bytes, kept for the checks, go.
+    pub(crate) fn forget_bytes(&mut self) {
+        self.kept = HashMap::new();
     }
 
     /// Names of the folders in folder `rel`, sorted; none when it is not one.
@@ -240,5 +265,44 @@ mod tests {
         assert!(run.bytes("stages/a/none.json").is_none());
         assert_eq!(run.subdirs("stages"), ["a"]);
         assert!(run.subdirs("stages/a").is_empty());
+    }
+
+    /// The walk answers for attempt folders as the disk does (the store's
+    /// reader), and leaves to the disk what it did not list as a folder.
+    #[test]
+    fn attempt_numbers_from_the_walk_are_the_readers() {
+        use crate::store::RunReader;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for folder in [
+            "stages/many/attempt-001",
+            "stages/many/attempt-010",
+            "stages/many/attempt-002",
+            "stages/many/logs",
+            "stages/none",
+            "elsewhere/attempt-001",
+        ] {
+            std::fs::create_dir_all(root.join(folder)).unwrap();
+        }
+        std::fs::write(root.join("stages/many/attempt-003"), "a file").unwrap();
+        std::fs::write(root.join("stages/file"), "not a folder").unwrap();
+        std::os::unix::fs::symlink(root.join("elsewhere"), root.join("stages/linked")).unwrap();
+        let scanned = scan_files(root).unwrap();
+        let (_, run) = compare(scanned, root, &EventFacts::default(), &mut Vec::new());
+        let reader = RunReader::at(root);
+        for stage in ["many", "none", "absent"] {
+            assert_eq!(
+                run.attempt_numbers(stage),
+                Some(reader.attempt_numbers(stage).unwrap()),
+                "{stage}"
+            );
+        }
+        assert_eq!(run.attempt_numbers("many"), Some(vec![1, 2, 10]));
+        // Not a folder the walk went into: the disk answers (the reader follows
+        // the link, and cannot list a file).
+        assert_eq!(run.attempt_numbers("linked"), None);
+        assert_eq!(reader.attempt_numbers("linked").unwrap(), [1]);
+        assert_eq!(run.attempt_numbers("file"), None);
+        assert!(reader.attempt_numbers("file").is_err());
     }
 }

@@ -174,7 +174,8 @@ impl StageExecutor for ResumeExecutor {
 
     fn expand(&self, placeholder: &Node, run: &RunHandle) -> Result<Vec<Node>, String> {
         let mut instances = self.inner.expand(placeholder, run)?;
-        crate::resume::recover::count_unrecorded_attempts(run, &mut instances, |id| {
+        let folders = crate::resume::recover::AttemptFolders::on_disk(run.dir());
+        crate::resume::recover::count_unrecorded_attempts(run, &mut instances, &folders, |id| {
             self.recorded.get(id).map_or(0, |r| r.attempts)
         })
         .map_err(|e| crate::error_chain(&e))?;

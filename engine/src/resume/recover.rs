@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::audit::events::EventFacts;
+use crate::audit::files::RunFiles;
 use crate::events::line::EventLine;
 use crate::events::{CrashRepaired, ProcessSpawned, RecordAnnounced, RunEvent, StageFinished};
 use crate::status::StageStatus;
@@ -51,12 +52,54 @@ impl Spawns {
 
     /// The spawns whose attempt has no `process.json`: the process was never
     /// seen to end, so its group may still be running.
-    fn unfinished(self, run_dir: &Path) -> Vec<(Orphan, Spawned)> {
-        let run = RunReader::at(run_dir);
+    fn unfinished(self, folders: &AttemptFolders<'_>) -> Vec<(Orphan, Spawned)> {
         self.0
             .into_values()
-            .filter(|(o, _)| !run.attempt(&o.stage, o.attempt).has(attempt::PROCESS))
+            .filter(|(o, _)| !folders.has(&o.stage, o.attempt, attempt::PROCESS))
             .collect()
+    }
+}
+
+/// What a run's attempt folders hold, as crash recovery asks it: from the
+/// resume audit's walk of the run, taken under the lock the resume holds, so
+/// that the folders are not listed again; or from the disk, for stages that
+/// appear only later in the run (a fan-out's instances).
+pub(crate) struct AttemptFolders<'a> {
+    walked: Option<&'a RunFiles>,
+    reader: RunReader,
+}
+
+impl<'a> AttemptFolders<'a> {
+    /// As the audit's walk of `run_dir` found them.
+    pub(crate) fn walked(files: &'a RunFiles, run_dir: &Path) -> Self {
+        AttemptFolders {
+            walked: Some(files),
+            reader: RunReader::at(run_dir),
+        }
+    }
+
+    /// As they are on the disk now.
+    pub(crate) fn on_disk(run_dir: &Path) -> Self {
+        AttemptFolders {
+            walked: None,
+            reader: RunReader::at(run_dir),
+        }
+    }
+
+    /// The numbers of `stage`'s attempt folders, in order.
+    fn numbers(&self, stage: &str) -> Result<Vec<u32>, StoreError> {
+        match self.walked.and_then(|files| files.attempt_numbers(stage)) {
+            Some(numbers) => Ok(numbers),
+            None => self.reader.attempt_numbers(stage),
+        }
+    }
+
+    /// Whether attempt `number` of `stage` has the regular file `file`.
+    fn has(&self, stage: &str, number: u32, file: &str) -> bool {
+        match self.walked {
+            Some(files) => files.is_file(&format!("{}/{file}", layout::attempt_rel(stage, number))),
+            None => self.reader.attempt(stage, number).has(file),
+        }
     }
 }
 
@@ -66,10 +109,11 @@ impl Spawns {
 pub(crate) fn end_orphans(
     run: &RunHandle,
     spawns: Spawns,
+    folders: &AttemptFolders<'_>,
     grace: impl Fn(&str) -> Duration,
 ) -> Result<Vec<Orphan>, StoreError> {
     let mut out = Vec::new();
-    for (mut orphan, spawned) in spawns.unfinished(run.dir()) {
+    for (mut orphan, spawned) in spawns.unfinished(folders) {
         if !group_alive(orphan.pgid) {
             continue;
         }
@@ -180,13 +224,13 @@ fn announce_logs_left(run: &RunHandle, stage: &str, n: u32) -> Result<Vec<String
 pub(crate) fn count_unrecorded_attempts(
     run: &RunHandle,
     nodes: &mut [crate::scheduler::Node],
+    folders: &AttemptFolders<'_>,
     recorded: impl Fn(&str) -> u32,
 ) -> Result<(), StoreError> {
-    let reader = RunReader::at(run.dir());
     let mut announced = Vec::new();
     for node in nodes {
         let recorded = recorded(&node.id);
-        let folders = reader.attempt_numbers(&node.id)?;
+        let folders = folders.numbers(&node.id)?;
         for &n in folders.iter().filter(|&&n| n > recorded) {
             for rel in announce_logs_left(run, &node.id, n)? {
                 announced.push(format!(
@@ -321,19 +365,20 @@ mod tests {
         logs("gate", 2);
 
         let node = |id: &str| crate::scheduler::Node::stage(id, StageKind::Generate, vec![]);
+        let on_disk = AttemptFolders::on_disk(run.dir());
         let mut spec = [node("spec")];
-        count_unrecorded_attempts(&run, &mut spec, |_| 0).unwrap();
+        count_unrecorded_attempts(&run, &mut spec, &on_disk, |_| 0).unwrap();
         assert_eq!(spec[0].prior_attempts, 1, "the next attempt is 2");
         // The first attempt is recorded; only the second is not.
         let mut gate = [node("gate")];
-        count_unrecorded_attempts(&run, &mut gate, |_| 1).unwrap();
+        count_unrecorded_attempts(&run, &mut gate, &on_disk, |_| 1).unwrap();
         assert_eq!(gate[0].prior_attempts, 2);
         // A stage with no folder, or none past its record, is as recorded.
         let mut design = [node("design")];
-        count_unrecorded_attempts(&run, &mut design, |_| 0).unwrap();
+        count_unrecorded_attempts(&run, &mut design, &on_disk, |_| 0).unwrap();
         assert_eq!(design[0].prior_attempts, 0);
         let mut recorded = [node("spec")];
-        count_unrecorded_attempts(&run, &mut recorded, |_| 3).unwrap();
+        count_unrecorded_attempts(&run, &mut recorded, &on_disk, |_| 3).unwrap();
         assert_eq!(recorded[0].prior_attempts, 3);
 
         drop(run);
@@ -385,5 +430,50 @@ mod tests {
         assert!(p.start_ticks.is_some());
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// Crash recovery's questions about attempt folders, answered from the
+    /// resume audit's walk as the disk answers them, without asking the disk
+    /// again: the resume holds the run's lock from before the walk.
+    #[test]
+    fn the_audits_walk_answers_for_attempt_folders_as_the_disk_does() {
+        use crate::audit::events::EventFacts;
+        use crate::audit::files::{compare, scan_files};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (stage, n, file) in [
+            ("a", 1, Some(attempt::PROCESS)),
+            ("a", 2, None),
+            ("b", 1, Some(attempt::RAW_STDOUT)),
+        ] {
+            let folder = root.join(layout::attempt_rel(stage, n));
+            std::fs::create_dir_all(&folder).unwrap();
+            if let Some(file) = file {
+                std::fs::write(folder.join(file), "{}").unwrap();
+            }
+        }
+        let (_, files) = compare(
+            scan_files(root).unwrap(),
+            root,
+            &EventFacts::default(),
+            &mut Vec::new(),
+        );
+        let walked = AttemptFolders::walked(&files, root);
+        let disk = AttemptFolders::on_disk(root);
+        for stage in ["a", "b", "c"] {
+            assert_eq!(walked.numbers(stage).unwrap(), disk.numbers(stage).unwrap());
+            for n in 1..=3 {
+                assert_eq!(
+                    walked.has(stage, n, attempt::PROCESS),
+                    disk.has(stage, n, attempt::PROCESS),
+                    "{stage} {n}"
+                );
+            }
+        }
+        assert_eq!(walked.numbers("a").unwrap(), [1, 2]);
+        assert!(walked.has("a", 1, attempt::PROCESS) && !walked.has("a", 2, attempt::PROCESS));
+        std::fs::remove_dir_all(root.join("stages/a")).unwrap();
+        assert_eq!(walked.numbers("a").unwrap(), [1, 2], "not listed again");
+        assert!(walked.has("a", 1, attempt::PROCESS));
     }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::audit::events::EventFacts;
+use crate::audit::files::RunFiles;
 use crate::audit::{audit_run_with, AuditError, Finding, FindingCode};
 use crate::events::{CrashRepaired, RunEvent, RunResumed, TornTailSetAside};
 use crate::orchestrate::lifecycle::{ResumeReport, Resumed};
@@ -17,7 +18,8 @@ use crate::pipeline::load::CheckedBefore;
 use crate::resume::executor::retire;
 use crate::resume::force::Forced;
 use crate::resume::recover::{
-    count_unrecorded_attempts, end_orphans, mark_interrupted, repair_unlogged, Spawns,
+    count_unrecorded_attempts, end_orphans, mark_interrupted, repair_unlogged, AttemptFolders,
+    Spawns,
 };
 use crate::resume::reuse::Reason;
 use crate::scheduler::{self, Node};
@@ -93,6 +95,10 @@ pub struct OpenedRun {
     /// events (crash recovery), the chain's head, and the agents spawned.
     log: EventFacts,
     spawns: Spawns,
+    /// The audit's walk of the run folder (without the records' bytes), for
+    /// crash recovery's questions about attempt folders: the lock held since
+    /// before the walk means nothing else has changed them.
+    files: RunFiles,
 }
 
 /// Take the run's lock (a second process gets "run … is in use"), audit it, and
@@ -101,7 +107,7 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
     let store = RunStore::new(root);
     let (id, dir, lock) = store.lock(selector)?;
     let mut spawns = Spawns::default();
-    let (report, log, files) =
+    let (report, log, mut files) =
         audit_run_with(&dir, |event| spawns.visit(event)).map_err(|source| ResumeError::Audit {
             run: id.clone(),
             source,
@@ -124,6 +130,7 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
     let record: RunRecord = reader.run().map_err(unreadable)?;
     let plan: PlanRecord = reader.plan().map_err(unreadable)?.unwrap_or_default();
     let stages = stage_records_from(&dir, &files, &plan).map_err(unreadable)?;
+    files.forget_bytes();
     Ok(OpenedRun {
         id,
         dir,
@@ -135,6 +142,7 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
         findings,
         log,
         spawns,
+        files,
     })
 }
 
@@ -145,7 +153,7 @@ pub fn open_for_resume(root: &Path, selector: &str) -> Result<OpenedRun, ResumeE
 /// written one, so that it is finished as `interrupted` like any other.
 fn stage_records_from(
     dir: &Path,
-    files: &crate::audit::files::RunFiles,
+    files: &RunFiles,
     plan: &PlanRecord,
 ) -> Result<BTreeMap<String, StageRecord>, StoreError> {
     let reader = RunReader::at(dir);
@@ -238,6 +246,7 @@ impl OpenedRun {
             plan,
             log,
             spawns,
+            files,
             ..
         } = self;
         // The audit passed, so the chain is intact and has a head.
@@ -283,11 +292,12 @@ impl OpenedRun {
 
         // Nothing new starts while an agent of the dead process may still be
         // changing the working tree.
-        let orphans = end_orphans(&run, spawns, |node| {
+        let folders = AttemptFolders::walked(&files, &dir);
+        let orphans = end_orphans(&run, spawns, &folders, |node| {
             orphan_grace(&spec.source.file, &stages, node)
         })?;
         let interrupted = mark_interrupted(&run, &mut stages)?;
-        count_unrecorded_attempts(&run, &mut nodes, |id| {
+        count_unrecorded_attempts(&run, &mut nodes, &folders, |id| {
             stages.get(id).map_or(0, |r| r.attempts)
         })?;
 
