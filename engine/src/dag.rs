@@ -116,13 +116,26 @@ impl StageGraph {
                 .entry(*id)
                 .or_insert_with(|| graph.add_node((*id).to_string()));
         }
-        for (id, needs) in stages {
+        // A need named twice by one stage is one edge. That is told by a mark
+        // per node (the turn that last added an edge from it), not by
+        // `contains_edge`, which walks every edge of the needed node: a stage
+        // that 10,000 others need made that quadratic.
+        let mut marked = vec![usize::MAX; graph.node_count()];
+        let mut filled = vec![false; graph.node_count()];
+        for (turn, (id, needs)) in stages.into_iter().enumerate() {
             let b = by_id[id];
+            // A second stage with an id already seen (validation reports it)
+            // adds to the first one's node, which may hold the edge already.
+            let again = std::mem::replace(&mut filled[b.index()], true);
             for need in needs {
-                if let Some(&a) = by_id.get(need) {
-                    if !graph.contains_edge(a, b) {
-                        graph.add_edge(a, b, ());
-                    }
+                let Some(&a) = by_id.get(need) else {
+                    continue;
+                };
+                if std::mem::replace(&mut marked[a.index()], turn) == turn {
+                    continue;
+                }
+                if !(again && graph.contains_edge(a, b)) {
+                    graph.add_edge(a, b, ());
                 }
             }
         }
@@ -345,6 +358,59 @@ mod tests {
     fn a_self_dependency_is_a_cycle() {
         let g = graph(&[("a", &["a"])]);
         assert_eq!(g.find_cycles(), vec![Cycle(vec!["a".into(), "a".into()])]);
+    }
+
+    /// A need named twice is one edge, also when a second stage with an id
+    /// already seen (which validation reports) names it again.
+    #[test]
+    fn each_need_is_one_edge() {
+        let g = graph(&[
+            ("a", &[]),
+            ("b", &["a", "a"]),
+            ("c", &["a", "b", "a"]),
+            ("b", &["a", "c", "c"]),
+        ]);
+        // a → b, a → c, b → c, c → b
+        assert_eq!(g.graph.edge_count(), 4);
+        assert_eq!(g.needs("b"), ["a", "c"]);
+        assert_eq!(g.dependents("a"), ["b", "c"]);
+    }
+
+    proptest::proptest! {
+        /// The edges are exactly the (need, stage) pairs of known ids, each
+        /// once, whatever the repeats among ids and needs.
+        #[test]
+        fn the_edges_are_the_known_needs_once_each(
+            stages in proptest::collection::vec(
+                (0u8..8, proptest::collection::vec(0u8..10, 0..6)),
+                0..12,
+            )
+        ) {
+            let name = |n: u8| format!("s{n}");
+            let stages: Vec<(String, Vec<String>)> = stages
+                .iter()
+                .map(|(id, needs)| (name(*id), needs.iter().map(|n| name(*n)).collect()))
+                .collect();
+            let g = StageGraph::from_needs(
+                stages.iter().map(|(id, needs)| (id.as_str(), needs.iter().map(String::as_str))),
+            );
+            let known: BTreeSet<&str> = stages.iter().map(|(id, _)| id.as_str()).collect();
+            let model: BTreeSet<(&str, &str)> = stages
+                .iter()
+                .flat_map(|(id, needs)| needs.iter().map(move |n| (n.as_str(), id.as_str())))
+                .filter(|(need, _)| known.contains(need))
+                .collect();
+            let edges: Vec<(&str, &str)> = g
+                .graph
+                .edge_indices()
+                .map(|e| {
+                    let (a, b) = g.graph.edge_endpoints(e).unwrap();
+                    (g.graph[a].as_str(), g.graph[b].as_str())
+                })
+                .collect();
+            proptest::prop_assert_eq!(edges.len(), model.len(), "{:?}", edges);
+            proptest::prop_assert_eq!(edges.into_iter().collect::<BTreeSet<_>>(), model);
+        }
     }
 
     #[test]
