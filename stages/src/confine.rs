@@ -21,24 +21,25 @@ use specbridge_engine::supervisor::{resolve_program, SpawnSpec, SupervisorError}
 use crate::context::RunContext;
 use crate::error::StageError;
 
-/// One command of a plan that specbridge will run itself.
-#[derive(Debug, Clone)]
-pub struct PlannedCommand {
-    pub stage: String,
+/// One command of a plan that specbridge will run itself, as the pipeline
+/// gives it (borrowed: a plan of 10,000 checks is looked over, not copied).
+#[derive(Debug, Clone, Copy)]
+pub struct PlannedCommand<'a> {
+    pub stage: &'a str,
     /// The verification command's name; `None` for a check stage.
-    pub verification: Option<String>,
-    pub argv: Vec<String>,
-    pub sandbox: Option<CommandSandbox>,
+    pub verification: Option<&'a str>,
+    pub argv: &'a [String],
+    pub sandbox: Option<&'a CommandSandbox>,
 }
 
-impl PlannedCommand {
+impl PlannedCommand<'_> {
     pub(crate) fn is_off(&self) -> bool {
         matches!(self.sandbox, Some(CommandSandbox::Off(_)))
     }
 
     fn describe(&self) -> String {
-        let argv = crate::shell_words(&self.argv);
-        match &self.verification {
+        let argv = crate::shell_words(self.argv);
+        match self.verification {
             Some(name) => format!("verification `{name}` of stage `{}` (`{argv}`)", self.stage),
             None => format!("check stage `{}` (`{argv}`)", self.stage),
         }
@@ -46,7 +47,10 @@ impl PlannedCommand {
 }
 
 /// The check stages and verification commands of the planned nodes, in plan order.
-pub(crate) fn planned_commands(pipeline: &PipelineFile, nodes: &[Node]) -> Vec<PlannedCommand> {
+pub(crate) fn planned_commands<'a>(
+    pipeline: &'a PipelineFile,
+    nodes: &[Node],
+) -> Vec<PlannedCommand<'a>> {
     // By id, not a scan per node: a plan of 10,000 stages is planned in one pass.
     let by_id: std::collections::HashMap<&str, &specbridge_engine::pipeline::StageDef> =
         pipeline.stages.iter().map(|s| (s.id.as_str(), s)).collect();
@@ -60,17 +64,15 @@ pub(crate) fn planned_commands(pipeline: &PipelineFile, nodes: &[Node]) -> Vec<P
         let Some(stage) = by_id.get(id) else {
             continue;
         };
-        let argv_of = |a: Option<&specbridge_engine::pipeline::Argv>| {
-            a.and_then(|a| a.as_list())
-                .map(<[String]>::to_vec)
-                .unwrap_or_default()
+        let argv_of = |a: Option<&'a specbridge_engine::pipeline::Argv>| -> &'a [String] {
+            a.and_then(|a| a.as_list()).unwrap_or_default()
         };
         match stage.kind {
             StageKind::Check => out.push(PlannedCommand {
-                stage: stage.id.clone(),
+                stage: &stage.id,
                 verification: None,
                 argv: argv_of(stage.argv.as_ref()),
-                sandbox: stage.sandbox.clone(),
+                sandbox: stage.sandbox.as_ref(),
             }),
             StageKind::Execute => {
                 let commands = stage
@@ -78,10 +80,10 @@ pub(crate) fn planned_commands(pipeline: &PipelineFile, nodes: &[Node]) -> Vec<P
                     .as_ref()
                     .unwrap_or(&pipeline.verification);
                 out.extend(commands.iter().map(|c| PlannedCommand {
-                    stage: stage.id.clone(),
-                    verification: Some(c.name.clone()),
+                    stage: &stage.id,
+                    verification: Some(&c.name),
                     argv: argv_of(Some(&c.argv)),
-                    sandbox: c.sandbox.clone(),
+                    sandbox: c.sandbox.as_ref(),
                 }));
             }
             StageKind::Generate => {}
@@ -109,8 +111,8 @@ const WARNED_ONE_BY_ONE: usize = 3;
 /// The warnings about the commands that run without a sandbox: one a command, or
 /// past [`WARNED_ONE_BY_ONE`] one for all, naming the first of them and
 /// counting the rest.
-fn unconfined_warnings(commands: &[PlannedCommand]) -> Vec<String> {
-    let off: Vec<&PlannedCommand> = commands.iter().filter(|c| c.is_off()).collect();
+fn unconfined_warnings(commands: &[PlannedCommand<'_>]) -> Vec<String> {
+    let off: Vec<&PlannedCommand<'_>> = commands.iter().filter(|c| c.is_off()).collect();
     if off.len() <= WARNED_ONE_BY_ONE {
         return off
             .iter()
@@ -138,7 +140,7 @@ fn unconfined_warnings(commands: &[PlannedCommand]) -> Vec<String> {
 /// a command is confined; its error refuses the run, naming the first command
 /// that needs it.
 pub(crate) fn preflight(
-    commands: &[PlannedCommand],
+    commands: &[PlannedCommand<'_>],
     bubblewrap: impl FnOnce() -> Result<PathBuf, String>,
 ) -> Result<SandboxPreflight, String> {
     let warnings = unconfined_warnings(commands);
@@ -164,7 +166,7 @@ pub(crate) fn preflight(
 /// outside the repository that the command cannot write: cargo would fail on its
 /// lock file there, which reads as a failed test.
 pub(crate) fn cargo_target_warnings(
-    commands: &[PlannedCommand],
+    commands: &[PlannedCommand<'_>],
     root: &Path,
     cargo_target_dir: Option<&Path>,
 ) -> Vec<String> {
@@ -181,7 +183,7 @@ pub(crate) fn cargo_target_warnings(
         .filter(|c| !c.is_off())
         .filter(|c| c.argv.first().is_some_and(|p| Path::new(p).ends_with("cargo")))
         .filter(|c| {
-            let writable = match &c.sandbox {
+            let writable = match c.sandbox {
                 Some(CommandSandbox::Confined(o)) => o.writable.as_slice(),
                 _ => &[],
             };
@@ -350,7 +352,7 @@ stages:
         let cmds = planned_commands(&file, &nodes);
         let names: Vec<_> = cmds
             .iter()
-            .map(|c| format!("{}/{}", c.stage, c.verification.as_deref().unwrap_or("-")))
+            .map(|c| format!("{}/{}", c.stage, c.verification.unwrap_or("-")))
             .collect();
         assert_eq!(names, ["impl/unit", "impl/lint", "gate/-", "free/-"]);
         assert_eq!(cmds.iter().filter(|c| c.is_off()).count(), 2);
@@ -452,7 +454,7 @@ stages:
             .find(PlannedCommand::is_off)
             .unwrap();
         let argv = ["sh".to_string(), "-c".into(), "true".into()];
-        let off = wrap(&ctx, free.sandbox.as_ref(), &argv).unwrap();
+        let off = wrap(&ctx, free.sandbox, &argv).unwrap();
         let found = resolve_program("sh", Path::new("/"), &[]).unwrap();
         assert_eq!(off.program, "sh");
         assert_eq!(off.executable.as_deref(), Some(found.as_path()));
