@@ -49,14 +49,26 @@ pub(in crate::store) enum Deferred {
         path: PathBuf,
         make: MakeBytes,
     },
-    Event(RunEvent),
+    /// An event, with the time it was queued ([`enqueue`] sets it): what it
+    /// says happened then, however long its batch waits for the ones before
+    /// it. (The `record-intent` and `record-written` lines a batch adds for its
+    /// records are timed when they are written: that is their event.)
+    Event { event: RunEvent, at: Option<String> },
     /// An event appended only once `folder` — outside the run, its entries
     /// changed by the caller (a document's) — is synced with the batch's own
     /// folders.
     AfterSync {
         event: RunEvent,
+        at: Option<String>,
         folder: OwnedFd,
     },
+}
+
+impl Deferred {
+    /// An event to queue (its time is taken when it is).
+    pub(in crate::store) fn event(event: RunEvent) -> Self {
+        Deferred::Event { event, at: None }
+    }
 }
 
 /// A record's redacted bytes, made when its batch is written.
@@ -145,7 +157,7 @@ impl RunHandle {
 
     /// Queue an event; appended, in order, at the next flush.
     pub fn defer_event(&self, event: RunEvent) -> Result<(), StoreError> {
-        self.enqueue(Deferred::Event(event))?;
+        self.enqueue(Deferred::event(event))?;
         Ok(())
     }
 
@@ -158,7 +170,11 @@ impl RunHandle {
         event: RunEvent,
         folder: OwnedFd,
     ) -> Result<(), StoreError> {
-        self.enqueue(Deferred::AfterSync { event, folder })?;
+        self.enqueue(Deferred::AfterSync {
+            event,
+            at: None,
+            folder,
+        })?;
         Ok(())
     }
 
@@ -317,7 +333,7 @@ impl RunHandle {
                     bytes,
                     sha,
                 } => Some((rel.as_str(), path.as_path(), bytes.as_slice(), sha.as_str())),
-                Deferred::Json { .. } | Deferred::Event(_) | Deferred::AfterSync { .. } => None,
+                Deferred::Json { .. } | Deferred::Event { .. } | Deferred::AfterSync { .. } => None,
             })
             .collect();
         // Intents, temporary files and their syncs first: all before any rename.
@@ -333,8 +349,14 @@ impl RunHandle {
                 }
                 for &(rel, _, _, sha) in &records {
                     let intent = RunEvent::record_intent(rel, sha);
-                    last_intent =
-                        append_held(&self.events, &mut log, &self.redactor, &self.guard, &intent)?;
+                    last_intent = append_held(
+                        &self.events,
+                        &mut log,
+                        &self.redactor,
+                        &self.guard,
+                        &intent,
+                        None,
+                    )?;
                     crash_point();
                 }
             }
@@ -365,12 +387,25 @@ impl RunHandle {
         }
         sync_folders(&folders, &outside);
         for item in &items {
-            let event = match item {
-                Deferred::Record { rel, sha, .. } => RunEvent::record_written(rel, sha),
-                Deferred::Event(event) | Deferred::AfterSync { event, .. } => event.clone(),
+            let written;
+            let (event, at) = match item {
+                Deferred::Record { rel, sha, .. } => {
+                    written = RunEvent::record_written(rel, sha);
+                    (&written, None)
+                }
+                Deferred::Event { event, at } | Deferred::AfterSync { event, at, .. } => {
+                    (event, at.as_deref())
+                }
                 Deferred::Json { .. } => unreachable!("made before the batch is written"),
             };
-            append_held(&self.events, &mut log, &self.redactor, &self.guard, &event)?;
+            append_held(
+                &self.events,
+                &mut log,
+                &self.redactor,
+                &self.guard,
+                event,
+                at,
+            )?;
             crash_point();
         }
         Ok(())
@@ -469,9 +504,15 @@ pub(in crate::store) fn enqueue(
 ) -> Result<u64, StoreError> {
     guard.stopped(match &item {
         Deferred::Record { rel, .. } | Deferred::Json { rel, .. } => rel,
-        Deferred::Event(_) | Deferred::AfterSync { .. } => layout::EVENTS,
+        Deferred::Event { .. } | Deferred::AfterSync { .. } => layout::EVENTS,
     })?;
+    let mut item = item;
     let mut queue = queue.lock().expect("write queue lock");
+    // Timed in the queue's order: the log's times never go back between
+    // two queued events.
+    if let Deferred::Event { at, .. } | Deferred::AfterSync { at, .. } = &mut item {
+        *at = Some(crate::store::now_rfc3339());
+    }
     queue.items.push(item);
     queue.queued += 1;
     Ok(queue.queued)

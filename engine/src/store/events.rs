@@ -138,9 +138,15 @@ impl EventLog {
     }
 
     /// Append one event: the envelope, its `type`, then its fields in their order.
-    /// The line is written, not synced: the run's group commit makes it durable.
-    pub(in crate::store) fn append(&mut self, event: &Redacted) -> Result<Appended, EventError> {
-        let at = crate::store::now_rfc3339();
+    /// `at` is when it happened, when the caller knows (an event queued before
+    /// it is written); now when not. The line is written, not synced: the
+    /// run's group commit makes it durable.
+    pub(in crate::store) fn append(
+        &mut self,
+        event: &Redacted,
+        at: Option<&str>,
+    ) -> Result<Appended, EventError> {
+        let at = at.map_or_else(crate::store::now_rfc3339, str::to_string);
         let mut obj = Map::new();
         obj.insert("seq".into(), Value::from(self.next_seq));
         obj.insert("at".into(), Value::from(at.clone()));
@@ -416,7 +422,7 @@ pub(crate) fn written_lines(events: &[crate::events::RunEvent]) -> Vec<Vec<u8>> 
     let mut log = EventLog::create(&path).expect("log created");
     let redactor = crate::redact::Redactor::default();
     for event in events {
-        log.append(&Redacted::new(event, &redactor))
+        log.append(&Redacted::new(event, &redactor), None)
             .expect("event appended");
     }
     std::fs::read(&path)
@@ -446,7 +452,7 @@ mod tests {
         let p = dir.path().join("events.jsonl");
         let mut log = EventLog::create(&p).unwrap();
         for i in 0..n as u32 {
-            log.append(&started(i)).unwrap();
+            log.append(&started(i), None).unwrap();
         }
         (dir, p)
     }
@@ -458,7 +464,7 @@ mod tests {
         assert!(c.is_intact(), "{:?}", c.problems);
         assert_eq!(c.events, 3);
         let mut log = EventLog::open(&p).unwrap();
-        assert_eq!(log.append(&started(9)).unwrap().seq, 4);
+        assert_eq!(log.append(&started(9), None).unwrap().seq, 4);
         assert!(verify_chain(&p).unwrap().is_intact());
     }
 
@@ -468,7 +474,7 @@ mod tests {
         let head = verify_chain(&p).unwrap().head().unwrap();
         assert_eq!(head.len, std::fs::metadata(&p).unwrap().len());
         let mut log = EventLog::continue_from(&p, &head).unwrap();
-        assert_eq!(log.append(&started(9)).unwrap().seq, 4);
+        assert_eq!(log.append(&started(9), None).unwrap().seq, 4);
         assert!(verify_chain(&p).unwrap().is_intact());
 
         // A line added (or a torn tail left) since the check: refused, not
@@ -532,7 +538,7 @@ mod tests {
         let aside = set_aside_torn_tail(&p).unwrap().unwrap();
         assert_eq!(std::fs::read(&aside).unwrap(), b"{\"seq\":3,\"at\":\"x");
         let mut log = EventLog::open(&p).unwrap();
-        assert_eq!(log.append(&started(9)).unwrap().seq, 3);
+        assert_eq!(log.append(&started(9), None).unwrap().seq, 3);
         assert!(verify_chain(&p).unwrap().is_intact());
         assert_eq!(set_aside_torn_tail(&p).unwrap(), None);
 

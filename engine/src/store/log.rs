@@ -227,7 +227,7 @@ impl RunLog {
                 append_event(&self.events, &self.redactor, &self.guard, &written)?;
             }
             Announce::Queued(queue) => {
-                enqueue(queue, &self.guard, Deferred::Event(written))?;
+                enqueue(queue, &self.guard, Deferred::event(written))?;
             }
         }
         self.sha256 = Some(sha.clone());

@@ -89,9 +89,10 @@ impl Publisher {
         log: &mut EventLog,
         redactor: &Redactor,
         event: &RunEvent,
+        at: Option<&str>,
     ) -> Result<u64, EventError> {
         let redacted = Redacted::new(event, redactor);
-        let appended = log.append(&redacted)?;
+        let appended = log.append(&redacted, at)?;
         let subscribers = self.subscribers.lock().expect("subscribers lock");
         if !subscribers.is_empty() {
             // What was written, read back: a subscriber never sees a secret the

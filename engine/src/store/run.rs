@@ -194,6 +194,7 @@ pub(super) fn append_held(
     redactor: &Redactor,
     guard: &Guard,
     event: &RunEvent,
+    at: Option<&str>,
 ) -> Result<u64, StoreError> {
     let appended = injected_failure()
         .map_err(|source| {
@@ -202,7 +203,7 @@ pub(super) fn append_held(
                 source,
             })
         })
-        .and_then(|()| Ok(events.append_held(log, redactor, event)?));
+        .and_then(|()| Ok(events.append_held(log, redactor, event, at)?));
     appended.inspect_err(|e| guard.fail(e, true))
 }
 
@@ -216,7 +217,7 @@ pub(super) fn append_event(
 ) -> Result<u64, StoreError> {
     let mut log = events.lock();
     guard.check(layout::EVENTS)?;
-    append_held(events, &mut log, redactor, guard, event)
+    append_held(events, &mut log, redactor, guard, event, None)
 }
 
 /// Whether a record write is an ordinary one, or the one write that settles a
@@ -280,7 +281,7 @@ impl RunHandle {
     /// Append an event, its strings redacted, and hand it to the subscribers;
     /// after every write queued before it (`store/batch.rs`).
     pub fn event(&self, event: RunEvent) -> Result<(), StoreError> {
-        let ticket = self.enqueue(Deferred::Event(event))?;
+        let ticket = self.enqueue(Deferred::event(event))?;
         self.flush_through(ticket)
     }
 
@@ -380,7 +381,7 @@ impl RunHandle {
                 bytes,
                 sha,
             },
-            Deferred::Event(finished),
+            Deferred::event(finished),
         ];
         off_the_worker(|| self.write_batch(settle, Gate::AfterFailure))
     }

@@ -107,3 +107,42 @@ fn a_log_named_as_before_is_still_announced_at_once() {
     log.complete().unwrap();
     assert_eq!(since(&run, before), [format!("record-written {rel}")]);
 }
+
+/// An event is timed when it is queued, not when its batch reaches the log:
+/// a stage's `stage-started` says when it started however long the batches
+/// before it took (the live display's durations and `runs report`'s timeline
+/// are read from these times). The lines a batch adds for its records are
+/// timed when they are written.
+#[test]
+fn a_queued_event_is_timed_when_it_was_queued() {
+    let (_base, run) = new_run();
+    let before = lines(&run).len();
+    let millis = |at: &str| {
+        chrono::DateTime::parse_from_rfc3339(at)
+            .unwrap()
+            .timestamp_millis()
+    };
+    run.defer_event(started("s")).unwrap();
+    let queued_by = chrono::Utc::now().timestamp_millis();
+    std::thread::sleep(Duration::from_millis(50));
+    let flushed_from = chrono::Utc::now().timestamp_millis();
+    run.defer_json("stages/s/stage.json", &serde_json::json!({ "k": 1 }))
+        .unwrap();
+    run.flush().unwrap();
+    let logged: Vec<serde_json::Value> =
+        std::fs::read_to_string(run.dir().join(crate::store::layout::EVENTS))
+            .unwrap()
+            .lines()
+            .skip(before)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let kinds: Vec<&str> = logged.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["record-intent", "stage-started", "record-written"]);
+    let at = |i: usize| millis(logged[i]["at"].as_str().unwrap());
+    assert!(
+        at(1) <= queued_by,
+        "stage-started at {} after {queued_by}",
+        at(1)
+    );
+    assert!(at(0) >= flushed_from && at(2) >= flushed_from);
+}
