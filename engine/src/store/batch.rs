@@ -53,13 +53,16 @@ pub(in crate::store) enum Deferred {
     /// says happened then, however long its batch waits for the ones before
     /// it. (The `record-intent` and `record-written` lines a batch adds for its
     /// records are timed when they are written: that is their event.)
-    Event { event: RunEvent, at: Option<String> },
+    Event {
+        event: RunEvent,
+        at: Option<chrono::DateTime<chrono::Utc>>,
+    },
     /// An event appended only once `folder` — outside the run, its entries
     /// changed by the caller (a document's) — is synced with the batch's own
     /// folders.
     AfterSync {
         event: RunEvent,
-        at: Option<String>,
+        at: Option<chrono::DateTime<chrono::Utc>>,
         folder: OwnedFd,
     },
 }
@@ -394,7 +397,7 @@ impl RunHandle {
                     (&written, None)
                 }
                 Deferred::Event { event, at } | Deferred::AfterSync { event, at, .. } => {
-                    (event, at.as_deref())
+                    (event, *at)
                 }
                 Deferred::Json { .. } => unreachable!("made before the batch is written"),
             };
@@ -511,7 +514,7 @@ pub(in crate::store) fn enqueue(
     // Timed in the queue's order: the log's times never go back between
     // two queued events.
     if let Deferred::Event { at, .. } | Deferred::AfterSync { at, .. } = &mut item {
-        *at = Some(crate::store::now_rfc3339());
+        *at = Some(chrono::Utc::now());
     }
     queue.items.push(item);
     queue.queued += 1;

@@ -144,9 +144,9 @@ impl EventLog {
     pub(in crate::store) fn append(
         &mut self,
         event: &Redacted,
-        at: Option<&str>,
+        at: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<Appended, EventError> {
-        let at = at.map_or_else(crate::store::now_rfc3339, str::to_string);
+        let at = crate::time::format_rfc3339(at.unwrap_or_else(chrono::Utc::now));
         let mut obj = Map::new();
         obj.insert("seq".into(), Value::from(self.next_seq));
         obj.insert("at".into(), Value::from(at.clone()));

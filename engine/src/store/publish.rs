@@ -89,7 +89,7 @@ impl Publisher {
         log: &mut EventLog,
         redactor: &Redactor,
         event: &RunEvent,
-        at: Option<&str>,
+        at: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<u64, EventError> {
         let redacted = Redacted::new(event, redactor);
         let appended = log.append(&redacted, at)?;

@@ -194,7 +194,7 @@ pub(super) fn append_held(
     redactor: &Redactor,
     guard: &Guard,
     event: &RunEvent,
-    at: Option<&str>,
+    at: Option<chrono::DateTime<chrono::Utc>>,
 ) -> Result<u64, StoreError> {
     let appended = injected_failure()
         .map_err(|source| {
