@@ -5,13 +5,14 @@
 #
 #   benches/dag.sh                                  # sizes 50 200 1000 10000
 #   SIZES="50 200" SHAPES=chain RUNS=3 benches/dag.sh
+#   SANDBOX=off SIZES= PLAN_SHAPES="chain wide random" PLAN_SIZES="1000 5000 10000" SHOW_SIZES= benches/dag.sh
 #
 # Needs hyperfine (Debian package `hyperfine`) and GNU time (`/usr/bin/time`);
 # with a C compiler the floor loop is benches/group-floor.c (FLOOR=xargs: `xargs`).
 # Prints Markdown tables; every number is a hyperfine mean over RUNS runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SIZES=${SIZES:-"50 200 1000 10000"}
+SIZES=${SIZES-"50 200 1000 10000"}
 SHAPES=${SHAPES:-"chain wide random"}
 RUNS=${RUNS:-5}
 # Untimed runs before the timed ones (0 for the largest sizes, where one run
@@ -20,6 +21,9 @@ WARMUP=${WARMUP:-1}
 # validate and dry-run sizes; `runs show` and no-op resume need a full run first
 # (an empty list leaves the rows out).
 PLAN_SIZES=${PLAN_SIZES-"1000 10000"}
+# The shapes validated and planned at those sizes: a quadratic step can hide in
+# one shape only (a stage that all others need made validation quadratic).
+PLAN_SHAPES=${PLAN_SHAPES:-random}
 SHOW_SIZES=${SHOW_SIZES-"200 1000"}
 command -v hyperfine >/dev/null || {
     echo "hyperfine is missing: apt-get install hyperfine" >&2
@@ -221,11 +225,13 @@ echo "## Planning and inspection"
 echo
 echo "| what | mean (CPU) | peak RSS |"
 echo "|---|---|---|"
-for n in $PLAN_SIZES; do
-    d=$scratch/random-$n
-    [ -d "$d" ] || d=$(repo random "$n")
-    echo "| validate, random $n | $(ms "$(mean true "$bin -C $d validate")") ms$(cpu) | $(rss "$bin" -C "$d" validate) MiB |"
-    echo "| run --dry-run, random $n | $(ms "$(mean true "$bin -C $d run --dry-run")") ms$(cpu) | $(rss "$bin" -C "$d" run --dry-run) MiB |"
+for shape in $PLAN_SHAPES; do
+    for n in $PLAN_SIZES; do
+        d=$scratch/$shape-$n
+        [ -d "$d" ] || d=$(repo "$shape" "$n")
+        echo "| validate, $shape $n | $(ms "$(mean true "$bin -C $d validate")") ms$(cpu) | $(rss "$bin" -C "$d" validate) MiB |"
+        echo "| run --dry-run, $shape $n | $(ms "$(mean true "$bin -C $d run --dry-run")") ms$(cpu) | $(rss "$bin" -C "$d" run --dry-run) MiB |"
+    done
 done
 for n in $SHOW_SIZES; do
     d=$scratch/random-$n
