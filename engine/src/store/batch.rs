@@ -503,13 +503,12 @@ impl RunHandle {
 pub(in crate::store) fn enqueue(
     queue: &Mutex<Queue>,
     guard: &Guard,
-    item: Deferred,
+    mut item: Deferred,
 ) -> Result<u64, StoreError> {
     guard.stopped(match &item {
         Deferred::Record { rel, .. } | Deferred::Json { rel, .. } => rel,
         Deferred::Event { .. } | Deferred::AfterSync { .. } => layout::EVENTS,
     })?;
-    let mut item = item;
     let mut queue = queue.lock().expect("write queue lock");
     // Timed in the queue's order: the log's times never go back between
     // two queued events.
