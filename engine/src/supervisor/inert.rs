@@ -95,7 +95,7 @@ fn stat_inert(stat: &str) -> Option<bool> {
 /// `task/<tid>`: both give the thread's own state and flags, but a file looked
 /// up under the process's folder is the process's to drop when it is reaped:
 /// for the Claude Code CLI that made the reap take 3-4 ms in the kernel, on
-/// the thread waiting to record the exit (docs/performance.md, "An agent's
+/// the thread waiting to record the exit (docs/performance-log.md, "An agent's
 /// end"). A thread's own folder goes with the thread. A thread id taken since
 /// by another process can only make the answer "not yet": that process is
 /// read as running, or as ending, which the thread is too.
