@@ -74,6 +74,14 @@ pub fn read_with(
     })
 }
 
+/// The event one line carries, read as [`read_with`] reads it but outside the
+/// chain (a line known to be the log's own, `store/tamper.rs`); `None` for a
+/// line that is not an event.
+pub(crate) fn event_of(line: &[u8], payload: &mut Vec<u8>) -> Option<RunEvent> {
+    let (_, parsed) = read_line(0, line, "", payload).ok()?;
+    parsed.ok().map(|l| l.event)
+}
+
 /// One line: its envelope and its event, or why it is not JSON. A line as the
 /// log writes it is read without a JSON tree ([`as_written`]); every other line,
 /// and every line whose event does not parse that way, is read as a JSON value

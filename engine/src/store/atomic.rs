@@ -153,18 +153,31 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// sha256 of a file, read in chunks so large logs never sit in memory whole.
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut f = fs_err::File::open(path)?;
+    let f = fs_err::File::open(path)?;
+    let (h, _) = hash_reader(f, &mut vec![0u8; 64 * 1024])?;
+    Ok(hex::encode(h.finalize()))
+}
+
+/// The sha256 state of everything `from` yields and its length, read in
+/// chunks of `buf` (reused by callers that hash many files).
+pub(crate) fn hash_reader(
+    mut from: impl std::io::Read,
+    buf: &mut [u8],
+) -> std::io::Result<(Sha256, u64)> {
     let mut h = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut len = 0u64;
     loop {
-        let n = f.read(&mut buf)?;
+        let n = match from.read(buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
-            break;
+            return Ok((h, len));
         }
         h.update(&buf[..n]);
+        len += n as u64;
     }
-    Ok(hex::encode(h.finalize()))
 }
 
 #[cfg(test)]

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
-use crate::store::atomic::sha256_hex;
+use crate::store::atomic::{hash_reader, sha256_hex};
 use crate::store::durable::GroupCommit;
 use crate::store::publish::Redacted;
 
@@ -59,6 +60,12 @@ pub(in crate::store) struct EventLog {
     next_seq: u64,
     prev: String,
     commit: Arc<GroupCommit>,
+    /// The sha256 state of every byte the file holds, and their count: an
+    /// existing log's bytes read once when it is continued, then each line as
+    /// it is appended. What the check after an agent attempt compares the file
+    /// with (`store/tamper.rs`).
+    content: Sha256,
+    len: u64,
 }
 
 impl EventLog {
@@ -67,7 +74,8 @@ impl EventLog {
         Self::append_to(path, true, 1, GENESIS.to_string())
     }
 
-    /// The writer over `path` opened for appending, continuing at `next_seq`.
+    /// The writer over `path` opened for appending, continuing at `next_seq`;
+    /// an existing file's bytes are read for [`EventLog::content`].
     fn append_to(path: &Path, new: bool, next_seq: u64, prev: String) -> Result<Self, EventError> {
         use std::os::unix::fs::OpenOptionsExt;
         let file = OpenOptions::new()
@@ -83,12 +91,24 @@ impl EventLog {
             path: path.to_path_buf(),
             source,
         })?;
+        let (content, len) = if new {
+            (Sha256::new(), 0)
+        } else {
+            File::open(path)
+                .and_then(|f| hash_reader(f, &mut vec![0u8; 64 * 1024]))
+                .map_err(|source| EventError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?
+        };
         Ok(EventLog {
             path: path.to_path_buf(),
             file,
             commit: Arc::new(GroupCommit::new(syncer, next_seq - 1)),
             next_seq,
             prev,
+            content,
+            len,
         })
     }
 
@@ -165,6 +185,8 @@ impl EventLog {
             source,
         };
         self.file.write_all(&buf).map_err(err)?;
+        self.content.update(&buf);
+        self.len += buf.len() as u64;
         self.prev = sha256_hex(&line);
         let seq = self.next_seq;
         self.commit.wrote(seq);
@@ -177,17 +199,18 @@ impl EventLog {
         self.commit.clone()
     }
 
-    /// The sha256 of the last line appended (the next event's `prev`).
-    pub(crate) fn head(&self) -> &str {
-        &self.prev
-    }
-
     pub(crate) fn last_seq(&self) -> u64 {
         self.next_seq - 1
     }
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The length and sha256 of the bytes the file holds, as far as this
+    /// writer knows: those it found and those it appended.
+    pub(in crate::store) fn content(&self) -> (u64, [u8; 32]) {
+        (self.len, self.content.clone().finalize().into())
     }
 }
 

@@ -18,7 +18,7 @@ use crate::store::private::{ensure_private_dir, exclude_from_git};
 use crate::store::publish::Publisher;
 use crate::store::reader::RunReader;
 use crate::store::select::{self, is_safe_component, RunSelectError};
-use crate::store::tamper::RecordChange;
+use crate::store::tamper::{RecordChange, RecordWatch};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -184,6 +184,9 @@ pub struct RunHandle {
     /// A job from [`RunHandle::flush_job`] is out and has yet to take the queue
     /// (`store/batch.rs`).
     pub(super) job_waiting: std::sync::atomic::AtomicBool,
+    /// What the checks of the records after agent attempts learnt so far
+    /// (`store/tamper.rs`); taken with the log held.
+    record_watch: std::sync::Mutex<RecordWatch>,
 }
 
 /// One append with the log already held, whatever failed before (the guard is
@@ -241,6 +244,7 @@ impl RunHandle {
             queue: Arc::new(std::sync::Mutex::new(Queue::default())),
             written: std::sync::Mutex::new(0),
             job_waiting: std::sync::atomic::AtomicBool::new(false),
+            record_watch: std::sync::Mutex::new(RecordWatch::default()),
         }
     }
 
@@ -449,7 +453,15 @@ impl RunHandle {
     /// log if it is not exactly what this process appended.
     pub(crate) fn changed_records(&self) -> Vec<RecordChange> {
         let log = self.events.lock();
-        crate::store::tamper::changed_records(&self.dir, &log)
+        let mut watch = self.record_watch.lock().expect("record watch lock");
+        crate::store::tamper::changed_records(&self.dir, &log, &mut watch)
+    }
+
+    /// The checks of the records trust a record's stat data once its change
+    /// time is `settle` old (five seconds outside tests).
+    #[cfg(test)]
+    pub(crate) fn settle_records_after(&self, settle: std::time::Duration) {
+        *self.record_watch.lock().expect("record watch lock") = RecordWatch::with_settle(settle);
     }
 }
 
