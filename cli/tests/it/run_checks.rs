@@ -481,7 +481,8 @@ fn a_recorded_run_audits_clean_and_tampering_is_found() {
 
 /// A failed gate blocks its dependents, and each blocked stage blocks its own in
 /// turn: every stage down the chain ends `blocked`, naming the stage before it
-/// (not `skipped` as never ready).
+/// (not `skipped` as never ready) and the failure that blocked the chain, once:
+/// a reason does not grow with the chain above it.
 #[test]
 fn a_failed_stage_blocks_every_stage_down_its_chain() {
     let ctx = TestContext::new();
@@ -500,15 +501,28 @@ stages:
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 1, "{}", out.snapshot());
     let run = ctx.only_run_dir();
-    for (id, blocker) in [("b", "a"), ("c", "b"), ("d", "c")] {
-        let stage = read_json(&run.join(format!("stages/{id}/stage.json")));
-        assert_eq!(stage["status"], "blocked", "{id}: {stage:#}");
-        let outcome = stage["outcome"].as_str().unwrap_or_default();
-        assert!(
-            outcome.starts_with(&format!("blocked by `{blocker}`")),
-            "{id}: {outcome}"
-        );
-    }
+    let outcomes: Vec<String> = ["b", "c", "d"]
+        .iter()
+        .map(|id| {
+            let stage = read_json(&run.join(format!("stages/{id}/stage.json")));
+            assert_eq!(stage["status"], "blocked", "{id}: {stage:#}");
+            stage["outcome"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "blocked by `a` (check-failed: exit code 3)",
+            "blocked by `b`, itself blocked by `a` (check-failed: exit code 3)",
+            "blocked by `c`, itself blocked by `a` (check-failed: exit code 3)",
+        ]
+    );
+    assert!(
+        out.stderr
+            .contains("blocked    d (-): blocked by `c`, itself blocked by `a`"),
+        "{}",
+        out.snapshot()
+    );
     assert_eq!(ctx.run(&["runs", "audit", "latest"]).code, 0);
 }
 

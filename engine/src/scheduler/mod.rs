@@ -259,8 +259,7 @@ async fn schedule(
                 break;
             }
             for (id, blocker, status) in blocked {
-                let why = st.blocker_reason(&blocker, status);
-                let reason = format!("blocked by `{blocker}` ({why})");
+                let reason = st.block(&id, &blocker, status);
                 finish_unstarted(st, run, &id, StageStatus::Blocked, reason)?;
             }
         }

@@ -33,6 +33,9 @@ pub(crate) struct SchedState {
     failed: usize,
     /// Nodes not in a terminal status.
     unfinished: usize,
+    /// For each node blocked in this process, the stage whose failure blocked
+    /// it and why (``"`a` (check-failed: exit code 3)"``).
+    block_roots: HashMap<String, String>,
 }
 
 /// Ended without passing its gate, and not merely left out (blocked, skipped).
@@ -60,6 +63,7 @@ impl SchedState {
             maybe_blocked: BTreeSet::new(),
             failed: 0,
             unfinished: 0,
+            block_roots: HashMap::new(),
         };
         for n in &nodes {
             st.status.insert(n.id.clone(), StageStatus::Pending);
@@ -189,13 +193,33 @@ impl SchedState {
             .collect()
     }
 
-    /// Why `need` did not pass, in a few words, for a blocked dependent.
-    pub(crate) fn blocker_reason(&self, need: &str, status: StageStatus) -> String {
-        match self.reports.get(need).and_then(|r| r.reason.as_deref()) {
-            Some(o) if status == StageStatus::Blocked => o.to_string(),
-            Some(o) => format!("{status}: {o}"),
-            _ => status.to_string(),
-        }
+    /// Why `id` cannot start behind `need`, which ended `status` without
+    /// passing its gate: the need and, when the need was itself blocked, the
+    /// stage whose failure blocked it. Each blocked stage names that first
+    /// failure once, so a reason stays a line long however deep the chain
+    /// below the failure (it used to hold every blocked stage's reason in turn,
+    /// a record as long as the chain above it).
+    pub(crate) fn block(&mut self, id: &str, need: &str, status: StageStatus) -> String {
+        let blocked = status == StageStatus::Blocked;
+        let (reason, root) = match self.block_roots.get(need).filter(|_| blocked) {
+            Some(root) => (
+                format!("blocked by `{need}`, itself blocked by {root}"),
+                root.clone(),
+            ),
+            // A need that failed, or one blocked before this process (its
+            // reason as it was recorded).
+            None => {
+                let why = match self.reports.get(need).and_then(|r| r.reason.as_deref()) {
+                    Some(o) if blocked => o.to_string(),
+                    Some(o) => format!("{status}: {o}"),
+                    None => status.to_string(),
+                };
+                let root = format!("`{need}` ({why})");
+                (format!("blocked by {root}"), root)
+            }
+        };
+        self.block_roots.insert(id.to_string(), root);
+        reason
     }
 
     /// The ready node with the smallest id: every need passed its gate. Taking the
