@@ -17,6 +17,11 @@ fn said(run: &RunHandle) -> Vec<String> {
         .collect()
 }
 
+/// What the check says of a record whose content is not what was announced.
+fn changed(rel: &str) -> String {
+    format!("the run record `{rel}` changed after specbridge wrote it")
+}
+
 /// Writes `bytes` over the start of the file in place: same inode, same size.
 fn overwrite_in_place(path: &Path, bytes: &[u8]) {
     let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
@@ -46,8 +51,9 @@ fn a_changed_deleted_record_or_an_edited_log_is_named() {
     assert_eq!(
         said(&run),
         [
-            "the run record `pipeline.yaml` changed after specbridge wrote it",
-            "the run record `stages/a/stage.json` was deleted after specbridge wrote it",
+            changed("pipeline.yaml"),
+            "the run record `stages/a/stage.json` was deleted after specbridge wrote it"
+                .to_string(),
         ]
     );
 
@@ -76,10 +82,7 @@ fn an_edit_in_place_of_a_record_checked_before_is_found() {
     past_settling();
     let path = run.dir().join("stages/a/stage.json");
     overwrite_in_place(&path, b"{\"status\":\"no\"}\n");
-    assert_eq!(
-        said(&run),
-        ["the run record `stages/a/stage.json` changed after specbridge wrote it"]
-    );
+    assert_eq!(said(&run), [changed("stages/a/stage.json")]);
     // Put back as it was: the content is what was announced again.
     overwrite_in_place(&path, b"{\"status\":\"ok\"}\n");
     assert_eq!(run.changed_records(), []);
@@ -99,10 +102,7 @@ fn an_edit_through_a_hard_link_is_found() {
 
     past_settling();
     overwrite_in_place(&elsewhere, b"name: b\n");
-    assert_eq!(
-        said(&run),
-        ["the run record `pipeline.yaml` changed after specbridge wrote it"]
-    );
+    assert_eq!(said(&run), [changed("pipeline.yaml")]);
 }
 
 /// While its change time is recent, a record is hashed every time: an edit
@@ -116,10 +116,7 @@ fn a_record_edited_right_after_a_check_is_found() {
     run.write_bytes("pipeline.yaml", b"name: a\n").unwrap();
     assert_eq!(run.changed_records(), []);
     overwrite_in_place(&run.dir().join("pipeline.yaml"), b"name: b\n");
-    assert_eq!(
-        said(&run),
-        ["the run record `pipeline.yaml` changed after specbridge wrote it"]
-    );
+    assert_eq!(said(&run), [changed("pipeline.yaml")]);
 }
 
 /// A record put in another's place is another inode, whatever its times; and
@@ -145,10 +142,7 @@ fn a_record_replaced_or_written_again_is_checked_against_its_last_announcement()
     let other = repo.path().join("other.json");
     std::fs::write(&other, String::from_utf8(before).unwrap().replace('2', "3")).unwrap();
     std::fs::rename(&other, &path).unwrap();
-    assert_eq!(
-        said(&run),
-        ["the run record `stages/a/stage.json` changed after specbridge wrote it"]
-    );
+    assert_eq!(said(&run), [changed("stages/a/stage.json")]);
 }
 
 /// Records announced after a check, and those of a run continued by another
@@ -161,10 +155,7 @@ fn records_announced_later_or_by_an_earlier_process_are_checked() {
     assert_eq!(run.changed_records(), []);
     run.write_bytes("stages/b/stage.json", b"{}\n").unwrap();
     std::fs::write(run.dir().join("stages/b/stage.json"), b"{\"x\":1}\n").unwrap();
-    assert_eq!(
-        said(&run),
-        ["the run record `stages/b/stage.json` changed after specbridge wrote it"]
-    );
+    assert_eq!(said(&run), [changed("stages/b/stage.json")]);
 
     let id = run.id().to_string();
     drop(run);
@@ -174,10 +165,7 @@ fn records_announced_later_or_by_an_earlier_process_are_checked() {
     std::fs::write(run.dir().join("pipeline.yaml"), b"name: c\n").unwrap();
     assert_eq!(
         said(&run),
-        [
-            "the run record `pipeline.yaml` changed after specbridge wrote it",
-            "the run record `stages/b/stage.json` changed after specbridge wrote it",
-        ]
+        [changed("pipeline.yaml"), changed("stages/b/stage.json"),]
     );
 }
 
@@ -195,20 +183,15 @@ fn an_edited_or_extended_log_is_named() {
     let edited = text.replacen("pipeline.yaml", "pipeline.yml!", 1);
     assert_eq!(edited.len(), text.len());
     std::fs::write(&events, &edited).unwrap();
-    let said = said(&run);
+    let edits = said(&run);
     assert!(
-        said[0].starts_with("the run record `events.jsonl` was edited (line"),
-        "{said:?}"
+        edits[0].starts_with("the run record `events.jsonl` was edited (line"),
+        "{edits:?}"
     );
 
     std::fs::write(&events, format!("{text}x")).unwrap();
-    let said2: Vec<String> = run
-        .changed_records()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
     assert_eq!(
-        said2,
+        said(&run),
         ["the run record `events.jsonl` was edited: its bytes are not those written"]
     );
 }
