@@ -458,10 +458,12 @@ impl RunHandle {
     }
 
     /// The checks of the records trust a record's stat data once its change
-    /// time is `settle` old (five seconds outside tests).
+    /// time is `settle` old, whatever its precision (outside tests, 100 ms for
+    /// a change time finer than a millisecond, else five seconds).
     #[cfg(test)]
     pub(crate) fn settle_records_after(&self, settle: std::time::Duration) {
-        *self.record_watch.lock().expect("record watch lock") = RecordWatch::with_settle(settle);
+        *self.record_watch.lock().expect("record watch lock") =
+            RecordWatch::with_settle(crate::store::tamper::Settle::always(settle));
     }
 }
 

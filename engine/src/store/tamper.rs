@@ -13,7 +13,7 @@
 //!   parsed, for the records they announce;
 //! - a record is hashed again unless its inode, size, modification and change
 //!   times are those it had when its content was last found as announced, and
-//!   that change time was by then [`RecordWatch::settle`] old. Any write,
+//!   that change time was by then old enough ([`Settle`]). Any write,
 //!   truncation, `utimes` or `chmod` of a file sets its change time to the
 //!   present, which no unprivileged process can set back, and a file put in
 //!   its place is another inode; the settling time keeps a change made within
@@ -31,11 +31,51 @@ use crate::events::RunEvent;
 use crate::store::atomic::hash_reader;
 use crate::store::events::{verify_chain, EventLog};
 use crate::store::layout;
+use folders::Folders;
 
 /// How old a record's change time must be before its stat data stands for
-/// its content: more than any file system's timestamp granularity here (2 s
-/// for FAT) and than a small clock step.
+/// its content, on a file system whose timestamps may be coarse: more than
+/// any file system's timestamp granularity here (2 s for FAT) and than a
+/// small clock step.
 const SETTLE: Duration = Duration::from_secs(5);
+
+/// The same, for a change time that is not a whole number of milliseconds:
+/// its file system keeps finer timestamps than that (ext4, XFS, Btrfs, tmpfs
+/// keep nanoseconds), so a change made later is stamped with the kernel's
+/// coarse clock, a tick behind at most (10 ms at the slowest, `HZ=100`). Ten
+/// ticks leave room for both. A fine file system's time falls on a whole
+/// millisecond once in a million; that record waits [`SETTLE`] instead.
+const SETTLE_FINE: Duration = Duration::from_millis(100);
+
+/// How old a change time must be before it stands for the content, by the
+/// precision the change time shows.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settle {
+    /// A change time finer than a millisecond.
+    fine: Duration,
+    /// Any other.
+    coarse: Duration,
+}
+
+impl Settle {
+    /// The same settling time whatever the precision (for tests).
+    #[cfg(test)]
+    pub(crate) fn always(after: Duration) -> Settle {
+        Settle {
+            fine: after,
+            coarse: after,
+        }
+    }
+}
+
+impl Default for Settle {
+    fn default() -> Self {
+        Settle {
+            fine: SETTLE_FINE,
+            coarse: SETTLE,
+        }
+    }
+}
 
 /// One record that is no longer what specbridge wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +94,7 @@ impl std::fmt::Display for RecordChange {
 /// What the checks of one run handle learnt so far.
 #[derive(Debug)]
 pub(crate) struct RecordWatch {
-    settle: Duration,
+    settle: Settle,
     /// Bytes of the log whose lines were read for announcements.
     read_to: u64,
     /// The last announced sha256 of every record.
@@ -90,12 +130,30 @@ impl Stamp {
         }
     }
 
-    /// Whether the last change was at least `settle` before `now`.
-    fn settled(&self, now: SystemTime, settle: Duration) -> bool {
+    /// The same fields, from `stat` itself (`Metadata` is made of it).
+    fn of_stat(s: &nix::sys::stat::FileStat) -> Stamp {
+        Stamp {
+            dev: s.st_dev,
+            ino: s.st_ino,
+            len: u64::try_from(s.st_size).unwrap_or(u64::MAX),
+            mtime: (s.st_mtime, s.st_mtime_nsec),
+            ctime: (s.st_ctime, s.st_ctime_nsec),
+        }
+    }
+
+    /// Whether the last change was long enough before `now` (an instant taken
+    /// before this stamp was) for any later change to get a change time of
+    /// its own.
+    fn settled(&self, now: SystemTime, settle: Settle) -> bool {
         let Ok(now) = now.duration_since(UNIX_EPOCH) else {
             return false;
         };
         let (secs, nanos) = self.ctime;
+        let settle = if nanos % 1_000_000 != 0 {
+            settle.fine
+        } else {
+            settle.coarse
+        };
         let (Ok(secs), Ok(nanos)) = (u64::try_from(secs), u32::try_from(nanos)) else {
             return false;
         };
@@ -105,12 +163,12 @@ impl Stamp {
 
 impl Default for RecordWatch {
     fn default() -> Self {
-        RecordWatch::with_settle(SETTLE)
+        RecordWatch::with_settle(Settle::default())
     }
 }
 
 impl RecordWatch {
-    pub(crate) fn with_settle(settle: Duration) -> Self {
+    pub(crate) fn with_settle(settle: Settle) -> Self {
         RecordWatch {
             settle,
             read_to: 0,
@@ -163,15 +221,18 @@ pub(crate) fn changed_records(
         }
     };
     let now = SystemTime::now();
+    let mut folders = Folders::new(dir);
     for (rel, sha) in announced {
-        let path = dir.join(rel);
         let found = watch.found.get(rel);
         if let Some(found) = found.filter(|f| f.sha256 == *sha) {
-            if std::fs::metadata(&path).is_ok_and(|m| Stamp::of(&m) == found.stamp) {
+            if folders
+                .stat(rel)
+                .is_some_and(|s| Stamp::of_stat(&s) == found.stamp)
+            {
                 continue;
             }
         }
-        let what = match hash_file(&path, &mut buf) {
+        let what = match hash_file(&dir.join(rel), &mut buf) {
             Ok((now_sha, stamp)) if now_sha == *sha => {
                 if stamp.settled(now, watch.settle) {
                     let sha256 = sha.clone();
@@ -277,5 +338,6 @@ fn announced_in(events: &Path) -> BTreeMap<String, String> {
     out
 }
 
+mod folders;
 #[cfg(test)]
 mod tests;

@@ -88,6 +88,60 @@ fn an_edit_in_place_of_a_record_checked_before_is_found() {
     assert_eq!(run.changed_records(), []);
 }
 
+/// With the settling times a run has: on this file system's own precision
+/// (a fine one trusts the stat data after 100 ms, a coarse one after five
+/// seconds), an edit in place after the record settled is found.
+#[test]
+fn an_edit_in_place_after_the_default_settling_is_found() {
+    let repo = tempfile::tempdir().unwrap();
+    let run = new_run(repo.path());
+    run.write_bytes("stages/a/stage.json", b"{\"status\":\"ok\"}\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(run.changed_records(), [], "found as announced");
+    assert_eq!(run.changed_records(), [], "again");
+    let path = run.dir().join("stages/a/stage.json");
+    overwrite_in_place(&path, b"{\"status\":\"no\"}\n");
+    assert_eq!(said(&run), [changed("stages/a/stage.json")]);
+}
+
+/// Records are asked folder by folder: a record at the top of the run, and
+/// records whose folder went or was put back as a copy, are each answered
+/// for.
+#[test]
+fn records_in_a_folder_that_went_or_came_back_as_a_copy_are_answered_for() {
+    let repo = tempfile::tempdir().unwrap();
+    let run = new_run(repo.path());
+    run.settle_records_after(Duration::from_millis(20));
+    run.write_bytes("pipeline.yaml", b"name: a\n").unwrap();
+    run.write_bytes("stages/a/stage.json", b"{}\n").unwrap();
+    run.write_bytes("stages/a/attempt-001/result.json", b"{}\n")
+        .unwrap();
+    run.write_bytes("stages/b/stage.json", b"{}\n").unwrap();
+    past_settling();
+    assert_eq!(run.changed_records(), [], "found as announced");
+    assert_eq!(run.changed_records(), [], "again, from their stat data");
+
+    // `a` moved aside and put back as a copy: other inodes, the same bytes.
+    let a = run.dir().join("stages/a");
+    let aside = repo.path().join("a-aside");
+    std::fs::rename(&a, &aside).unwrap();
+    std::fs::create_dir_all(a.join("attempt-001")).unwrap();
+    std::fs::copy(aside.join("stage.json"), a.join("stage.json")).unwrap();
+    std::fs::write(a.join("attempt-001/result.json"), b"{\"x\":1}\n").unwrap();
+    std::fs::remove_dir_all(run.dir().join("stages/b")).unwrap();
+    overwrite_in_place(&run.dir().join("pipeline.yaml"), b"name: b\n");
+    assert_eq!(
+        said(&run),
+        [
+            changed("pipeline.yaml"),
+            changed("stages/a/attempt-001/result.json"),
+            "the run record `stages/b/stage.json` was deleted after specbridge wrote it"
+                .to_string(),
+        ]
+    );
+}
+
 /// A file has one change time whatever name it is written through.
 #[test]
 fn an_edit_through_a_hard_link_is_found() {
@@ -196,34 +250,59 @@ fn an_edited_or_extended_log_is_named() {
     );
 }
 
-/// A change time counts as settled only once `settle` has passed since it:
-/// on a file system whose timestamps are coarser than the time between a
-/// check and an edit, the edit could leave the stat data as it was.
+/// A change time counts as settled only once the settling time has passed
+/// since it: on a file system whose timestamps are coarser than the time
+/// between a check and an edit, the edit could leave the stat data as it was.
+/// Which settling time, the change time's own precision says.
 #[test]
-fn a_change_time_settles_after_the_settling_time() {
+fn a_change_time_settles_after_the_settling_time_its_precision_asks() {
     use std::time::{SystemTime, UNIX_EPOCH};
     let now = SystemTime::now();
     let since = now.duration_since(UNIX_EPOCH).unwrap();
-    let stamp = |ago: Duration| {
+    // A change time `ago` before now, as a file system of precision `unit`
+    // (in nanoseconds) stamps it: 1 for one that keeps nanoseconds (made odd,
+    // so that it is no whole millisecond), a million for milliseconds, a
+    // billion for seconds.
+    let stamp = |ago: Duration, unit: u32| {
         let t = since - ago;
+        let nanos = t.subsec_nanos();
+        let nanos = if unit == 1 {
+            nanos | 1
+        } else {
+            nanos - nanos % unit
+        };
         super::Stamp {
             dev: 1,
             ino: 2,
             len: 3,
             mtime: (0, 0),
-            ctime: (t.as_secs() as i64, i64::from(t.subsec_nanos())),
+            ctime: (t.as_secs() as i64, i64::from(nanos)),
         }
     };
-    let settle = Duration::from_secs(5);
-    assert!(!stamp(Duration::ZERO).settled(now, settle));
-    assert!(!stamp(Duration::from_millis(4_999)).settled(now, settle));
-    assert!(stamp(Duration::from_secs(5)).settled(now, settle));
-    assert!(stamp(Duration::from_secs(3600)).settled(now, settle));
+    let (fine, ms, s) = (1, 1_000_000, 1_000_000_000);
+    let ago = Duration::from_millis;
+    let settle = super::Settle::default();
+    // Finer than a millisecond: 100 ms.
+    assert!(!stamp(ago(0), fine).settled(now, settle));
+    assert!(!stamp(ago(95), fine).settled(now, settle));
+    assert!(stamp(ago(105), fine).settled(now, settle));
+    // Whole milliseconds or seconds (perhaps a coarse file system): 5 s.
+    for unit in [ms, s] {
+        assert!(!stamp(ago(105), unit).settled(now, settle));
+        assert!(!stamp(ago(3_900), unit).settled(now, settle));
+        assert!(stamp(ago(6_100), unit).settled(now, settle));
+    }
+    // One settling time whatever the precision, as the other tests set it.
+    let always = super::Settle::always(Duration::from_secs(5));
+    assert!(!stamp(ago(105), fine).settled(now, always));
+    assert!(!stamp(ago(4_900), fine).settled(now, always));
+    assert!(stamp(ago(5_100), fine).settled(now, always));
     // A change time after the clock's now (a clock stepped back) is not.
     let ahead = since + Duration::from_secs(60);
     let future = super::Stamp {
-        ctime: (ahead.as_secs() as i64, 0),
-        ..stamp(Duration::ZERO)
+        ctime: (ahead.as_secs() as i64, 7),
+        ..stamp(ago(0), fine)
     };
     assert!(!future.settled(now, settle));
+    assert!(!future.settled(now, always));
 }
