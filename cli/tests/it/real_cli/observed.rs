@@ -156,6 +156,80 @@ stages:
     assert!(!calls.contains("\"violation\":true"), "{calls}");
 }
 
+/// A record the first agent attempt's check found as announced, and settled,
+/// is not read again at the next check while its stat data stays. An edit in
+/// place that keeps its size and puts its modification time back still moves
+/// its change time: the second agent's edit is found at once.
+#[test]
+fn an_agent_editing_a_settled_record_in_place_is_a_safety_violation_at_once() {
+    let done = |file: &str| {
+        Reply::structured_output(json!({
+            "status": "completed", "summary": "Done.", "changedFiles": [file],
+            "commandsRun": [], "blockingQuestions": []
+        }))
+    };
+    let Some(sandbox) = Sandbox::new(|root: &Path| {
+        Script::new([
+            Reply::tool_uses(
+                None,
+                vec![ToolCall::new(
+                    "Write",
+                    json!({"file_path": root.join("notes.txt"), "content": "hello\n"}),
+                )],
+            ),
+            done("notes.txt"),
+            Reply::tool_uses(
+                None,
+                vec![ToolCall::new("Bash", json!({"command": "sh tamper.sh"})).with_id("t_dd")],
+            ),
+            done("ref.yaml"),
+        ])
+    }) else {
+        return;
+    };
+    sandbox
+        .ctx
+        .write("prompts/implement.md", "Write notes.txt.\n");
+    // One byte overwritten in place, the modification time put back.
+    sandbox.ctx.write(
+        "tamper.sh",
+        "for f in .specbridge/runs/*/pipeline.yaml; do cp -p \"$f\" ref.yaml; \
+         printf X | dd of=\"$f\" bs=1 count=1 conv=notrunc 2>/dev/null; touch -r ref.yaml \"$f\"; done\n",
+    );
+    sandbox.write_pipeline(
+        "  maxTurns: 8\n  tools: [Read, Edit, Write, Bash]\n  allowedBashRules: [\"Bash(sh tamper.sh)\"]\n",
+        "verification:
+  - { name: notes-written, argv: [test, -f, notes.txt], required: true }
+stages:
+  - id: first
+    kind: execute
+    prompt: prompts/implement.md
+  - id: second
+    kind: execute
+    needs: [first]
+    prompt: prompts/implement.md
+",
+    );
+
+    let out = sandbox.run(&["run"]);
+    let dd = sandbox
+        .model_requests()
+        .iter()
+        .flat_map(specbridge_testkit::model_server::RecordedRequest::tool_results)
+        .find(|r| r.tool_use_id == "t_dd")
+        .expect("the dd call was answered");
+    assert!(!dd.is_error, "the CLI refused the edit: {dd:?}");
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    assert_eq!(sandbox.stage_json("first")["status"], "succeeded");
+    let stage = sandbox.stage_json("second");
+    assert_eq!(stage["status"], "safety-violation", "{stage:#}");
+    let reason = stage["outcome"].as_str().unwrap();
+    assert!(
+        reason.contains("the run record `pipeline.yaml` changed after specbridge wrote it"),
+        "{reason}"
+    );
+}
+
 #[test]
 fn a_second_run_with_execute_stages_in_the_same_repository_is_refused() {
     let Some(sandbox) = Sandbox::new(|root: &Path| {
