@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use specbridge_testkit::model_server::{Reply, Script, ToolCall, ToolResult};
+use specbridge_testkit::model_server::{Reply, Script, ToolCall};
 
-use super::harness::{write_file, Sandbox};
+use super::harness::{task_result, write_file, Sandbox};
 
 const EXECUTE: &str = "verification:
   - { name: notes-written, argv: [sh, -c, 'test \"$(cat notes.txt)\" = hello'], required: true }
@@ -86,27 +86,8 @@ fn bash_runner(rule: &str) -> String {
     )
 }
 
-fn task_result(changed: &[&str]) -> Reply {
-    Reply::structured_output(json!({
-        "status": "completed",
-        "summary": "Done.",
-        "changedFiles": changed,
-        "commandsRun": [],
-        "blockingQuestions": [],
-    }))
-}
-
 fn write_notes(root: &Path) -> Reply {
     write_file(root, "t_notes", "notes.txt", "hello\n")
-}
-
-fn tool_result(sandbox: &Sandbox, id: &str) -> ToolResult {
-    sandbox
-        .model_requests()
-        .iter()
-        .flat_map(specbridge_testkit::model_server::RecordedRequest::tool_results)
-        .find(|r| r.tool_use_id == id)
-        .unwrap_or_else(|| panic!("no tool result for {id}"))
 }
 
 fn denied_ids(sandbox: &Sandbox, stage: &str) -> Vec<String> {
@@ -146,7 +127,7 @@ fn run_verified(sandbox: &Sandbox, outside: &Outside, refused: &[&str]) {
     assert_eq!(sandbox.changed_paths(), ["?? notes.txt"]);
     let denied = denied_ids(sandbox, "implement");
     for id in refused {
-        let r = tool_result(sandbox, id);
+        let r = sandbox.tool_result(id);
         assert!(r.is_error, "{id} ran: {r:?}");
         assert!(
             denied.iter().any(|d| d == id),
@@ -185,7 +166,7 @@ fn execute_writes_and_edits_outside_the_repository_are_refused() {
     };
     sandbox.write_pipeline("  maxTurns: 8\n", EXECUTE);
     run_verified(&sandbox, &outside, &["t_abs", "t_rel", "t_read"]);
-    assert!(tool_result(&sandbox, "t_edit").is_error);
+    assert!(sandbox.tool_result("t_edit").is_error);
     let request = sandbox.attempt_json("implement", 1, "request.json");
     let allowed = request["toolPolicy"]["allowedTools"].as_array().unwrap();
     assert!(
@@ -276,7 +257,7 @@ fn protected_paths_are_refused_by_deny_rules_for_every_file_tool() {
         "t_write_configured",
         "t_notebook",
     ] {
-        let text = tool_result(&sandbox, id).text();
+        let text = sandbox.tool_result(id).text();
         assert!(text.contains("denied"), "{id}: {text}");
     }
     assert!(!sandbox.ctx.path(".claude/settings.json").exists());
@@ -326,7 +307,7 @@ fn generate_reads_outside_the_repository_are_refused_and_leak_nowhere() {
     assert_eq!(sandbox.stage_json("requirements")["status"], "succeeded");
     let denied = denied_ids(&sandbox, "requirements");
     for id in ["t_read", "t_read_rel", "t_glob", "t_grep"] {
-        let r = tool_result(&sandbox, id);
+        let r = sandbox.tool_result(id);
         assert!(r.is_error && !r.text().contains(SECRET), "{id}: {r:?}");
         assert!(denied.iter().any(|d| d == id), "{id}: {denied:?}");
     }
@@ -442,7 +423,7 @@ fn a_bash_command_outside_the_rules_is_refused() {
     sandbox.ctx.write("src/lib.txt", "library\n");
     sandbox.write_pipeline(&bash_runner("Bash(git status *)"), EXECUTE);
     run_verified(&sandbox, &outside, &["t_write_out", "t_rm"]);
-    assert!(!tool_result(&sandbox, "t_status").is_error);
+    assert!(!sandbox.tool_result("t_status").is_error);
     assert_eq!(sandbox.ctx.read("src/lib.txt"), "library\n");
     let request = sandbox.attempt_json("implement", 1, "request.json");
     assert_eq!(
@@ -493,18 +474,18 @@ fn an_allowed_bash_rule_runs_inside_the_sandbox() {
     };
     sandbox.write_pipeline(&bash_runner("Bash(bash *)"), EXECUTE);
     let out = sandbox.run(&["run"]);
-    let inside = tool_result(&sandbox, "t_inside");
+    let inside = sandbox.tool_result("t_inside");
     assert!(!inside.is_error, "{inside:?}\n{}", out.snapshot());
     assert_eq!(out.code, 0, "{}", out.snapshot());
     let stage = sandbox.stage_json("implement");
     assert_eq!(stage["evidenceStatus"], "verified", "{stage:#}");
     assert_eq!(sandbox.changed_paths(), ["?? notes.txt"]);
     for id in ["t_outside", "t_net"] {
-        let r = tool_result(&sandbox, id);
+        let r = sandbox.tool_result(id);
         assert!(r.is_error, "{id} succeeded: {r:?}");
     }
     // Refused by the sandbox while running, not by a permission check before it.
-    let write = tool_result(&sandbox, "t_outside").text();
+    let write = sandbox.tool_result("t_outside").text();
     assert!(write.contains("Read-only file system"), "{write}");
     assert!(denied_ids(&sandbox, "implement").is_empty());
     std::thread::sleep(Duration::from_millis(200));
@@ -538,7 +519,7 @@ fn the_cli_gets_a_temporary_folder_of_its_own_removed_after_the_attempt() {
     };
     sandbox.write_pipeline(&bash_runner("Bash(bash *)"), EXECUTE);
     let out = sandbox.run(&["run"]);
-    let shell = tool_result(&sandbox, "t_tmp");
+    let shell = sandbox.tool_result("t_tmp");
     assert!(!shell.is_error, "{shell:?}\n{}", out.snapshot());
     assert_eq!(out.code, 0, "{}", out.snapshot());
     // The CLI's own `claude-<uid>` inside the invocation's folder.

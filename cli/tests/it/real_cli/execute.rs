@@ -45,15 +45,6 @@ fn write_tracked_files(sandbox: &Sandbox) {
     );
 }
 
-fn tool_result_of(sandbox: &Sandbox, id: &str) -> specbridge_testkit::model_server::ToolResult {
-    sandbox
-        .model_requests()
-        .iter()
-        .flat_map(specbridge_testkit::model_server::RecordedRequest::tool_results)
-        .find(|r| r.tool_use_id == id)
-        .unwrap_or_else(|| panic!("no tool result for {id}"))
-}
-
 fn denied_ids(result: &Value) -> Vec<String> {
     result["permissionDenials"]
         .as_array()
@@ -109,11 +100,11 @@ fn execute_stage_writes_runs_allowed_commands_and_is_refused_destruction() {
 
     // The server's log: Write ran, `git status` ran (and saw the new file), the two
     // in-repository mutations were refused by the CLI in `default` mode.
-    assert!(!tool_result_of(&sandbox, "t_write").is_error);
-    let status = tool_result_of(&sandbox, "t_status");
+    assert!(!sandbox.tool_result("t_write").is_error);
+    let status = sandbox.tool_result("t_status");
     assert!(!status.is_error, "{status:?}");
     assert!(status.text().contains("notes.txt"), "{status:?}");
-    let refused = tool_result_of(&sandbox, "t_rm");
+    let refused = sandbox.tool_result("t_rm");
     assert!(refused.is_error, "{refused:?}");
     // 2.1.332 words it either way ("needs approval" / "requires approval").
     let text = refused.text();
@@ -121,7 +112,7 @@ fn execute_stage_writes_runs_allowed_commands_and_is_refused_destruction() {
         text.contains("needs approval") || text.contains("requires approval"),
         "{refused:?}"
     );
-    let refused = tool_result_of(&sandbox, "t_echo");
+    let refused = sandbox.tool_result("t_echo");
     assert!(refused.is_error, "{refused:?}");
     assert!(refused.text().contains("has been denied"), "{refused:?}");
     assert_eq!(sandbox.model_requests().len(), 5);
@@ -191,7 +182,7 @@ fn accept_edits_gets_deny_rules_that_stop_rm_under_the_real_cli() {
     // Refused by a deny rule ("has been denied"), not by the mode ("needs approval"):
     // acceptEdits alone would have let both commands run.
     for id in ["t_rm", "t_mv"] {
-        let refused = tool_result_of(&sandbox, id);
+        let refused = sandbox.tool_result(id);
         assert!(refused.is_error, "{refused:?}");
         assert!(refused.text().contains("has been denied"), "{refused:?}");
     }

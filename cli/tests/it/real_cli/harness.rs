@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
-use specbridge_testkit::model_server::{ModelServer, RecordedRequest, Reply, Script, ToolCall};
+use specbridge_testkit::model_server::{
+    ModelServer, RecordedRequest, Reply, Script, ToolCall, ToolResult,
+};
 
 use crate::common::{Output, TestContext};
 
@@ -208,6 +210,15 @@ impl Sandbox {
         self.server.model_requests()
     }
 
+    /// What the CLI answered the model for tool call `id`.
+    pub(super) fn tool_result(&self, id: &str) -> ToolResult {
+        self.model_requests()
+            .iter()
+            .flat_map(RecordedRequest::tool_results)
+            .find(|r| r.tool_use_id == id)
+            .unwrap_or_else(|| panic!("no tool result for {id}"))
+    }
+
     /// The single run folder.
     pub(super) fn run_dir(&self) -> PathBuf {
         self.ctx.only_run_dir()
@@ -261,6 +272,17 @@ impl Sandbox {
 }
 
 pub(super) use crate::common::read_json;
+
+/// An execute stage's final answer: the task done, `changed` the files it changed.
+pub(super) fn task_result(changed: &[&str]) -> Reply {
+    Reply::structured_output(serde_json::json!({
+        "status": "completed",
+        "summary": "Done.",
+        "changedFiles": changed,
+        "commandsRun": [],
+        "blockingQuestions": [],
+    }))
+}
 
 /// A model turn that asks for one `Write` of `content` to `rel` in the repository.
 pub(super) fn write_file(root: &Path, id: &str, rel: &str, content: &str) -> Reply {

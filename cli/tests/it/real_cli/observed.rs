@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use specbridge_testkit::model_server::{Reply, Script, ToolCall};
 
-use super::harness::{read_json, Sandbox};
+use super::harness::{read_json, task_result, write_file, Sandbox};
 
 /// Text that would run a command on the next `git status` if it landed in
 /// `.git/config`.
@@ -86,13 +86,7 @@ fn documents_through_a_symlink_into_git_or_out_of_the_repository_are_refused() {
 fn an_agent_editing_its_own_run_records_is_a_safety_violation_at_once() {
     let Some(sandbox) = Sandbox::new(|root: &Path| {
         Script::new([
-            Reply::tool_uses(
-                None,
-                vec![ToolCall::new(
-                    "Write",
-                    json!({"file_path": root.join("notes.txt"), "content": "hello\n"}),
-                )],
-            ),
+            write_file(root, "t_notes", "notes.txt", "hello\n"),
             // Matches its rule, so only the check of the records can notice. (The
             // CLI refuses a glob in a command that writes: the run id is not known
             // to the script, so a committed script does the editing.)
@@ -100,10 +94,7 @@ fn an_agent_editing_its_own_run_records_is_a_safety_violation_at_once() {
                 None,
                 vec![ToolCall::new("Bash", json!({"command": "sh tamper.sh"})).with_id("t_sed")],
             ),
-            Reply::structured_output(json!({
-                "status": "completed", "summary": "Done.", "changedFiles": ["notes.txt"],
-                "commandsRun": [], "blockingQuestions": []
-            })),
+            task_result(&["notes.txt"]),
         ])
     }) else {
         return;
@@ -132,12 +123,7 @@ stages:
     );
 
     let out = sandbox.run(&["run"]);
-    let sed = sandbox
-        .model_requests()
-        .iter()
-        .flat_map(specbridge_testkit::model_server::RecordedRequest::tool_results)
-        .find(|r| r.tool_use_id == "t_sed")
-        .expect("the sed call was answered");
+    let sed = sandbox.tool_result("t_sed");
     assert!(!sed.is_error, "the CLI refused the edit: {sed:?}");
     assert_eq!(out.code, 6, "{}", out.snapshot());
     let stage = sandbox.stage_json("implement");
@@ -162,27 +148,15 @@ stages:
 /// its change time: the second agent's edit is found at once.
 #[test]
 fn an_agent_editing_a_settled_record_in_place_is_a_safety_violation_at_once() {
-    let done = |file: &str| {
-        Reply::structured_output(json!({
-            "status": "completed", "summary": "Done.", "changedFiles": [file],
-            "commandsRun": [], "blockingQuestions": []
-        }))
-    };
     let Some(sandbox) = Sandbox::new(|root: &Path| {
         Script::new([
-            Reply::tool_uses(
-                None,
-                vec![ToolCall::new(
-                    "Write",
-                    json!({"file_path": root.join("notes.txt"), "content": "hello\n"}),
-                )],
-            ),
-            done("notes.txt"),
+            write_file(root, "t_notes", "notes.txt", "hello\n"),
+            task_result(&["notes.txt"]),
             Reply::tool_uses(
                 None,
                 vec![ToolCall::new("Bash", json!({"command": "sh tamper.sh"})).with_id("t_dd")],
             ),
-            done("ref.yaml"),
+            task_result(&["ref.yaml"]),
         ])
     }) else {
         return;
@@ -212,12 +186,7 @@ stages:
     );
 
     let out = sandbox.run(&["run"]);
-    let dd = sandbox
-        .model_requests()
-        .iter()
-        .flat_map(specbridge_testkit::model_server::RecordedRequest::tool_results)
-        .find(|r| r.tool_use_id == "t_dd")
-        .expect("the dd call was answered");
+    let dd = sandbox.tool_result("t_dd");
     assert!(!dd.is_error, "the CLI refused the edit: {dd:?}");
     assert_eq!(out.code, 6, "{}", out.snapshot());
     assert_eq!(sandbox.stage_json("first")["status"], "succeeded");
@@ -235,18 +204,8 @@ fn a_second_run_with_execute_stages_in_the_same_repository_is_refused() {
     let Some(sandbox) = Sandbox::new(|root: &Path| {
         Script::new([
             // Slow enough that the second run starts while the first holds the tree.
-            Reply::tool_uses(
-                None,
-                vec![ToolCall::new(
-                    "Write",
-                    json!({"file_path": root.join("first.txt"), "content": "first\n"}),
-                )],
-            )
-            .with_delay_ms(6000),
-            Reply::structured_output(json!({
-                "status": "completed", "summary": "Done.", "changedFiles": ["first.txt"],
-                "commandsRun": [], "blockingQuestions": []
-            })),
+            write_file(root, "t_first", "first.txt", "first\n").with_delay_ms(6000),
+            task_result(&["first.txt"]),
         ])
     }) else {
         return;
