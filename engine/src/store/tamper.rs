@@ -21,7 +21,7 @@
 //!   for the stat data in its index, where it is called "racy").
 
 use std::collections::{BTreeMap, HashMap};
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -120,18 +120,7 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn of(m: &std::fs::Metadata) -> Stamp {
-        Stamp {
-            dev: m.dev(),
-            ino: m.ino(),
-            len: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        }
-    }
-
-    /// The same fields, from `stat` itself (`Metadata` is made of it).
-    fn of_stat(s: &nix::sys::stat::FileStat) -> Stamp {
+    fn of(s: &nix::sys::stat::FileStat) -> Stamp {
         Stamp {
             dev: s.st_dev,
             ino: s.st_ino,
@@ -227,7 +216,7 @@ pub(crate) fn changed_records(
         if let Some(found) = found.filter(|f| f.sha256 == *sha) {
             if folders
                 .stat(rel)
-                .is_some_and(|s| Stamp::of_stat(&s) == found.stamp)
+                .is_some_and(|s| Stamp::of(&s) == found.stamp)
             {
                 continue;
             }
@@ -322,7 +311,7 @@ fn log_change(log: &EventLog, unread: Option<std::io::Error>) -> RecordChange {
 /// A file's sha256 (hex) and its stat data, both from one open.
 fn hash_file(path: &Path, buf: &mut [u8]) -> std::io::Result<(String, Stamp)> {
     let file = std::fs::File::open(path)?;
-    let stamp = Stamp::of(&file.metadata()?);
+    let stamp = Stamp::of(&nix::sys::stat::fstat(file.as_raw_fd())?);
     let (h, _) = hash_reader(file, buf)?;
     Ok((hex::encode(h.finalize()), stamp))
 }
