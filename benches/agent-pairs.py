@@ -32,6 +32,10 @@ last minute makes the next ones slower to allocate (docs/performance.md), and
 only specbridge's side would pay for the deletions: a user does not empty the
 run store before each run. DELETE=1 deletes them as before, to compare.
 
+TREE=N puts N more committed files in the repository's working tree, 100 to
+a folder under src/ (default 0), as a user's repository has: each agent
+attempt's snapshots ask git about every one of them (docs/evidence.md).
+
 FRESH=1 gives every timed run, both sides, a new empty HOME (made before the
 clock starts), as a CI job or a new user account has: the CLI's first-run
 files and specbridge's user cache folder are written anew each time. Without
@@ -147,8 +151,15 @@ stages:
     output: {{ schema: builtin:document, document: notes.md }}
 """)
     open(os.path.join(repo, ".gitignore"), "w").write("notes.md\n")
+    for i in range(int(os.environ.get("TREE", "0"))):
+        folder = os.path.join(repo, "src", f"d{i // 100:04d}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"f{i}.rs"), "w") as f:
+            f.write(f"pub fn f{i}() {{}}\n")
     git("add", "-A")
-    git("commit", "-qm", "pipeline")
+    # No maintenance started behind the commit (a large TREE's loose objects
+    # start one): its repack would run beside the timed runs.
+    git("-c", "maintenance.auto=false", "commit", "-qm", "pipeline")
     home = os.path.join(scratch, "home")
     os.makedirs(home)
     env = {"PATH": os.environ["PATH"], "HOME": home, "NO_COLOR": "1",
@@ -317,6 +328,7 @@ stages:
         label = "" if not old else (" (new)" if b == specbridge else " (old)")
         print(f"pairs: {pairs}; earlier runs kept: {len(kept)}; "
               f"{'a fresh HOME each run; ' if os.environ.get('FRESH') else ''}"
+              f"{os.environ['TREE'] + ' files in the tree; ' if os.environ.get('TREE') else ''}"
               f"{'earlier runs deleted; ' if os.environ.get('DELETE') else ''}"
               f"{'syncs made no-ops; ' if os.environ.get('NOSYNC') else ''}specbridge{label} run {m(walls[b]):.0f} ms, bare claude -p "
               f"{m(bares):.0f} ms (medians): {m(walls[b]) / m(bares):.3f}x; specbridge's own "

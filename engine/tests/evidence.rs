@@ -305,6 +305,36 @@ fn an_installed_git_hook_is_a_protected_path_change() {
     assert!(diff.patch.is_empty());
 }
 
+/// A commit that leaves enough loose objects starts `git maintenance run
+/// --auto --detach`, whose repack rewrites `.git/info/refs` seconds later, in
+/// the middle of whatever stage runs then; a scheduled maintenance's prefetch
+/// moves `refs/prefetch/`. Neither changes what git runs or what a ref names,
+/// and neither is the agent's.
+#[test]
+fn git_maintenance_in_the_background_is_not_the_agents_change() {
+    let repo = Repo::new();
+    repo.write("README.md", "hello again\n");
+    repo.commit_all("second");
+    repo.git(&["update-ref", "refs/prefetch/remotes/origin/main", "HEAD~1"]);
+    let before = repo.snapshot();
+    repo.git(&["gc", "--quiet"]);
+    repo.git(&["update-ref", "refs/prefetch/remotes/origin/main", "HEAD"]);
+    let after = repo.snapshot();
+    assert!(repo.path(".git/info/refs").is_file(), "the repack wrote it");
+    let changed = attribute(&before, &after, &[]);
+    assert_eq!(
+        generate_violations(&changed, &before, &after),
+        Vec::<Violation>::new()
+    );
+
+    // What git reads from `.git/info/` is still the agent's change.
+    let before = repo.snapshot();
+    repo.write(".git/info/attributes", "*.rs filter=evil\n");
+    let after = repo.snapshot();
+    let changed = attribute(&before, &after, &[]);
+    assert_eq!(changed.added, s(&[".git/info/attributes"]));
+}
+
 #[test]
 fn changes_under_the_run_store_are_never_seen() {
     let repo = Repo::new();

@@ -32,14 +32,18 @@ pub struct GitSnapshot {
     pub head: Option<String>,
     /// The checked-out branch; none when HEAD is detached.
     pub branch: Option<String>,
-    /// sha256 over every local ref and the object it names (remote-tracking refs
-    /// excluded: a background fetch may move them at any time).
+    /// sha256 over every local ref and the object it names. Left out are the
+    /// refs git moves in the background, at any time: remote-tracking refs (a
+    /// background fetch) and `refs/prefetch/` (a scheduled `git maintenance`).
     pub refs_sha256: String,
     /// Every path that differs from HEAD, and every untracked file that is not
     /// ignored. `.specbridge/` is never listed.
     pub entries: BTreeMap<String, PathState>,
     /// sha256 of git's configuration, hooks and info files, keyed `.git/<name>`: an
     /// agent that installs a hook has changed what the user's next git command runs.
+    /// `info/refs` is left out: git derives it from the refs for clients over
+    /// plain HTTP, and every repack rewrites it, among them the one a user's
+    /// commit starts in the background (`git maintenance run --auto --detach`).
     #[serde(default)]
     pub git_control: BTreeMap<String, String>,
 }
@@ -311,11 +315,21 @@ fn is_missing(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
 }
 
+/// The refs git itself moves in the background, which no fingerprint covers.
+const BACKGROUND_REFS: [&[u8]; 2] = [b"refs/remotes/", b"refs/prefetch/"];
+
+/// The files of `.git/info/` git derives and rewrites in the background, which
+/// no fingerprint covers.
+const DERIVED_INFO: [&str; 1] = ["refs"];
+
 fn refs_fingerprint(git: &Git) -> Result<String, EvidenceError> {
     let out = git.run(&["for-each-ref", "--format=%(objectname) %(refname)"])?;
     let mut h = Sha256::new();
     for line in out.split(|b| *b == b'\n') {
-        if !line.is_empty() && !line.windows(14).any(|w| w == b" refs/remotes/") {
+        // `<object> <refname>`: names hold no space.
+        let name = line.splitn(2, |b| *b == b' ').nth(1).unwrap_or_default();
+        let background = BACKGROUND_REFS.iter().any(|p| name.starts_with(p));
+        if !line.is_empty() && !background {
             h.update(line);
             h.update(b"\n");
         }
@@ -342,6 +356,9 @@ fn git_control(git: &Git) -> Result<BTreeMap<String, String>, EvidenceError> {
         };
         for entry in read.flatten() {
             let name = entry.file_name();
+            if sub == "info" && DERIVED_INFO.iter().any(|d| name == *d) {
+                continue;
+            }
             let label = format!(".git/{sub}/{}", name.to_string_lossy());
             control_file(&entry.path(), label, &mut files)?;
         }
