@@ -246,14 +246,21 @@ pub(crate) fn prepare(
     })
 }
 
+/// What the caller does at each point of an invocation (`InvokeSpec`'s hooks
+/// of the same names).
+pub(crate) struct AgentHooks<'a> {
+    pub(crate) before_prompt: Option<&'a (dyn Fn() -> Result<(), String> + Sync)>,
+    pub(crate) on_spawn: &'a (dyn Fn() + Sync),
+    pub(crate) on_exit: &'a (dyn Fn() + Sync),
+    pub(crate) on_result: &'a (dyn Fn(&serde_json::Value) + Sync),
+}
+
 /// Spawn the agent and wait for it.
 pub(crate) async fn run_agent(
     ctx: &RunContext,
     p: &Prepared,
     sr: &StageRun,
-    on_spawn: &(dyn Fn() + Sync),
-    on_exit: &(dyn Fn() + Sync),
-    on_result: &(dyn Fn(&serde_json::Value) + Sync),
+    hooks: AgentHooks<'_>,
 ) -> InvocationOutcome {
     let protected: Vec<String> = crate::working_tree::protected_paths(ctx)
         .rules()
@@ -274,9 +281,10 @@ pub(crate) async fn run_agent(
         cli_version: p.detected.version.as_deref(),
         on_progress: Some(live_progress(sr)),
         replay: p.replay.as_ref(),
-        on_exit: Some(on_exit),
-        on_spawn: Some(on_spawn),
-        on_result: Some(on_result),
+        on_exit: Some(hooks.on_exit),
+        before_prompt: hooks.before_prompt,
+        on_spawn: Some(hooks.on_spawn),
+        on_result: Some(hooks.on_result),
     })
     .await
 }

@@ -29,7 +29,7 @@ use crate::attempt::Prepared;
 use crate::context::RunContext;
 use crate::continuation;
 use crate::error::StageError;
-use crate::flow::{run_attempt, AfterAgent, Attempt, AttemptKind};
+use crate::flow::{run_attempt, AfterAgent, Attempt, AttemptKind, BeforeSpawn};
 use crate::store_check::run_store_violations;
 use crate::verify::run_verification;
 use crate::working_tree::{
@@ -60,10 +60,10 @@ struct Execute {
     gathered: Option<Gathered>,
 }
 
-impl AttemptKind for Execute {
-    const OPERATION: Operation = Operation::Execute;
-    const VIOLATION_OUTRANKS_RUNNER: bool = false;
-
+impl Execute {
+    /// Continues the session an interrupted attempt left, refuses a tree made
+    /// dirty behind the run's back, and fixes the tree the patch is taken
+    /// against.
     fn before_spawn(
         &mut self,
         a: &Attempt<'_>,
@@ -84,6 +84,12 @@ impl AttemptKind for Execute {
             .flatten();
         Ok((p, before))
     }
+}
+
+impl AttemptKind for Execute {
+    const OPERATION: Operation = Operation::Execute;
+    const VIOLATION_OUTRANKS_RUNNER: bool = false;
+    const BEFORE_SPAWN: Option<BeforeSpawn<Self>> = Some(Execute::before_spawn);
 
     async fn evidence(
         &mut self,

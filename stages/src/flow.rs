@@ -8,16 +8,17 @@ use specbridge_engine::evidence::{GitSnapshot, Violation};
 use specbridge_engine::pipeline::{ResolvedRunner, StageDef};
 use specbridge_engine::runner::claude_code::{InvocationOutcome, Operation};
 use specbridge_engine::scheduler::{StageReport, StageRun};
-use specbridge_engine::store::layout::{self, attempt};
+use specbridge_engine::store::layout;
 use specbridge_engine::store::{now_rfc3339, RunHandle};
 use specbridge_engine::StageStatus;
 
 use crate::agent::AgentSetup;
-use crate::attempt::{prepare, report_of, run_agent, stopped, Prepared};
+use crate::attempt::{prepare, report_of, run_agent, stopped, AgentHooks, Prepared};
+use crate::before_snapshot::BeforeSnapshot;
 use crate::context::RunContext;
 use crate::error::StageError;
 use crate::store_check::{PendingCheck, StoreCheck};
-use crate::working_tree::{snapshot, write_snapshot, AfterSnapshot, TreeLedger};
+use crate::working_tree::{AfterSnapshot, TreeLedger};
 
 /// What one attempt of an agent stage reads.
 pub struct Attempt<'a> {
@@ -57,6 +58,12 @@ impl<'a> Attempt<'a> {
     }
 }
 
+/// What a kind decides from the before-snapshot before the spawn: after
+/// `git-before.json`, it may change what is spawned and the snapshot the
+/// evidence is judged from.
+pub(crate) type BeforeSpawn<K> =
+    fn(&mut K, &Attempt<'_>, Prepared, GitSnapshot) -> Result<(Prepared, GitSnapshot), StageError>;
+
 /// The kind-specific parts of an agent attempt.
 pub(crate) trait AttemptKind: Sync {
     /// What the agent is allowed to do.
@@ -66,17 +73,10 @@ pub(crate) trait AttemptKind: Sync {
     /// the runner said; an execute stage that timed out or was cancelled keeps that
     /// status, its violations on record in `evidence.json`.
     const VIOLATION_OUTRANKS_RUNNER: bool;
-
-    /// After `git-before.json`, before the spawn: may change what is spawned and the
-    /// snapshot the evidence is judged from.
-    fn before_spawn(
-        &mut self,
-        _a: &Attempt<'_>,
-        p: Prepared,
-        before: GitSnapshot,
-    ) -> Result<(Prepared, GitSnapshot), StageError> {
-        Ok((p, before))
-    }
+    /// What the kind decides from the before-snapshot before the spawn, which
+    /// then waits for it. A kind that decides nothing has it finished while
+    /// the CLI starts up, before its prompt (`before_snapshot.rs`).
+    const BEFORE_SPAWN: Option<BeforeSpawn<Self>> = None;
 
     /// The agent's structured output as soon as the stream shows it, while the
     /// agent may still be ending (`InvokeSpec::on_result`): what the kind
@@ -122,7 +122,9 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // the stage's inputs: none of them writes, so they run side by side and the
     // waits for git and for the file system are hidden. Every attempt claims
     // the snapshot taken ahead from the session's start (`snapshot_ahead.rs`),
-    // used or not. What the scheduler queued to start the stage (its `running`
+    // used or not; it or the attempt's own is waited for before the spawn
+    // only by a kind that decides from it what to spawn, else before the
+    // prompt (`before_snapshot.rs`). What the scheduler queued to start the stage (its `running`
     // record and `stage-started`; for the run's first stage, the run's first
     // records, which the scheduler leaves to a stage started alone:
     // `agent_flushes_first`) stays queued: it goes with `git-before.json`, the
@@ -130,23 +132,16 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // is spawned and before it is given its prompt (`invoke.rs`, "The prompt
     // waits for the records"), while the CLI starts up. Nothing read here is
     // among those records.
-    let ((before, store_before), prepared) = beside(
-        || {
-            beside(
-                || match a.agent.tree_ahead.claim() {
-                    Some(ahead) => Ok(ahead),
-                    None => snapshot(&a.ctx.root),
-                },
-                || a.agent.store.before(&a.ctx.root, a.run()),
-            )
-        },
+    let run = a.run();
+    let before = BeforeSnapshot::start(&a.agent.tree_ahead, &a.ctx.root, run, &a.attempt_rel);
+    let (store_before, prepared) = beside(
+        || a.agent.store.before(&a.ctx.root, run),
         || prepare(a.ctx, a.agent, a.stage, a.runner, a.sr, K::OPERATION),
     );
     let p = match prepared {
         Ok(p) => p,
         Err(report) => return *report,
     };
-    let run = a.run();
     let redactor = run.redactor();
     let input_hash = p.input_hash.clone();
     let not_started = |e: StageError| {
@@ -154,17 +149,20 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         report.input_hash = Some(input_hash.clone());
         report
     };
-    let before = match before
-        .and_then(|b| write_snapshot(run, &a.attempt_rel, attempt::GIT_BEFORE, &b).map(|_| b))
-    {
-        Ok(before) => before,
-        Err(e) => return not_started(e),
+    // A playback changes the tree itself: its snapshot is taken before it.
+    let (p, before) = match (K::BEFORE_SPAWN, p.replay.is_some()) {
+        (None, false) => (p, Before::AtPrompt(before)),
+        (decide, _) => {
+            let decided = before.into_recorded().and_then(|before| match decide {
+                Some(decide) => decide(&mut kind, a, p, before),
+                None => Ok((p, before)),
+            });
+            match decided {
+                Ok((p, before)) => (p, Before::Taken(before)),
+                Err(e) => return not_started(e),
+            }
+        }
     };
-    let (p, before) = match kind.before_spawn(a, p, before) {
-        Ok(x) => x,
-        Err(e) => return not_started(e),
-    };
-
     let store_before = store_before.at_spawn(run);
     // The after-snapshot and the run store's "after" start as soon as no member
     // of the agent's group can act any more (while the kernel still tears the
@@ -174,13 +172,32 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     let after = AfterSnapshot::new(&a.ctx.root);
     let store = PendingCheck::new(&a.ctx.root, run, store_before, a.agent.store.clone());
     let on_spawn = || store.agent_spawned();
+    let before_prompt = || match &before {
+        Before::AtPrompt(taking) => taking.record(),
+        Before::Taken(_) => Ok(()),
+    };
     let on_exit = || {
         after.start();
         store.start();
     };
     let on_result = |output: &serde_json::Value| kind.on_result(a, output);
     p.schema.compile_beside();
-    let outcome = run_agent(a.ctx, &p, a.sr, &on_spawn, &on_exit, &on_result).await;
+    let hooks = AgentHooks {
+        before_prompt: matches!(before, Before::AtPrompt(_)).then_some(&before_prompt),
+        on_spawn: &on_spawn,
+        on_exit: &on_exit,
+        on_result: &on_result,
+    };
+    let outcome = run_agent(a.ctx, &p, a.sr, hooks).await;
+    // Recorded by now where the CLI was spawned; else (not found, cancelled)
+    // now.
+    let before = match before {
+        Before::AtPrompt(taking) => match taking.into_recorded() {
+            Ok(before) => before,
+            Err(e) => return not_started(e),
+        },
+        Before::Taken(before) => before,
+    };
     let mut report = report_of(&outcome, &p);
     let after = AfterAgent {
         tree: after,
@@ -209,6 +226,15 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         e.end(&mut report, redactor);
     }
     report
+}
+
+/// An attempt's before-snapshot once its kind has had its say before the
+/// spawn.
+enum Before<'a> {
+    /// To be finished before the agent's prompt.
+    AtPrompt(BeforeSnapshot<'a>),
+    /// Recorded, and what the kind decided from it.
+    Taken(GitSnapshot),
 }
 
 /// The reason of a stage that broke a safety rule: the first violation, and how

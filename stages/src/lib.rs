@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod attempt;
+mod before_snapshot;
 pub mod check;
 pub mod confine;
 pub mod context;

@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 
 use specbridge_engine::evidence::{EvidenceError, GitSnapshot, TreeEpoch};
 
-use crate::working_tree::snapshot_on_thread;
+use crate::working_tree::{snapshot_on_thread, Taking};
 
 /// At most one snapshot, for the preflight and the first agent attempt that
 /// claims it.
@@ -64,17 +64,24 @@ impl SnapshotAhead {
         ahead.wait().clone()
     }
 
-    /// The snapshot, to the first caller, while it is claimable, the tree's
-    /// epoch is the one it began at and it could be taken; `None` otherwise, and
-    /// to every later caller. Every agent attempt claims it before its own
-    /// snapshot, used or not.
-    pub(crate) fn claim(&self) -> Option<GitSnapshot> {
-        let mut ahead = self.lock().take()?;
+    /// The snapshot, perhaps still being taken, to the first caller, while it
+    /// is claimable and the tree's epoch is the one it began at; `None`
+    /// otherwise, and to every later caller. Every agent attempt claims it
+    /// before its own snapshot, used or not. Not waited for: the claim holds
+    /// from the moment it is made (an agent spawned after it has not acted
+    /// before its prompt), whenever the snapshot ends.
+    pub(crate) fn claim(&self) -> Option<Taking> {
+        let ahead = self.lock().take()?;
         if !ahead.still_the_tree() {
             // A thread still running finishes alone; its snapshot is of no use.
             return None;
         }
-        ahead.wait().take()
+        match (ahead.thread, ahead.taken) {
+            (Some(thread), _) => Some(Taking::Thread(thread)),
+            (None, Some(taken)) => Some(Taking::Taken(taken)),
+            // Taking it failed: the caller takes its own.
+            (None, None) => None,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Ahead>> {
@@ -111,7 +118,7 @@ mod tests {
         // while the epoch is the one the snapshot began at.
         let before = TreeEpoch::now();
         ahead.lock().as_mut().unwrap().epoch = before;
-        let claimed = ahead.claim();
+        let claimed = ahead.claim().map(|t| t.wait(repo.path()).unwrap());
         if TreeEpoch::now() == before {
             let snap = claimed.expect("nothing was spawned or written meanwhile");
             assert!(snap.entries.contains_key("dirty"), "{:?}", snap.entries);
@@ -152,7 +159,7 @@ mod tests {
         // while the count is the one the snapshot began with.
         let before = TreeEpoch::now();
         ahead.lock().as_mut().unwrap().epoch = before;
-        let claimed = ahead.claim();
+        let claimed = ahead.claim().map(|t| t.wait(repo.path()).unwrap());
         if TreeEpoch::now() == before {
             assert_eq!(claimed, Some(peeked));
         }

@@ -192,6 +192,36 @@ pub(crate) fn snapshot_on_thread(
         .ok()
 }
 
+/// A snapshot of the working tree being taken on a thread, or taken.
+#[derive(Debug)]
+pub(crate) enum Taking {
+    Thread(JoinHandle<Result<GitSnapshot, EvidenceError>>),
+    Taken(GitSnapshot),
+}
+
+impl Taking {
+    /// Starts taking a snapshot of `root` on a thread; where none can be had,
+    /// it is taken when waited for.
+    pub(crate) fn start(root: &Path) -> Option<Taking> {
+        snapshot_on_thread(root, "specbridge-before").map(Taking::Thread)
+    }
+
+    /// The snapshot. One that failed on its thread is taken again here, and
+    /// what that meets is the error: the thread's may have been passing.
+    pub(crate) fn wait(self, root: &Path) -> Result<GitSnapshot, StageError> {
+        match self {
+            Taking::Taken(taken) => Ok(taken),
+            Taking::Thread(thread) => match thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            {
+                Ok(taken) => Ok(taken),
+                Err(_) => snapshot(root),
+            },
+        }
+    }
+}
+
 /// The working tree after an agent, read from the moment no member of the
 /// agent's process group can act any more (the invocation's `on_exit`), on a
 /// thread beside the writing

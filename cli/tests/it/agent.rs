@@ -340,6 +340,55 @@ fn a_write_during_a_generate_stage_is_recorded_with_its_path() {
     );
 }
 
+/// A generate stage's before-snapshot is finished while the CLI starts up,
+/// and always before the agent has its prompt: with every `git status` slowed
+/// down, a write the agent makes the moment it has its prompt is still its
+/// change, a safety violation, and not in `git-before.json`.
+#[test]
+fn the_before_snapshot_is_finished_before_the_agent_has_its_prompt() {
+    let mut ctx = generate_ctx("write-file");
+    ctx.set_env("FAKE_CLAUDE_WRITE", "notes/agent.txt=at once");
+    let git = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|dir| dir.join("git"))
+        .find(|git| git.is_file())
+        .expect("git on PATH");
+    let slow = ctx.aux_path("slow-git");
+    std::fs::create_dir(&slow).unwrap();
+    let wrapper = slow.join("git");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = status ] && sleep 0.4 && break; done\nexec '{}' \"$@\"\n",
+            git.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        slow.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    ctx.set_env("PATH", &path);
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 6, "{}", out.snapshot());
+    let attempt = attempt_dir(&ctx);
+    let evidence = read_json(&attempt.join("evidence.json"));
+    assert_eq!(
+        evidence["violations"][0]["path"], "notes/agent.txt",
+        "{evidence:#}"
+    );
+    let before = read_json(&attempt.join("git-before.json"));
+    assert!(
+        before["entries"].get("notes/agent.txt").is_none(),
+        "{before:#}"
+    );
+}
+
 #[test]
 fn hang_before_result_times_out() {
     let ctx = generate_ctx("hang-before-result");

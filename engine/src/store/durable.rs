@@ -92,7 +92,7 @@ impl GroupCommit {
 /// Runs a write that waits for the disk. On a multi-thread runtime's worker the
 /// worker is handed to the other tasks meanwhile, so running stages' output and
 /// timers do not queue behind an fsync; elsewhere it simply runs.
-pub(in crate::store) fn off_the_worker<T>(write: impl FnOnce() -> T) -> T {
+pub(crate) fn off_the_worker<T>(write: impl FnOnce() -> T) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current() {
         Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {

@@ -31,6 +31,7 @@ pub mod tree_lock;
 pub use atomic::{sha256_file, sha256_hex, write_report, WriteError};
 pub use confined::{write_confined, ConfinedWriteError};
 pub use document::{publish_confined, Published, StagedDocument};
+pub(crate) use durable::off_the_worker;
 pub use events::{verify_chain, ChainCheck};
 pub use fault::StoreFailure;
 pub use lock::{held_by_another, held_flocks, is_held, lock_key, LockError, RunLock, StoreClock};

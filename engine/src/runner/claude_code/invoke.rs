@@ -88,6 +88,14 @@ pub struct InvokeSpec<'a> {
     /// it. Not called for a playback (it changes the tree) or when nothing was
     /// spawned.
     pub on_exit: Option<&'a (dyn Fn() + Sync)>,
+    /// Called once the agent has been spawned (its `exec` done), before its
+    /// spawn is recorded and before it is given its prompt: what must be on
+    /// record before the agent can act, and need not be before its spawn, is
+    /// finished and queued here, while the CLI starts up (the caller's
+    /// before-snapshot). `Err(reason)` withholds the prompt: the CLI is ended
+    /// having asked nothing, and the invocation ends `failed` with the reason.
+    /// Not called when nothing is spawned.
+    pub before_prompt: Option<&'a (dyn Fn() -> Result<(), String> + Sync)>,
     /// Called once the agent has been spawned (its `exec` done) and its spawn
     /// recorded: what the caller runs beside the agent starts here, not
     /// before, so that it never holds the cores the spawn waits for.
@@ -405,7 +413,12 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             // agent acts only on a prompt, and gets none before they are on
             // disk. One that cannot be recorded is stopped without its prompt
             // (the CLI given no input exits once it has started up, asking
-            // nothing).
+            // nothing). The caller's part of that batch may still be in the
+            // making (`before_prompt`); it is waited for off the runtime's
+            // worker, as the batch's own syncs are.
+            if let Some(before_prompt) = spec.before_prompt {
+                crate::store::off_the_worker(before_prompt)?;
+            }
             run.event(RunEvent::stage_spawned(&stage_id, attempt, pid, pgid))
                 .map_err(|e| crate::error_chain(&e))?;
             if let Some(on_spawn) = spec.on_spawn {

@@ -73,6 +73,7 @@ fn spec<'a>(
         on_progress: None,
         replay: None,
         on_exit: None,
+        before_prompt: None,
         on_spawn: None,
         on_result: None,
     }
@@ -402,6 +403,91 @@ async fn on_exit_is_called_once_for_an_agent_and_never_without_one() {
     assert!(!invoke(invocation).await.spawned());
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!(spawns.lock().unwrap().len(), 1, "no spawn, no call");
+}
+
+/// `before_prompt` runs once the agent exists and before it has its prompt
+/// and its spawn is on record: a record it queues goes into the batch the
+/// prompt waits for. The agent keeps its input only once it has it all.
+#[tokio::test]
+async fn before_prompt_runs_between_the_spawn_and_the_prompt() {
+    let fx = fixture();
+    let got = fx.repo.path().join("got");
+    let queued = fx
+        .run
+        .dir()
+        .join("stages/requirements/attempt-001/queued.json");
+    let program = script(
+        &fx,
+        "agent",
+        &format!(
+            "p=$(cat)\n[ -f '{}' ] && printf %s \"$p\" > '{}'\n",
+            queued.display(),
+            got.display()
+        ),
+    );
+    let agent = runner(&program);
+    let schema = schema();
+    let request = assembled(&agent, fx.repo.path(), &schema);
+    let seen = Mutex::new(Vec::new());
+    let before_prompt = || {
+        // Long enough for an agent given its prompt to have kept it.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let recorded = std::fs::read_to_string(fx.run.dir().join("events.jsonl")).unwrap();
+        seen.lock()
+            .unwrap()
+            .push((got.exists(), recorded.contains("\"process-spawned\"")));
+        fx.run
+            .defer_json(
+                "stages/requirements/attempt-001/queued.json",
+                &json!({"at": "prompt"}),
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let mut invocation = spec(&fx, &request, &agent, Some(&schema), "the prompt");
+    invocation.before_prompt = Some(&before_prompt);
+    assert!(invoke(invocation).await.spawned());
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(false, false)],
+        "once, before the prompt and the spawn's record"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&got).ok().as_deref(),
+        Some("the prompt"),
+        "the agent had its prompt, and the record queued before it"
+    );
+}
+
+/// A `before_prompt` that fails withholds the prompt: the agent, ended, has
+/// had nothing to act on, its spawn is not recorded, and the invocation fails
+/// with the reason.
+#[tokio::test]
+async fn a_failed_before_prompt_withholds_the_prompt() {
+    let fx = fixture();
+    let got = fx.repo.path().join("got");
+    let program = script(
+        &fx,
+        "agent",
+        &format!("cat > /dev/null\ntouch '{}'\n", got.display()),
+    );
+    let agent = runner(&program);
+    let schema = schema();
+    let request = assembled(&agent, fx.repo.path(), &schema);
+    let before_prompt = || Err("the snapshot could not be taken".to_string());
+    let mut invocation = spec(&fx, &request, &agent, Some(&schema), "hi");
+    invocation.before_prompt = Some(&before_prompt);
+    let outcome = invoke(invocation).await;
+    assert_eq!(outcome.status, StageStatus::Failed);
+    assert!(!outcome.spawned());
+    let reason = outcome.failure_reason.unwrap();
+    assert!(
+        reason.contains("the snapshot could not be taken"),
+        "{reason}"
+    );
+    assert!(!got.exists(), "the agent got no prompt");
+    let events = std::fs::read_to_string(fx.run.dir().join("events.jsonl")).unwrap_or_default();
+    assert!(!events.contains("\"process-spawned\""), "{events}");
 }
 
 /// `on_result` gets the structured output the moment the stream shows it,
