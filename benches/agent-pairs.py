@@ -6,8 +6,9 @@ around it, so the ratio is not widened by their spread. Also prints
 specbridge's own time: its run less the CLI's `durationMs` in process.json.
 The CLI's time counts from its spawn, and an agent attempt's first batch is
 written after the spawn, while the CLI starts and before it is given its
-prompt: that batch is in the CLI's time, not in specbridge's own; only the
-ratio of the two runs tells whether it slowed the CLI.
+prompt, with a generate stage's before-snapshot finished for it: both are in
+the CLI's time, not in specbridge's own; only the ratio of the two runs tells
+whether they slowed the CLI.
 
     benches/agent-pairs.py SPECBRIDGE CLAUDE SERVER [PAIRS] [OLD_SPECBRIDGE]
 
