@@ -94,7 +94,10 @@ pub struct InvokeSpec<'a> {
     /// finished and queued here, while the CLI starts up (the caller's
     /// before-snapshot). `Err(reason)` withholds the prompt: the CLI is ended
     /// having asked nothing, and the invocation ends `failed` with the reason.
-    /// Not called when nothing is spawned.
+    /// Called before the spawn instead (an `Err` then spawns nothing) where the
+    /// CLI may write inside `cwd` from its start: its home, configuration or
+    /// temporary folder lies there. Not called when nothing is spawned for
+    /// another reason.
     pub before_prompt: Option<&'a (dyn Fn() -> Result<(), String> + Sync)>,
     /// Called once the agent has been spawned (its `exec` done) and its spawn
     /// recorded: what the caller runs beside the agent starts here, not
@@ -399,6 +402,31 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     } else {
         ((spec.on_exit, private_tmp), (None, None))
     };
+    // The caller's part of the batch the prompt waits for (a before-snapshot)
+    // is finished while the CLI starts up, unless the CLI may write inside the
+    // working tree before it has its prompt: from its first milliseconds it
+    // rewrites `~/.claude.json` through temporary files and a lock folder, and
+    // a snapshot taken meanwhile would hold them half-written. Then it is
+    // finished before the spawn.
+    let (before_spawn, before_prompt) = if tmp_in_tree || cli_writes_in_tree(&spawn, spec.cwd) {
+        (spec.before_prompt, None)
+    } else {
+        (None, spec.before_prompt)
+    };
+    if let Some(before_spawn) = before_spawn {
+        if let Err(reason) = before_spawn() {
+            let reason = format!(
+                "failed to record the start of `{}`: {reason}; it was not started",
+                spawn.program
+            );
+            return unspawned(
+                &spec,
+                &attempt_rel,
+                StageStatus::Failed,
+                redactor.redact_str(&reason),
+            );
+        }
+    }
     let mut removing = None;
     let result = supervisor::run_until_ended(
         spawn,
@@ -416,7 +444,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             // nothing). The caller's part of that batch may still be in the
             // making (`before_prompt`); it is waited for off the runtime's
             // worker, as the batch's own syncs are.
-            if let Some(before_prompt) = spec.before_prompt {
+            if let Some(before_prompt) = before_prompt {
                 crate::store::off_the_worker(before_prompt)?;
             }
             run.event(RunEvent::stage_spawned(&stage_id, attempt, pid, pgid))
@@ -463,6 +491,32 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     // Long done by now: it began before the reap.
     drop(removing);
     outcome
+}
+
+/// The folders the CLI writes in from its start, before it has its prompt:
+/// its home (`~/.claude.json`, `~/.claude/`), its configuration folder, and
+/// the XDG folders a tool may keep its files in.
+const CLI_FOLDERS: [&str; 6] = [
+    "HOME",
+    "CLAUDE_CONFIG_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+];
+
+/// Whether a folder the CLI writes in from its start lies inside `cwd`, as
+/// the CLI spawned by `spawn` will see it.
+fn cli_writes_in_tree(spawn: &SpawnSpec, cwd: &Path) -> bool {
+    CLI_FOLDERS.iter().any(|name| {
+        let given = spawn.env.iter().rev().find(|(k, _)| k == name);
+        let value = match given {
+            Some((_, value)) => Some(std::ffi::OsString::from(value)),
+            None if spawn.env_remove.iter().any(|k| k == name) => None,
+            None => std::env::var_os(name),
+        };
+        value.is_some_and(|v| !v.is_empty() && inside(Path::new(&v), cwd))
+    })
 }
 
 /// Whether `path` lies inside `root`, through any symlink; a path either side

@@ -490,6 +490,62 @@ async fn a_failed_before_prompt_withholds_the_prompt() {
     assert!(!events.contains("\"process-spawned\""), "{events}");
 }
 
+/// Where the CLI may write inside the working tree from its start (its home,
+/// its configuration or its temporary folder lies there), `before_prompt`
+/// runs before the spawn: a snapshot taken while the CLI starts would hold its
+/// files half-written. One that fails there spawns nothing.
+#[tokio::test]
+async fn before_prompt_comes_before_the_spawn_where_the_cli_writes_in_the_tree() {
+    for (name, folder) in [
+        ("HOME", "home"),
+        ("XDG_CONFIG_HOME", "config"),
+        (private_tmp::VAR, "tmp"),
+    ] {
+        let fx = fixture();
+        let started = fx.repo.path().join("started");
+        let program = script(
+            &fx,
+            "agent",
+            &format!("touch '{}'\ncat > /dev/null\n", started.display()),
+        );
+        let mut agent = runner(&program);
+        let inside = fx.repo.path().join(folder);
+        std::fs::create_dir(&inside).unwrap();
+        agent.env.insert(name.into(), inside.display().to_string());
+        let schema = schema();
+        let request = assembled(&agent, fx.repo.path(), &schema);
+        let seen = Mutex::new(Vec::new());
+        let before_prompt = || {
+            // Long enough for a spawned agent to have started.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            seen.lock().unwrap().push(started.exists());
+            Ok(())
+        };
+        let mut invocation = spec(&fx, &request, &agent, Some(&schema), "hi");
+        invocation.before_prompt = Some(&before_prompt);
+        assert!(invoke(invocation).await.spawned(), "{name}");
+        assert_eq!(*seen.lock().unwrap(), [false], "{name}: once, before the spawn");
+        assert!(started.exists(), "{name}");
+
+        std::fs::remove_file(&started).unwrap();
+        let refused = || Err("the snapshot could not be taken".to_string());
+        let mut invocation = spec(&fx, &request, &agent, Some(&schema), "hi");
+        invocation.attempt = 2;
+        invocation.before_prompt = Some(&refused);
+        let outcome = invoke(invocation).await;
+        assert_eq!(outcome.status, StageStatus::Failed, "{name}");
+        assert!(
+            outcome
+                .failure_reason
+                .as_deref()
+                .is_some_and(|r| r.contains("the snapshot could not be taken")),
+            "{name}: {:?}",
+            outcome.failure_reason
+        );
+        assert!(!started.exists(), "{name}: nothing was spawned");
+    }
+}
+
 /// `on_result` gets the structured output the moment the stream shows it,
 /// while the agent is still running (it writes a marker only after a pause),
 /// once however many results follow, and never for an agent that prints none.
