@@ -12,9 +12,13 @@
 //! what to spawn (execute: the session it continues, a dirty tree refused)
 //! waits for it before the spawn ([`BeforeSnapshot::into_recorded`] first).
 //!
-//! What the CLI does before it has its prompt is no agent's doing, and may be
-//! in the snapshot or not. Where the snapshot is only being waited for once
-//! nothing was spawned (a playback, a CLI not found), it is taken then.
+//! A playback, which changes the tree itself, waits for it before it starts;
+//! where the CLI may write inside the tree from its start (its home or
+//! temporary folder there), the invocation calls `before_prompt` before the
+//! spawn (`invoke.rs`, `cli_writes_in_tree`). What the CLI does before it has
+//! its prompt is no agent's doing, and may be in the snapshot or not. Where
+//! nothing was spawned (a CLI not found, a run cancelled first), the snapshot
+//! is recorded once the invocation has returned.
 
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};

@@ -124,14 +124,14 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // the snapshot taken ahead from the session's start (`snapshot_ahead.rs`),
     // used or not; it or the attempt's own is waited for before the spawn
     // only by a kind that decides from it what to spawn, else before the
-    // prompt (`before_snapshot.rs`). What the scheduler queued to start the stage (its `running`
-    // record and `stage-started`; for the run's first stage, the run's first
-    // records, which the scheduler leaves to a stage started alone:
-    // `agent_flushes_first`) stays queued: it goes with `git-before.json`, the
-    // prompt and the request in the batch the invocation writes once the CLI
-    // is spawned and before it is given its prompt (`invoke.rs`, "The prompt
-    // waits for the records"), while the CLI starts up. Nothing read here is
-    // among those records.
+    // prompt (`before_snapshot.rs`). What the scheduler queued to start the
+    // stage (its `running` record and `stage-started`; for the run's first
+    // stage, the run's first records, which the scheduler leaves to a stage
+    // started alone: `agent_flushes_first`) stays queued: it goes with
+    // `git-before.json`, the prompt and the request in the batch the
+    // invocation writes once the CLI is spawned and before it is given its
+    // prompt (`invoke.rs`, "The prompt waits for the records"), while the CLI
+    // starts up. Nothing read here is among those records.
     let run = a.run();
     let before = BeforeSnapshot::start(&a.agent.tree_ahead, &a.ctx.root, run, &a.attempt_rel);
     let (store_before, prepared) = beside(

@@ -524,7 +524,11 @@ async fn before_prompt_comes_before_the_spawn_where_the_cli_writes_in_the_tree()
         let mut invocation = spec(&fx, &request, &agent, Some(&schema), "hi");
         invocation.before_prompt = Some(&before_prompt);
         assert!(invoke(invocation).await.spawned(), "{name}");
-        assert_eq!(*seen.lock().unwrap(), [false], "{name}: once, before the spawn");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [false],
+            "{name}: once, before the spawn"
+        );
         assert!(started.exists(), "{name}");
 
         std::fs::remove_file(&started).unwrap();
