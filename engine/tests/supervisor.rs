@@ -150,6 +150,36 @@ async fn input_withheld_by_on_spawn_is_never_written_and_the_group_ends() {
     assert!(!ended.load(std::sync::atomic::Ordering::SeqCst));
 }
 
+/// A cancel that comes while `on_spawn` holds the input withholds it: the
+/// child, killed, never had it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_while_on_spawn_holds_the_input_withholds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = CancelToken::new();
+    let pgid = std::sync::OnceLock::new();
+    let error = bounded(run_until_ended(
+        reads_one_line(dir.path()),
+        cancel.clone(),
+        None,
+        |_, group| {
+            pgid.set(group).unwrap();
+            cancel.cancel_graceful();
+            Ok(())
+        },
+        || {},
+    ))
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&error, SupervisorError::CancelledBeforeInput { .. }),
+        "{error}"
+    );
+    assert_group_gone(*pgid.get().unwrap());
+    // Time for an input written anyway to be read.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!dir.path().join("got").exists(), "the input was written");
+}
+
 #[tokio::test]
 async fn without_stdin_the_child_reads_nothing() {
     let dir = tempfile::tempdir().unwrap();

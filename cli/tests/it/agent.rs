@@ -340,14 +340,9 @@ fn a_write_during_a_generate_stage_is_recorded_with_its_path() {
     );
 }
 
-/// A generate stage's before-snapshot is finished while the CLI starts up,
-/// and always before the agent has its prompt: with every `git status` slowed
-/// down, a write the agent makes the moment it has its prompt is still its
-/// change, a safety violation, and not in `git-before.json`.
-#[test]
-fn the_before_snapshot_is_finished_before_the_agent_has_its_prompt() {
-    let mut ctx = generate_ctx("write-file");
-    ctx.set_env("FAKE_CLAUDE_WRITE", "notes/agent.txt=at once");
+/// Puts a `git` first on the run's `PATH` that sleeps `seconds` before every
+/// `git status`, then runs the real one: every snapshot slowed down.
+fn slow_git_status(ctx: &mut TestContext, seconds: &str) {
     let git = std::env::split_paths(&std::env::var_os("PATH").unwrap())
         .map(|dir| dir.join("git"))
         .find(|git| git.is_file())
@@ -358,7 +353,7 @@ fn the_before_snapshot_is_finished_before_the_agent_has_its_prompt() {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = status ] && sleep 0.4 && break; done\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = status ] && sleep {seconds} && break; done\nexec '{}' \"$@\"\n",
             git.display()
         ),
     )
@@ -374,6 +369,80 @@ fn the_before_snapshot_is_finished_before_the_agent_has_its_prompt() {
         std::env::var("PATH").unwrap_or_default()
     );
     ctx.set_env("PATH", &path);
+}
+
+/// A run cancelled while the agent's prompt waits for its before-snapshot
+/// never gives the agent its prompt: the CLI, spawned, is ended having asked
+/// nothing, and the stage is `cancelled` (exit 5).
+#[test]
+fn a_cancel_while_the_prompt_waits_for_the_snapshot_gives_the_agent_nothing() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/requirements.md", PROMPT);
+    // The fake under a name of its own that marks the agent's spawn (print
+    // mode; the detection probes pass through).
+    let spawned = ctx.aux_path("agent-spawned");
+    let claude = ctx.aux_path("claude");
+    std::fs::write(
+        &claude,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -p \"*|*\" --print \"*) : > '{}' ;; esac\nexec '{}' \"$@\"\n",
+            spawned.display(),
+            crate::common::fake_claude_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&claude, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    ctx.write(
+        "specbridge.yaml",
+        &format!(
+            "version: 1\nname: agent-test\nrunner:\n  command: {}\n{QUICK_RUNNER}stages:\n{GENERATE_STAGE}",
+            claude.display()
+        ),
+    );
+    ctx.commit_all("pipeline");
+    slow_git_status(&mut ctx, "3");
+    let mut child = ctx.command().arg("run").spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !spawned.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The snapshot, begun before the spawn, still has seconds to go.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // SAFETY: sending a signal to a child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(5));
+    let stage = read_json(&ctx.only_run_dir().join("stages/requirements/stage.json"));
+    assert_eq!(stage["status"], "cancelled", "{stage:#}");
+    assert!(
+        stage["outcome"]
+            .as_str()
+            .is_some_and(|o| o.contains("before the agent was given its prompt")),
+        "{stage:#}"
+    );
+    let prompted: Vec<_> = ctx
+        .fake_agent_runs()
+        .into_iter()
+        .filter(|r| r.stdin.contains("prompt-body-7f3a"))
+        .collect();
+    assert!(
+        prompted.is_empty(),
+        "the agent had its prompt: {prompted:?}"
+    );
+}
+
+/// A generate stage's before-snapshot is finished while the CLI starts up,
+/// and always before the agent has its prompt: with every `git status` slowed
+/// down, a write the agent makes the moment it has its prompt is still its
+/// change, a safety violation, and not in `git-before.json`.
+#[test]
+fn the_before_snapshot_is_finished_before_the_agent_has_its_prompt() {
+    let mut ctx = generate_ctx("write-file");
+    ctx.set_env("FAKE_CLAUDE_WRITE", "notes/agent.txt=at once");
+    slow_git_status(&mut ctx, "0.4");
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 6, "{}", out.snapshot());
     let attempt = attempt_dir(&ctx);

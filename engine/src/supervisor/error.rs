@@ -19,6 +19,11 @@ pub enum SupervisorError {
     /// recorded); the process group was killed before it got any.
     #[error("failed to record the start of `{program}`: {reason}; it was stopped before it was given its input")]
     Withheld { program: String, reason: String },
+    /// Cancellation came while the caller held the process's input
+    /// (`run_until_ended`'s `on_spawn`); the process group was killed before
+    /// it got any.
+    #[error("failed to give `{program}` its input: the run is being cancelled; it was stopped before it was given any")]
+    CancelledBeforeInput { program: String },
     /// Writing or reading a stream failed; the process group was stopped.
     #[error("failed to capture output into {into}")]
     Capture {

@@ -186,6 +186,16 @@ pub async fn run_until_ended(
                 reason,
             }),
     };
+    // A cancel that came while `on_spawn` held the input (an agent's
+    // before-snapshot in a large tree can hold it for tens of milliseconds)
+    // withholds it too: the process has had nothing to act on.
+    let refused = refused.or_else(|| {
+        (spec.stdin.is_some() && cancel.is_cancelled()).then(|| {
+            SupervisorError::CancelledBeforeInput {
+                program: spec.program.clone(),
+            }
+        })
+    });
     if let Some(error) = refused {
         // Its input never written, the process has had nothing to act on; it
         // and anything it started go before the error is returned: the leader

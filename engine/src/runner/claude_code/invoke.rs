@@ -475,6 +475,10 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
                     StageStatus::Cancelled,
                     "the run was cancelled before the agent started".to_string(),
                 ),
+                SupervisorError::CancelledBeforeInput { .. } => (
+                    StageStatus::Cancelled,
+                    "the run was cancelled before the agent was given its prompt".to_string(),
+                ),
                 other => (StageStatus::Failed, crate::error_chain(other)),
             };
             return unspawned(&spec, &attempt_rel, status, redactor.redact_str(&reason));
