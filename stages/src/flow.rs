@@ -149,9 +149,13 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         report.input_hash = Some(input_hash.clone());
         report
     };
-    // A playback changes the tree itself: its snapshot is taken before it.
-    let (p, before) = match (K::BEFORE_SPAWN, p.replay.is_some()) {
-        (None, false) => (p, Before::AtPrompt(before)),
+    // A playback changes the tree itself: its snapshot is taken before it;
+    // so is one that may outlast the CLI's wait for its prompt.
+    let at_prompt = K::BEFORE_SPAWN.is_none()
+        && p.replay.is_none()
+        && crate::before_snapshot::may_wait_at_prompt(&a.ctx.root);
+    let (p, before) = match (K::BEFORE_SPAWN, at_prompt) {
+        (None, true) => (p, Before::AtPrompt(before)),
         (decide, _) => {
             let decided = before.into_recorded().and_then(|before| match decide {
                 Some(decide) => decide(&mut kind, a, p, before),
