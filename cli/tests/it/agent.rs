@@ -363,12 +363,7 @@ fn slow_git_status(ctx: &mut TestContext, seconds: &str) {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let path = format!(
-        "{}:{}",
-        slow.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    ctx.set_env("PATH", &path);
+    ctx.prepend_path(&slow);
 }
 
 /// A run cancelled while the agent's prompt waits for its before-snapshot

@@ -280,6 +280,16 @@ impl TestContext {
         self
     }
 
+    /// Puts `dir` first on the run's `PATH`, before this process's own.
+    pub(crate) fn prepend_path(&mut self, dir: &Path) -> &mut Self {
+        let path = format!(
+            "{}:{}",
+            dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        self.set_env("PATH", &path)
+    }
+
     /// A path in the folder outside the repository.
     pub(crate) fn aux_path(&self, name: &str) -> PathBuf {
         self.aux

@@ -233,12 +233,7 @@ fn fake_claude_on_path(ctx: &mut TestContext) {
     let bin = ctx.aux_path("bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(fake_claude_bin(), bin.join("claude")).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    ctx.set_env("PATH", &path);
+    ctx.prepend_path(&bin);
 }
 
 #[test]
