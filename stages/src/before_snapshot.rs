@@ -43,11 +43,12 @@ use crate::working_tree::{snapshot, write_snapshot, Taking};
 /// spawn.
 const AT_PROMPT_MAX_ENTRIES: u32 = 50_000;
 
-/// A wait at the prompt this long makes every later attempt of the process
-/// take its snapshot before the spawn: the tree is slower than its size says.
+/// A wait for a before-snapshot this long (at the prompt or before the spawn)
+/// makes every later attempt of the process take its snapshot before the
+/// spawn: the tree is slower than its size says.
 const AT_PROMPT_MAX_WAIT: Duration = Duration::from_millis(500);
 
-/// Set once a wait at the prompt took [`AT_PROMPT_MAX_WAIT`] or longer.
+/// Set once a wait for a before-snapshot took [`AT_PROMPT_MAX_WAIT`] or longer.
 static SLOW_AT_PROMPT: AtomicBool = AtomicBool::new(false);
 
 /// Whether the before-snapshot of `root` may be finished while the CLI starts
@@ -183,7 +184,7 @@ mod tests {
         assert!(!may_wait_at_prompt(repo.path()));
     }
 
-    /// A wait at the prompt as long as [`AT_PROMPT_MAX_WAIT`] sends every later
+    /// A wait for the snapshot as long as [`AT_PROMPT_MAX_WAIT`] sends every later
     /// attempt's snapshot before the spawn; the snapshot is recorded all the same.
     #[test]
     fn a_slow_wait_at_the_prompt_sends_later_snapshots_before_the_spawn() {

@@ -14,7 +14,7 @@ use specbridge_engine::StageStatus;
 
 use crate::agent::AgentSetup;
 use crate::attempt::{prepare, report_of, run_agent, stopped, AgentHooks, Prepared};
-use crate::before_snapshot::BeforeSnapshot;
+use crate::before_snapshot::{may_wait_at_prompt, BeforeSnapshot};
 use crate::context::RunContext;
 use crate::error::StageError;
 use crate::store_check::{PendingCheck, StoreCheck};
@@ -151,12 +151,11 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     };
     // A playback changes the tree itself: its snapshot is taken before it;
     // so is one that may outlast the CLI's wait for its prompt.
-    let at_prompt = K::BEFORE_SPAWN.is_none()
-        && p.replay.is_none()
-        && crate::before_snapshot::may_wait_at_prompt(&a.ctx.root);
-    let (p, before) = match (K::BEFORE_SPAWN, at_prompt) {
-        (None, true) => (p, Before::AtPrompt(before)),
-        (decide, _) => {
+    let (p, before) = match K::BEFORE_SPAWN {
+        None if p.replay.is_none() && may_wait_at_prompt(&a.ctx.root) => {
+            (p, Before::AtPrompt(before))
+        }
+        decide => {
             let decided = before.into_recorded().and_then(|before| match decide {
                 Some(decide) => decide(&mut kind, a, p, before),
                 None => Ok((p, before)),
@@ -176,10 +175,7 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     let after = AfterSnapshot::new(&a.ctx.root);
     let store = PendingCheck::new(&a.ctx.root, run, store_before, a.agent.store.clone());
     let on_spawn = || store.agent_spawned();
-    let before_prompt = || match &before {
-        Before::AtPrompt(taking) => taking.record(),
-        Before::Taken(_) => Ok(()),
-    };
+    let before_prompt = || before.record_at_prompt();
     let on_exit = || {
         after.start();
         store.start();
@@ -187,20 +183,15 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     let on_result = |output: &serde_json::Value| kind.on_result(a, output);
     p.schema.compile_beside();
     let hooks = AgentHooks {
-        before_prompt: matches!(before, Before::AtPrompt(_)).then_some(&before_prompt),
+        before_prompt: before.at_prompt().then_some(&before_prompt),
         on_spawn: &on_spawn,
         on_exit: &on_exit,
         on_result: &on_result,
     };
     let outcome = run_agent(a.ctx, &p, a.sr, hooks).await;
-    // Recorded by now where the CLI was spawned; else (not found, cancelled)
-    // now.
-    let before = match before {
-        Before::AtPrompt(taking) => match taking.into_recorded() {
-            Ok(before) => before,
-            Err(e) => return not_started(e),
-        },
-        Before::Taken(before) => before,
+    let before = match before.into_snapshot() {
+        Ok(before) => before,
+        Err(e) => return not_started(e),
     };
     let mut report = report_of(&outcome, &p);
     let after = AfterAgent {
@@ -239,6 +230,29 @@ enum Before<'a> {
     AtPrompt(BeforeSnapshot<'a>),
     /// Recorded, and what the kind decided from it.
     Taken(GitSnapshot),
+}
+
+impl Before<'_> {
+    fn at_prompt(&self) -> bool {
+        matches!(self, Before::AtPrompt(_))
+    }
+
+    /// The invocation's `before_prompt`.
+    fn record_at_prompt(&self) -> Result<(), String> {
+        match self {
+            Before::AtPrompt(before) => before.record(),
+            Before::Taken(_) => Ok(()),
+        }
+    }
+
+    /// The snapshot the evidence is judged from: recorded by now where the
+    /// CLI was spawned, else (not found, cancelled) now.
+    fn into_snapshot(self) -> Result<GitSnapshot, StageError> {
+        match self {
+            Before::AtPrompt(before) => before.into_recorded(),
+            Before::Taken(before) => Ok(before),
+        }
+    }
 }
 
 /// The reason of a stage that broke a safety rule: the first violation, and how

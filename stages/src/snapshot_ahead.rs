@@ -13,9 +13,8 @@
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
 
-use specbridge_engine::evidence::{EvidenceError, GitSnapshot, TreeEpoch};
+use specbridge_engine::evidence::{GitSnapshot, TreeEpoch};
 
 use crate::working_tree::{snapshot_on_thread, Taking};
 
@@ -32,11 +31,9 @@ struct Ahead {
     epoch: TreeEpoch,
     /// Whether an agent attempt may claim it, or only the preflight peek.
     claimable: bool,
-    /// Still being taken.
-    thread: Option<JoinHandle<Result<GitSnapshot, EvidenceError>>>,
-    /// Taken; `None` where taking it failed (whoever needs one takes its own,
-    /// and reports what it meets).
-    taken: Option<GitSnapshot>,
+    /// Being taken, or taken; `None` where taking it failed (whoever needs
+    /// one takes its own, and reports what it meets).
+    taking: Option<Taking>,
 }
 
 impl SnapshotAhead {
@@ -50,8 +47,7 @@ impl SnapshotAhead {
             inner: Mutex::new(thread.map(|t| Ahead {
                 epoch,
                 claimable,
-                thread: Some(t),
-                taken: None,
+                taking: Some(Taking::Thread(t)),
             })),
         }
     }
@@ -61,7 +57,7 @@ impl SnapshotAhead {
     pub(crate) fn peek(&self) -> Option<GitSnapshot> {
         let mut inner = self.lock();
         let ahead = inner.as_mut()?;
-        ahead.wait().clone()
+        ahead.wait().cloned()
     }
 
     /// The snapshot, perhaps still being taken, to the first caller, while it
@@ -72,16 +68,8 @@ impl SnapshotAhead {
     /// before its prompt), whenever the snapshot ends.
     pub(crate) fn claim(&self) -> Option<Taking> {
         let ahead = self.lock().take()?;
-        if !ahead.still_the_tree() {
-            // A thread still running finishes alone; its snapshot is of no use.
-            return None;
-        }
-        match (ahead.thread, ahead.taken) {
-            (Some(thread), _) => Some(Taking::Thread(thread)),
-            (None, Some(taken)) => Some(Taking::Taken(taken)),
-            // Taking it failed: the caller takes its own.
-            (None, None) => None,
-        }
+        // A thread still running finishes alone; its snapshot is of no use.
+        ahead.still_the_tree().then_some(ahead.taking).flatten()
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Ahead>> {
@@ -96,11 +84,18 @@ impl Ahead {
         self.claimable && self.epoch == TreeEpoch::now()
     }
 
-    fn wait(&mut self) -> &mut Option<GitSnapshot> {
-        if let Some(thread) = self.thread.take() {
-            self.taken = thread.join().ok().and_then(Result::ok);
+    /// The snapshot, waited for; `None` where taking it failed.
+    fn wait(&mut self) -> Option<&GitSnapshot> {
+        self.taking = match self.taking.take() {
+            Some(Taking::Thread(thread)) => {
+                thread.join().ok().and_then(Result::ok).map(Taking::Taken)
+            }
+            done => done,
+        };
+        match &self.taking {
+            Some(Taking::Taken(taken)) => Some(taken),
+            _ => None,
         }
-        &mut self.taken
     }
 }
 

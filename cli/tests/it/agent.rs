@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::common::{assert_matches_schema, process_alive, read_json, TestContext};
+use crate::common::{assert_matches_schema, process_alive, read_json, write_script, TestContext};
 
 const GENERATE_STAGE: &str = "  - id: requirements
     kind: generate
@@ -349,20 +349,13 @@ fn slow_git_status(ctx: &mut TestContext, seconds: &str) {
         .expect("git on PATH");
     let slow = ctx.aux_path("slow-git");
     std::fs::create_dir(&slow).unwrap();
-    let wrapper = slow.join("git");
-    std::fs::write(
-        &wrapper,
-        format!(
+    write_script(
+        &slow.join("git"),
+        &format!(
             "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = status ] && sleep {seconds} && break; done\nexec '{}' \"$@\"\n",
             git.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    );
     ctx.prepend_path(&slow);
 }
 
@@ -377,16 +370,14 @@ fn a_cancel_while_the_prompt_waits_for_the_snapshot_gives_the_agent_nothing() {
     // mode; the detection probes pass through).
     let spawned = ctx.aux_path("agent-spawned");
     let claude = ctx.aux_path("claude");
-    std::fs::write(
+    write_script(
         &claude,
-        format!(
+        &format!(
             "#!/bin/sh\ncase \" $* \" in *\" -p \"*|*\" --print \"*) : > '{}' ;; esac\nexec '{}' \"$@\"\n",
             spawned.display(),
             crate::common::fake_claude_bin().display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&claude, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     ctx.write(
         "specbridge.yaml",
         &format!(

@@ -385,6 +385,13 @@ pub(crate) fn live_processes_with_arg(arg: &str) -> Vec<u32> {
     found
 }
 
+/// Writes an executable shell script (or any text made executable) at `path`.
+pub(crate) fn write_script(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 pub(crate) fn assert_matches_schema(file: &Path, schema_name: &str) {
     let schema_path = workspace_root().join("schemas").join(schema_name);
     let schema: serde_json::Value =

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::{fake_claude_bin, read_json, TestContext};
+use crate::common::{fake_claude_bin, read_json, write_script, TestContext};
 
 const RUNNER: &str = "  timeout: 20s
   killGrace: 300ms
@@ -152,16 +152,14 @@ fn a_run_working_beside_the_agent_in_the_same_repository_is_not_blamed_on_it() {
     let ctx = TestContext::with_fake_claude("success");
     let started = ctx.aux_path("agent-started");
     let agent = ctx.aux_path("slow-claude");
-    std::fs::write(
+    write_script(
         &agent,
-        format!(
+        &format!(
             "#!/bin/sh\ncase \"$*\" in *--print*) touch '{}'; sleep 1;; esac\nexec '{}' \"$@\"\n",
             started.display(),
             fake_claude_bin().display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     ctx.write("prompts/notes.md", "Write the notes.\n");
     ctx.write(
         "a.yaml",

@@ -8,7 +8,7 @@
 //! together) and asks each record by its name in it. Symlinks are followed,
 //! in the folders and the name alike, as a stat by path follows them.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::fcntl::{open, openat, AtFlags, OFlag};
@@ -18,8 +18,8 @@ pub(super) struct Folders {
     /// The run folder; `None` where it cannot be opened (every record is
     /// then read by its path).
     run: Option<OwnedFd>,
-    /// The folder asked last, relative to the run folder, and its descriptor
-    /// (`None` where it cannot be opened).
+    /// The folder below the run folder asked last, relative to it, and its
+    /// descriptor (`None` where it cannot be opened).
     last: Option<(String, Option<OwnedFd>)>,
 }
 
@@ -41,27 +41,17 @@ impl Folders {
     /// path and say what it finds.
     pub(super) fn stat(&mut self, rel: &str) -> Option<FileStat> {
         let run = self.run.as_ref()?.as_raw_fd();
-        let (folder, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        let Some((folder, name)) = rel.rsplit_once('/') else {
+            return fstatat(Some(run), rel, AtFlags::empty()).ok();
+        };
         if self.last.as_ref().map(|(f, _)| f.as_str()) != Some(folder) {
-            let fd = open_folder(run, folder);
+            let fd = openat(Some(run), folder, DIR, Mode::empty())
+                .ok()
+                // SAFETY: `fd` was just returned by openat and is owned by nothing else.
+                .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
             self.last = Some((folder.to_owned(), fd));
         }
-        let dir = match &self.last {
-            Some((_, Some(fd))) => fd.as_raw_fd(),
-            Some((f, None)) if f.is_empty() => run,
-            _ => return None,
-        };
+        let dir = self.last.as_ref()?.1.as_ref()?.as_raw_fd();
         fstatat(Some(dir), name, AtFlags::empty()).ok()
     }
-}
-
-/// `folder` below the run folder; `None` for the run folder itself (asked
-/// through `run`) or where it cannot be opened.
-fn open_folder(run: RawFd, folder: &str) -> Option<OwnedFd> {
-    if folder.is_empty() {
-        return None;
-    }
-    let fd = openat(Some(run), folder, DIR, Mode::empty()).ok()?;
-    // SAFETY: `fd` was just returned by openat and is owned by nothing else.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
