@@ -649,3 +649,43 @@ fn every_scenario_has_a_stable_name() {
     }
     assert!("nope".parse::<Scenario>().is_err());
 }
+
+/// As Claude Code 2.1.332 does: a prompt that has not begun to arrive 3 s
+/// after the start is given up on, with the real warning and refusal, and a
+/// prompt written late is never read; one written within the wait is.
+#[test]
+fn a_prompt_that_comes_after_the_clis_wait_is_not_read() {
+    use std::io::Write;
+    let repo = Repo::new();
+    let args = ["-p", "--output-format", "stream-json", "--verbose"];
+    let spawn = || {
+        repo.command(&[("FAKE_CLAUDE_SCENARIO", "success")], &args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let late = |delay: Duration| {
+        let mut child = spawn();
+        let mut stdin = child.stdin.take().unwrap();
+        std::thread::sleep(delay);
+        // A fake that gave up has closed its end: the broken pipe is expected.
+        let _ = stdin.write_all(b"do the thing");
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    let out = late(specbridge_testkit::fake::STDIN_WAIT + Duration::from_millis(500));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).lines().collect::<Vec<_>>(),
+        [
+            specbridge_testkit::fake::NO_STDIN_WARNING,
+            "Error: Input must be provided either through stdin or as a prompt argument when using --print"
+        ]
+    );
+    assert!(out.stdout.is_empty());
+    let out = late(Duration::from_millis(500));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(last(&out)["subtype"], "success");
+}

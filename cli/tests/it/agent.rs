@@ -340,22 +340,11 @@ fn a_write_during_a_generate_stage_is_recorded_with_its_path() {
     );
 }
 
-/// Puts a `git` first on the run's `PATH` that sleeps `seconds` before every
-/// `git status`, then runs the real one: every snapshot slowed down.
-fn slow_git_status(ctx: &mut TestContext, seconds: &str) {
-    let git = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|dir| dir.join("git"))
-        .find(|git| git.is_file())
-        .expect("git on PATH");
+/// Slows the run's snapshots down ([`crate::common::write_slow_git`]).
+fn slow_git_status(ctx: &mut TestContext, seconds: &str, first: Option<u32>) {
     let slow = ctx.aux_path("slow-git");
     std::fs::create_dir(&slow).unwrap();
-    write_script(
-        &slow.join("git"),
-        &format!(
-            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = status ] && sleep {seconds} && break; done\nexec '{}' \"$@\"\n",
-            git.display()
-        ),
-    );
+    crate::common::write_slow_git(&slow, seconds, first);
     ctx.prepend_path(&slow);
 }
 
@@ -386,7 +375,7 @@ fn a_cancel_while_the_prompt_waits_for_the_snapshot_gives_the_agent_nothing() {
         ),
     );
     ctx.commit_all("pipeline");
-    slow_git_status(&mut ctx, "3");
+    slow_git_status(&mut ctx, "3", None);
     let mut child = ctx.command().arg("run").spawn().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !spawned.exists() {
@@ -428,7 +417,7 @@ fn a_cancel_while_the_prompt_waits_for_the_snapshot_gives_the_agent_nothing() {
 fn the_before_snapshot_is_finished_before_the_agent_has_its_prompt() {
     let mut ctx = generate_ctx("write-file");
     ctx.set_env("FAKE_CLAUDE_WRITE", "notes/agent.txt=at once");
-    slow_git_status(&mut ctx, "0.4");
+    slow_git_status(&mut ctx, "0.4", None);
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 6, "{}", out.snapshot());
     let attempt = attempt_dir(&ctx);
@@ -442,6 +431,44 @@ fn the_before_snapshot_is_finished_before_the_agent_has_its_prompt() {
         before["entries"].get("notes/agent.txt").is_none(),
         "{before:#}"
     );
+}
+
+/// A prompt held past the CLI's own wait for it (3 s from its start) would
+/// reach a CLI that has given up ("Input must be provided", not retried): it
+/// is withheld instead, and the attempt fails as a transient failure that says
+/// why. The retry takes its before-snapshot before the spawn and succeeds.
+#[test]
+fn a_prompt_held_past_the_clis_wait_is_withheld_and_retried() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/requirements.md", PROMPT);
+    ctx.write_agent_pipeline("  timeout: 30s\n  killGrace: 300ms\n", GENERATE_STAGE);
+    // The first snapshots — the one taken ahead and the one the first
+    // attempt's prompt waits for — take longer than the CLI waits.
+    slow_git_status(&mut ctx, "3.5", Some(2));
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let run = ctx.only_run_dir();
+    let first = read_json(&run.join("stages/requirements/attempt-001/result.json"));
+    assert_eq!(first["outcome"], "failed", "{first:#}");
+    assert_eq!(first["transient"], true, "{first:#}");
+    let reason = first["failureReason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("was stopped before it was given its prompt")
+            && reason
+                .contains("gives up on a prompt that has not begun to arrive 3 s after it starts"),
+        "{first:#}"
+    );
+    let stage = read_json(&run.join("stages/requirements/stage.json"));
+    assert_eq!(stage["status"], "succeeded", "{stage:#}");
+    assert_eq!(stage["attempts"], 2, "{stage:#}");
+    assert_eq!(stage["transientAttempts"], 1, "{stage:#}");
+    assert_eq!(stage["outcome"], "after 1 transient failure(s), retried");
+    let prompted = ctx
+        .fake_agent_runs()
+        .into_iter()
+        .filter(|r| r.stdin.contains("prompt-body-7f3a"))
+        .count();
+    assert_eq!(prompted, 1, "only the second attempt's CLI had the prompt");
 }
 
 #[test]

@@ -392,6 +392,30 @@ pub(crate) fn write_script(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// Writes into `dir` a `git` that sleeps `seconds` before every `git status`
+/// (before the first `first` of them only, when given), then runs the real
+/// one: put first on a run's `PATH`, every snapshot slowed down.
+pub(crate) fn write_slow_git(dir: &Path, seconds: &str, first: Option<u32>) {
+    let git = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|dir| dir.join("git"))
+        .find(|git| git.is_file())
+        .expect("git on PATH");
+    let sleep = match first {
+        Some(n) => format!(
+            "echo >> '{0}'; [ \"$(wc -l < '{0}')\" -gt {n} ] || sleep {seconds}",
+            dir.join("calls").display()
+        ),
+        None => format!("sleep {seconds}"),
+    };
+    write_script(
+        &dir.join("git"),
+        &format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = status ] && {{ {sleep}; break; }}; done\nexec '{}' \"$@\"\n",
+            git.display()
+        ),
+    );
+}
+
 pub(crate) fn assert_matches_schema(file: &Path, schema_name: &str) {
     let schema_path = workspace_root().join("schemas").join(schema_name);
     let schema: serde_json::Value =

@@ -51,6 +51,7 @@ pub const MISCONFIGURED: i32 = 99;
 
 /// Runs the fake on this process's arguments and environment; returns the exit code.
 pub fn run() -> i32 {
+    STARTED.get_or_init(std::time::Instant::now);
     let args: Vec<String> = std::env::args().skip(1).collect();
     let env = |name: &str| std::env::var(name).ok();
     let version = env("FAKE_CLAUDE_VERSION").unwrap_or_else(|| DEFAULT_VERSION.to_owned());
@@ -204,6 +205,38 @@ fn interactive(capture: &VersionCapture, positionals: &[&str], log: &mut Log) ->
     MISCONFIGURED
 }
 
+/// When this process started: [`STDIN_WAIT`] counts from then.
+static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// How long print mode waits for its input to begin, from the CLI's start.
+/// Claude Code 2.1.332 with stdin a pipe that stays silent: after 3 s it warns
+/// ([`NO_STDIN_WARNING`]), goes on without input and fails for want of a
+/// prompt (docs/claude-code-runner.md, "The prompt held").
+pub const STDIN_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// What 2.1.332 prints on stderr when [`STDIN_WAIT`] passes without input.
+pub const NO_STDIN_WARNING: &str = "Warning: no stdin data received in 3s, proceeding without it. \
+If piping from a slow command, redirect stdin explicitly: < /dev/null to skip, or wait longer.";
+
+/// Whether stdin has something to read (a byte, or its end) within `wait`.
+fn stdin_ready_within(wait: std::time::Duration) -> bool {
+    let mut fd = libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
+    loop {
+        // SAFETY: one pollfd, owned here, for the length of the call.
+        let n = unsafe { libc::poll(&mut fd, 1, millis) };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        // Anything but a silent pipe (input, its end, an error) is read as before.
+        return n != 0;
+    }
+}
+
 fn print_mode(
     capture: VersionCapture,
     invocation: &Invocation,
@@ -212,9 +245,14 @@ fn print_mode(
 ) -> i32 {
     let mut stdin = String::new();
     if !std::io::stdin().is_terminal() {
-        let mut bytes = Vec::new();
-        let _ = std::io::stdin().read_to_end(&mut bytes);
-        stdin = String::from_utf8_lossy(&bytes).into_owned();
+        let started = STARTED.get_or_init(std::time::Instant::now);
+        if stdin_ready_within(STDIN_WAIT.saturating_sub(started.elapsed())) {
+            let mut bytes = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut bytes);
+            stdin = String::from_utf8_lossy(&bytes).into_owned();
+        } else {
+            eprintln!("{NO_STDIN_WARNING}");
+        }
     }
     log.entry.stdin = stdin.clone();
     let prompt = if stdin.trim().is_empty() {

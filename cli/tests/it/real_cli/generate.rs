@@ -328,6 +328,47 @@ fn an_overload_the_cli_gave_up_on_is_retried_as_a_new_attempt() {
     assert_eq!(sandbox.model_requests().len(), 3);
 }
 
+/// Claude Code gives up on a stdin that has said nothing 3 s after it starts
+/// ("Input must be provided", exit 1, asking nothing). A prompt held that long
+/// — here by its before-snapshot, slowed down — is withheld instead: the
+/// attempt fails as a transient failure that says why, and the retry, its
+/// snapshot taken before the spawn, gets the answer.
+#[test]
+fn a_prompt_held_past_the_clis_wait_is_withheld_and_retried() {
+    let Some(sandbox) = generate_sandbox(
+        "  maxTurns: 4\n",
+        Script::new([Reply::structured_output(
+            json!({"summary": "ok", "markdown": "# Requirements\n"}),
+        )]),
+    ) else {
+        return;
+    };
+    let slow = tempfile::tempdir().unwrap();
+    crate::common::write_slow_git(slow.path(), "3.5", Some(2));
+    let mut path = std::ffi::OsString::from(slow.path());
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let mut cmd = sandbox.command();
+    cmd.env("PATH", path).arg("run");
+    let out = sandbox.run_command(cmd);
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let stage = sandbox.stage_json("requirements");
+    assert_eq!(stage["status"], "succeeded", "{stage:#}");
+    assert_eq!(stage["attempts"], 2, "{stage:#}");
+    assert_eq!(stage["transientAttempts"], 1, "{stage:#}");
+    let first = sandbox.attempt_json("requirements", 1, "result.json");
+    assert_eq!(first["transient"], true, "{first:#}");
+    assert!(
+        first["failureReason"]
+            .as_str()
+            .is_some_and(|r| r.contains("was stopped before it was given its prompt")),
+        "{first:#}"
+    );
+    // Only the second attempt's CLI asked the model anything.
+    assert_eq!(sandbox.model_requests().len(), 1);
+    assert_eq!(sandbox.leftover_processes(), Vec::<u32>::new());
+}
+
 #[test]
 fn a_stalled_model_times_out_and_no_agent_is_left() {
     let Some(sandbox) = generate_sandbox(

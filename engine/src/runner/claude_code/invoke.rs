@@ -28,6 +28,7 @@ use super::observe::{
 };
 use super::outcome::{classify, Classification, ClassifyInput, SchemaDelivery};
 use super::private_tmp::{self, PrivateTmp};
+use super::prompt_hold::{self, PromptHold};
 use super::record::ResultRecord;
 use super::request::{RequestContext, RequestRecord};
 use super::stream::{LineKind, Progress, StreamState};
@@ -428,11 +429,14 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         }
     }
     let mut removing = None;
+    let program = spawn.program.clone();
+    let hold = std::sync::OnceLock::new();
     let result = supervisor::run_until_ended(
         spawn,
         spec.cancel.clone(),
         Some(&mut observer),
         |pid, pgid| {
+            let hold = hold.get_or_init(PromptHold::begin);
             // The prompt waits for the records. The CLI reads its input only
             // after about 100 ms of its own start-up (docs/performance.md), so
             // the batch queued for this attempt — its start, `git-before.json`,
@@ -452,7 +456,9 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
             if let Some(on_spawn) = spec.on_spawn {
                 on_spawn();
             }
-            Ok(())
+            // Past the CLI's own wait for its input, the prompt would come too
+            // late for it: withheld, as a transient failure (`prompt_hold.rs`).
+            hold.release(spec.cancel.is_cancelled())
         },
         || {
             if let Some(on_exit) = at_end {
@@ -479,6 +485,17 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
                     StageStatus::Cancelled,
                     "the run was cancelled before the agent was given its prompt".to_string(),
                 ),
+                SupervisorError::Withheld { .. } => {
+                    if let Some(held) = hold.get().and_then(PromptHold::overdue) {
+                        let reason = prompt_hold::withheld_reason(&program, held);
+                        return unspawned_transient(
+                            &spec,
+                            &attempt_rel,
+                            redactor.redact_str(&reason),
+                        );
+                    }
+                    (StageStatus::Failed, crate::error_chain(&e))
+                }
                 other => (StageStatus::Failed, crate::error_chain(other)),
             };
             return unspawned(&spec, &attempt_rel, status, redactor.redact_str(&reason));
@@ -796,7 +813,34 @@ fn unspawned(
     status: StageStatus,
     reason: String,
 ) -> InvocationOutcome {
-    let outcome = InvocationOutcome::not_spawned(attempt_rel.to_string(), status, reason);
+    not_given_a_prompt(spec, attempt_rel, status, reason, None)
+}
+
+/// [`unspawned`], as a failure another attempt may not have: its `result.json`
+/// says `transient: true`, which `runner.retries` counts.
+fn unspawned_transient(
+    spec: &InvokeSpec<'_>,
+    attempt_rel: &str,
+    reason: String,
+) -> InvocationOutcome {
+    let transient = Transient { retry_after: None };
+    not_given_a_prompt(
+        spec,
+        attempt_rel,
+        StageStatus::Failed,
+        reason,
+        Some(transient),
+    )
+}
+
+fn not_given_a_prompt(
+    spec: &InvokeSpec<'_>,
+    attempt_rel: &str,
+    status: StageStatus,
+    reason: String,
+    transient: Option<Transient>,
+) -> InvocationOutcome {
+    let mut outcome = InvocationOutcome::not_spawned(attempt_rel.to_string(), status, reason);
     let classification = Classification {
         status: outcome.status,
         failure_reason: outcome.failure_reason.clone(),
@@ -811,7 +855,9 @@ fn unspawned(
         session_id: None,
         api_error_status: None,
     };
-    let record = ResultRecord::new(&classification, None, None);
+    let mut record = ResultRecord::new(&classification, None, None);
+    record.transient = transient.is_some();
+    outcome.transient = transient;
     if let Err(e) = spec
         .run
         .write_json(&layout::in_attempt(attempt_rel, attempt::RESULT), &record)

@@ -13,6 +13,7 @@ pub mod observe;
 pub mod outcome;
 mod private_tmp;
 pub mod probe;
+mod prompt_hold;
 pub mod record;
 pub mod request;
 pub mod stream;
