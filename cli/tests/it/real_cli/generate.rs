@@ -57,6 +57,19 @@ fn run_expecting(sandbox: &Sandbox, status: &str, exit: i32) -> Value {
     stage
 }
 
+/// Checks that the run succeeded in two attempts, the first a transient
+/// failure, and returns that one's `result.json`.
+fn retried_once(sandbox: &Sandbox, out: &crate::common::Output) -> Value {
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+    let stage = sandbox.stage_json("requirements");
+    assert_eq!(stage["status"], "succeeded", "{stage:#}");
+    assert_eq!(stage["attempts"], 2, "{stage:#}");
+    assert_eq!(stage["transientAttempts"], 1, "{stage:#}");
+    let first = sandbox.attempt_json("requirements", 1, "result.json");
+    assert_eq!(first["transient"], true, "{first:#}");
+    first
+}
+
 fn raw_stdout(sandbox: &Sandbox) -> String {
     std::fs::read_to_string(
         sandbox
@@ -314,15 +327,8 @@ fn an_overload_the_cli_gave_up_on_is_retried_as_a_new_attempt() {
     ) else {
         return;
     };
-    let out = sandbox.run(&["run"]);
-    assert_eq!(out.code, 0, "{}", out.snapshot());
-    let stage = sandbox.stage_json("requirements");
-    assert_eq!(stage["status"], "succeeded", "{stage:#}");
-    assert_eq!(stage["attempts"], 2, "{stage:#}");
-    assert_eq!(stage["transientAttempts"], 1, "{stage:#}");
-    let first = sandbox.attempt_json("requirements", 1, "result.json");
+    let first = retried_once(&sandbox, &sandbox.run(&["run"]));
     assert_eq!(first["apiErrorStatus"], 529, "{first:#}");
-    assert_eq!(first["transient"], true, "{first:#}");
     let second = sandbox.attempt_json("requirements", 2, "result.json");
     assert_eq!(second["outcome"], "succeeded", "{second:#}");
     assert_eq!(sandbox.model_requests().len(), 3);
@@ -350,14 +356,7 @@ fn a_prompt_held_past_the_clis_wait_is_withheld_and_retried() {
     path.push(std::env::var_os("PATH").unwrap_or_default());
     let mut cmd = sandbox.command();
     cmd.env("PATH", path).arg("run");
-    let out = sandbox.run_command(cmd);
-    assert_eq!(out.code, 0, "{}", out.snapshot());
-    let stage = sandbox.stage_json("requirements");
-    assert_eq!(stage["status"], "succeeded", "{stage:#}");
-    assert_eq!(stage["attempts"], 2, "{stage:#}");
-    assert_eq!(stage["transientAttempts"], 1, "{stage:#}");
-    let first = sandbox.attempt_json("requirements", 1, "result.json");
-    assert_eq!(first["transient"], true, "{first:#}");
+    let first = retried_once(&sandbox, &sandbox.run_command(cmd));
     assert!(
         first["failureReason"]
             .as_str()
