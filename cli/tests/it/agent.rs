@@ -445,6 +445,25 @@ fn a_prompt_held_past_the_clis_wait_is_withheld_and_retried() {
     // The first snapshots — the one taken ahead and the one the first
     // attempt's prompt waits for — take longer than the CLI waits.
     slow_git_status(&mut ctx, "3.5", Some(2));
+    succeeded_after_a_withheld_prompt(&ctx);
+}
+
+/// On a disk whose syncs take over a second, the first attempt's prompt, held
+/// while its records are written, would come too late for the CLI: withheld,
+/// a transient failure. The retry writes its records before the spawn, holds
+/// its prompt for the spawn's event alone, and succeeds.
+#[test]
+fn on_a_slow_disk_the_retry_writes_its_records_before_the_spawn() {
+    let mut ctx = TestContext::with_fake_claude("success");
+    ctx.write("prompts/requirements.md", PROMPT);
+    ctx.write_agent_pipeline("  timeout: 60s\n  killGrace: 300ms\n", GENERATE_STAGE);
+    ctx.set_env("SPECBRIDGE_TEST_SYNC_DELAY_MS", "1500");
+    succeeded_after_a_withheld_prompt(&ctx);
+}
+
+/// Runs the one-stage pipeline and checks that it succeeded in two attempts,
+/// the first ended before its CLI was given the prompt, as a transient failure.
+fn succeeded_after_a_withheld_prompt(ctx: &TestContext) {
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 0, "{}", out.snapshot());
     let run = ctx.only_run_dir();

@@ -63,6 +63,7 @@ pub(super) struct Staged {
 impl Staged {
     /// Makes the bytes durable; must return before [`Staged::commit`].
     pub(super) fn sync(&self) -> Result<(), WriteError> {
+        super::fault::slow_disk();
         self.tmp.as_file().sync_all().map_err(|source| WriteError {
             path: self.path.display().to_string(),
             source,

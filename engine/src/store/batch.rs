@@ -526,6 +526,7 @@ pub(in crate::store) fn enqueue(
 /// opened or synced does not fail the write.
 fn sync_folders(folders: &[&Path], outside: &[&OwnedFd]) {
     fn sync(dir: &Path) {
+        crate::store::fault::slow_disk();
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }

@@ -66,6 +66,7 @@ impl GroupCommit {
             // sync covers it; lines written while it runs wait for the next.
             let target = self.written.load(Ordering::Acquire);
             self.syncs.fetch_add(1, Ordering::Relaxed);
+            super::fault::slow_disk();
             let result = self.file.sync_data();
             state = self.state.lock().expect("group commit lock");
             state.syncing = false;

@@ -167,6 +167,16 @@ pub(super) fn injected_failure() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Test hook: `SPECBRIDGE_TEST_SYNC_DELAY_MS=N` makes every sync of a record,
+/// a folder or the event log wait N ms first, as a disk whose flushes take that
+/// long would (docs/testing.md); unset, it costs one load of a `OnceLock`.
+pub(super) fn slow_disk() {
+    static DELAY: OnceLock<Option<u64>> = OnceLock::new();
+    if let Some(ms) = DELAY.get_or_init(|| hook("SPECBRIDGE_TEST_SYNC_DELAY_MS")) {
+        std::thread::sleep(std::time::Duration::from_millis(*ms));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -408,17 +408,35 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     // working tree before it has its prompt: from its first milliseconds it
     // rewrites `~/.claude.json` through temporary files and a lock folder, and
     // a snapshot taken meanwhile would hold them half-written. Then it is
-    // finished before the spawn.
-    let (before_spawn, before_prompt) = if tmp_in_tree || cli_writes_in_tree(&spawn, spec.cwd) {
-        (spec.before_prompt, None)
-    } else {
-        (None, spec.before_prompt)
-    };
+    // finished before the spawn; so it is, with everything queued, once a
+    // slow hold has withheld a prompt in this process (`prompt_hold.rs`).
+    let (before_spawn, before_prompt) =
+        if tmp_in_tree || cli_writes_in_tree(&spawn, spec.cwd) || prompt_hold::write_ahead() {
+            (spec.before_prompt, None)
+        } else {
+            (None, spec.before_prompt)
+        };
     if let Some(before_spawn) = before_spawn {
         if let Err(reason) = before_spawn() {
             let reason = format!(
                 "failed to record the start of `{}`: {reason}; it was not started",
                 spawn.program
+            );
+            return unspawned(
+                &spec,
+                &attempt_rel,
+                StageStatus::Failed,
+                redactor.redact_str(&reason),
+            );
+        }
+    }
+    // Then the hold is the spawn's event alone.
+    if prompt_hold::write_ahead() {
+        if let Err(e) = spec.run.flush() {
+            let reason = format!(
+                "failed to record the start of `{}`: {}; it was not started",
+                spawn.program,
+                crate::error_chain(&e)
             );
             return unspawned(
                 &spec,
@@ -487,6 +505,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
                 ),
                 SupervisorError::Withheld { .. } => {
                     if let Some(held) = hold.get().and_then(PromptHold::overdue) {
+                        prompt_hold::remember_overdue();
                         let reason = prompt_hold::withheld_reason(&program, held);
                         return unspawned_transient(
                             &spec,

@@ -10,9 +10,12 @@
 //! says nothing of its cause and is not retried. So a hold that reaches
 //! [`LIMIT`] withholds the prompt instead — the CLI is ended having been given
 //! nothing — and the attempt fails as a transient failure that says why:
-//! `runner.retries` gives it another, which finds its snapshot taken before
-//! the spawn (`stages/src/before_snapshot.rs`) and a smaller batch.
+//! `runner.retries` gives it another. That one, and every later agent attempt
+//! of the process, holds its prompt for as little as it can ([`write_ahead`]):
+//! its before-snapshot is finished and everything queued written before the
+//! spawn, which leaves the spawn's event, appended, to the hold.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -56,6 +59,21 @@ impl PromptHold {
     pub(super) fn overdue(&self) -> Option<Duration> {
         self.overdue.get().copied()
     }
+}
+
+/// Whether a hold of this process withheld a prompt ([`remember_overdue`]).
+static OVERDUE_SEEN: AtomicBool = AtomicBool::new(false);
+
+/// A hold withheld a prompt: what holds the later ones is made shorter.
+pub(super) fn remember_overdue() {
+    OVERDUE_SEEN.store(true, Ordering::Relaxed);
+}
+
+/// Whether an agent attempt writes what is queued before its spawn rather
+/// than while the CLI starts up: once a hold of this process has withheld a
+/// prompt, the disk (or the snapshot) has shown it can outlast the CLI's wait.
+pub(super) fn write_ahead() -> bool {
+    OVERDUE_SEEN.load(Ordering::Relaxed)
 }
 
 /// The attempt's failure when the hold withheld the prompt from `program`.
