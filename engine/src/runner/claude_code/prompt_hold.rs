@@ -79,9 +79,9 @@ pub(super) fn write_ahead() -> bool {
 /// The attempt's failure when the hold withheld the prompt from `program`.
 pub(super) fn withheld_reason(program: &str, held: Duration) -> String {
     format!(
-        "`{program}` was stopped before it was given its prompt: the attempt's records \
-         and before-snapshot, which the prompt waits for, took {}, and Claude Code gives \
-         up on a prompt that has not begun to arrive 3 s after it starts",
+        "`{program}` was stopped before it was given its prompt: what the prompt waits \
+         for (the attempt's records, a generate stage's before-snapshot) took {}, and \
+         Claude Code gives up on a prompt that has not begun to arrive 3 s after it starts",
         seconds(held)
     )
 }
