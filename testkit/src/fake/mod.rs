@@ -1,6 +1,9 @@
 //! The fake agent CLI (`fake-claude`): answers `--version`, `--help` and `auth status`
 //! with the captured output of a released Claude Code version, and in print mode reads
 //! the prompt from stdin and prints stream-json or json shaped like the captures.
+//! Like 2.1.332, print mode gives up on a stdin that has said nothing 3 s after
+//! the start ([`STDIN_WAIT`]): it warns, goes on without input and fails for
+//! want of a prompt.
 //!
 //! Environment:
 //! - `FAKE_CLAUDE_VERSION`: the version impersonated (default 2.1.332; see
