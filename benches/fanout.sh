@@ -9,11 +9,15 @@
 #
 #   benches/fanout.sh                          # SIZES="100 200 400", RUNS=3
 #   OLD=/tmp/specbridge-before SIZES="200 400" benches/fanout.sh
+#   DETAILS=2000 SIZES=400 benches/fanout.sh   # each task's details that long (bytes)
 #
 # Nothing leaves the machine; each run gets a new repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-"100 200 400"}
+# The length of each planned task's `details`: a plan as rich as a real one is
+# hundreds of kilobytes, and every instance reads it.
+DETAILS=${DETAILS:-1}
 RUNS=${RUNS:-3}
 target=${CARGO_TARGET_DIR:-target}
 if [ -z "${BIN:-}" ]; then
@@ -58,10 +62,10 @@ EOF
     git -C "$d" add -A
     git -C "$d" commit -qm pipeline
     # Outside the repository: the fake's script state is no record of the run.
-    python3 - "$n" >"$d.script.json" <<'EOF'
+    python3 - "$n" "$DETAILS" >"$d.script.json" <<'EOF'
 import json, sys
-n = int(sys.argv[1])
-tasks = [{"id": f"t{i}", "title": f"task {i}", "details": "d", "dependsOn": [],
+n, details = int(sys.argv[1]), int(sys.argv[2])
+tasks = [{"id": f"t{i}", "title": f"task {i}", "details": "d" * details, "dependsOn": [],
           "requirements": ["r1"]} for i in range(n)]
 plan = {"match": "PLAN-THE-TASKS",
         "output": {"summary": "s", "markdown": "m", "tasks": tasks}}

@@ -112,7 +112,7 @@ pub(crate) fn prompt_context(
         let output = if def.is_some_and(|s| s.kind == StageKind::Check || s.for_each.is_some()) {
             Value::Null
         } else {
-            read_output(run, &id)?.0
+            read_output(run, &id)?
         };
         let document = def
             .and_then(|s| s.output.as_ref())
@@ -123,7 +123,23 @@ pub(crate) fn prompt_context(
         stages.insert(id, UpstreamView { output, document });
     }
     let item = match (&stage.for_each, &node.item_id) {
-        (Some(fe), Some(item_id)) => Some(find_item(run, &fe.stage, &fe.items, item_id)?),
+        (Some(fe), Some(item_id)) => {
+            // The source is one of the stages seen above, its output read
+            // already: a plan of hundreds of tasks is parsed once an instance.
+            let seen = stages
+                .get(&fe.stage)
+                .map(|view| &view.output)
+                .filter(|output| !output.is_null());
+            let read;
+            let output = match seen {
+                Some(output) => output,
+                None => {
+                    read = read_output(run, &fe.stage)?;
+                    &read
+                }
+            };
+            Some(find_item(output, &fe.stage, &fe.items, item_id)?)
+        }
         _ => None,
     };
     let mut stage_value =
@@ -167,7 +183,7 @@ pub(crate) fn upstream_hashes(
                 out.insert(id.to_string(), seen_digest(ctx, run, id)?);
             }
             _ => {
-                out.insert(id.to_string(), read_output(run, id)?.1);
+                out.insert(id.to_string(), output_sha(run, id)?);
             }
         }
     }
@@ -255,7 +271,7 @@ pub(crate) fn legacy_upstream_hashes(
         if ctx.stage(&id).is_some_and(|s| s.for_each.is_some()) {
             out.extend(instance_hashes(run, &id)?);
         }
-        let (_, sha) = read_output(run, &id)?;
+        let sha = output_sha(run, &id)?;
         if sha.is_some() || ctx.stage(&id).is_none_or(|s| s.for_each.is_none()) {
             out.insert(id, sha);
         }
@@ -283,30 +299,37 @@ fn instance_hashes(
             continue;
         };
         if record.instance_of.as_deref() == Some(stage) && record.status == StageStatus::Succeeded {
-            let (_, sha) = read_output(run, &name)?;
+            let sha = output_sha(run, &name)?;
             out.insert(name, sha);
         }
     }
     Ok(out)
 }
 
-/// `stages/<id>/output.json` of this run and its sha256; `Null` when the stage
-/// wrote none (a check stage, a fan-out placeholder).
-fn read_output(run: &Path, id: &str) -> Result<(Value, Option<String>), UpstreamError> {
+/// `stages/<id>/output.json` of this run; `Null` when the stage wrote none (a
+/// check stage, a fan-out placeholder).
+fn read_output(run: &Path, id: &str) -> Result<Value, UpstreamError> {
+    match output_bytes(run, id)? {
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|source| UpstreamError::Output {
+            stage: id.to_string(),
+            source,
+        }),
+        None => Ok(Value::Null),
+    }
+}
+
+/// The sha256 of `stages/<id>/output.json` of this run, `None` when the stage
+/// wrote none: all an input hash takes of an upstream output, read without
+/// parsing it (a fan-out's plan would be parsed again for every instance).
+fn output_sha(run: &Path, id: &str) -> Result<Option<String>, UpstreamError> {
+    Ok(output_bytes(run, id)?.map(|bytes| sha256_hex(&bytes)))
+}
+
+fn output_bytes(run: &Path, id: &str) -> Result<Option<Vec<u8>>, UpstreamError> {
     if !is_safe_component(id) {
         return Err(UpstreamError::UnsafeId(id.to_string()));
     }
-    match RunReader::at(run).output_bytes(id) {
-        Ok(Some(bytes)) => {
-            let value = serde_json::from_slice(&bytes).map_err(|source| UpstreamError::Output {
-                stage: id.to_string(),
-                source,
-            })?;
-            Ok((value, Some(sha256_hex(&bytes))))
-        }
-        Ok(None) => Ok((Value::Null, None)),
-        Err(e) => Err(e.into()),
-    }
+    Ok(RunReader::at(run).output_bytes(id)?)
 }
 
 fn read_document(root: &Path, doc: &str) -> Result<Option<String>, UpstreamError> {
@@ -323,12 +346,11 @@ fn read_document(root: &Path, doc: &str) -> Result<Option<String>, UpstreamError
 /// The item of a fan-out instance: the element of the source's output array whose
 /// `id` is the instance's item id.
 fn find_item(
-    run: &Path,
+    output: &Value,
     source: &str,
     pointer: &str,
     item_id: &str,
 ) -> Result<Value, UpstreamError> {
-    let (output, _) = read_output(run, source)?;
     output
         .pointer(pointer)
         .and_then(Value::as_array)
