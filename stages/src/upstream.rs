@@ -12,6 +12,7 @@
 //!   [`legacy_upstream_hashes`] keeps the layout-1 form (every ancestor) for
 //!   records made before.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -126,19 +127,11 @@ pub(crate) fn prompt_context(
         (Some(fe), Some(item_id)) => {
             // The source is one of the stages seen above, its output read
             // already: a plan of hundreds of tasks is parsed once an instance.
-            let seen = stages
-                .get(&fe.stage)
-                .map(|view| &view.output)
-                .filter(|output| !output.is_null());
-            let read;
-            let output = match seen {
-                Some(output) => output,
-                None => {
-                    read = read_output(run, &fe.stage)?;
-                    &read
-                }
+            let output = match stages.get(&fe.stage).map(|view| &view.output) {
+                Some(seen) if !seen.is_null() => Cow::Borrowed(seen),
+                _ => Cow::Owned(read_output(run, &fe.stage)?),
             };
-            Some(find_item(output, &fe.stage, &fe.items, item_id)?)
+            Some(find_item(&output, &fe.stage, &fe.items, item_id)?)
         }
         _ => None,
     };

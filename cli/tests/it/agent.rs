@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::common::{assert_matches_schema, process_alive, read_json, write_script, TestContext};
+use crate::common::{
+    assert_matches_schema, process_alive, read_json, write_fake_wrapper, TestContext,
+};
 
 const GENERATE_STAGE: &str = "  - id: requirements
     kind: generate
@@ -355,18 +357,10 @@ fn slow_git_status(ctx: &mut TestContext, seconds: &str, first: Option<u32>) {
 fn a_cancel_while_the_prompt_waits_for_the_snapshot_gives_the_agent_nothing() {
     let mut ctx = TestContext::with_fake_claude("success");
     ctx.write("prompts/requirements.md", PROMPT);
-    // The fake under a name of its own that marks the agent's spawn (print
-    // mode; the detection probes pass through).
+    // The fake under a name of its own that marks the agent's spawn.
     let spawned = ctx.aux_path("agent-spawned");
     let claude = ctx.aux_path("claude");
-    write_script(
-        &claude,
-        &format!(
-            "#!/bin/sh\ncase \" $* \" in *\" -p \"*|*\" --print \"*) : > '{}' ;; esac\nexec '{}' \"$@\"\n",
-            spawned.display(),
-            crate::common::fake_claude_bin().display()
-        ),
-    );
+    write_fake_wrapper(&claude, &format!(": > '{}'", spawned.display()));
     ctx.write(
         "specbridge.yaml",
         &format!(

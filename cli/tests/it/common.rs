@@ -392,6 +392,19 @@ pub(crate) fn write_script(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// Writes at `path` a script that runs the fake CLI, first running the shell
+/// command `on_print` when it is called in print mode (`-p`, `--print`) — an
+/// agent's spawn marked or slowed down; the detection probes pass through.
+pub(crate) fn write_fake_wrapper(path: &Path, on_print: &str) {
+    write_script(
+        path,
+        &format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -p \"*|*\" --print \"*) {on_print} ;; esac\nexec '{}' \"$@\"\n",
+            fake_claude_bin().display()
+        ),
+    );
+}
+
 /// Writes into `dir` a `git` that sleeps `seconds` before every `git status`
 /// (before the first `first` of them only, when given), then runs the real
 /// one: put first on a run's `PATH`, every snapshot slowed down.

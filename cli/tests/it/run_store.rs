@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::{fake_claude_bin, read_json, write_script, TestContext};
+use crate::common::{read_json, write_fake_wrapper, TestContext};
 
 const RUNNER: &str = "  timeout: 20s
   killGrace: 300ms
@@ -152,14 +152,7 @@ fn a_run_working_beside_the_agent_in_the_same_repository_is_not_blamed_on_it() {
     let ctx = TestContext::with_fake_claude("success");
     let started = ctx.aux_path("agent-started");
     let agent = ctx.aux_path("slow-claude");
-    write_script(
-        &agent,
-        &format!(
-            "#!/bin/sh\ncase \"$*\" in *--print*) touch '{}'; sleep 1;; esac\nexec '{}' \"$@\"\n",
-            started.display(),
-            fake_claude_bin().display()
-        ),
-    );
+    write_fake_wrapper(&agent, &format!("touch '{}'; sleep 1", started.display()));
     ctx.write("prompts/notes.md", "Write the notes.\n");
     ctx.write(
         "a.yaml",

@@ -408,43 +408,36 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     // working tree before it has its prompt: from its first milliseconds it
     // rewrites `~/.claude.json` through temporary files and a lock folder, and
     // a snapshot taken meanwhile would hold them half-written. Then it is
-    // finished before the spawn; so it is, with everything queued, once a
-    // slow hold has withheld a prompt in this process (`prompt_hold.rs`).
+    // finished before the spawn; so it is, and everything queued written,
+    // once a slow hold has withheld a prompt in this process: the hold is
+    // then the spawn's event alone (`prompt_hold.rs`).
+    let write_ahead = prompt_hold::write_ahead();
     let (before_spawn, before_prompt) =
-        if tmp_in_tree || cli_writes_in_tree(&spawn, spec.cwd) || prompt_hold::write_ahead() {
+        if tmp_in_tree || cli_writes_in_tree(&spawn, spec.cwd) || write_ahead {
             (spec.before_prompt, None)
         } else {
             (None, spec.before_prompt)
         };
-    if let Some(before_spawn) = before_spawn {
-        if let Err(reason) = before_spawn() {
-            let reason = format!(
-                "failed to record the start of `{}`: {reason}; it was not started",
-                spawn.program
-            );
-            return unspawned(
-                &spec,
-                &attempt_rel,
-                StageStatus::Failed,
-                redactor.redact_str(&reason),
-            );
+    let ahead = || -> Result<(), String> {
+        if let Some(before_spawn) = before_spawn {
+            before_spawn()?;
         }
-    }
-    // Then the hold is the spawn's event alone.
-    if prompt_hold::write_ahead() {
-        if let Err(e) = spec.run.flush() {
-            let reason = format!(
-                "failed to record the start of `{}`: {}; it was not started",
-                spawn.program,
-                crate::error_chain(&e)
-            );
-            return unspawned(
-                &spec,
-                &attempt_rel,
-                StageStatus::Failed,
-                redactor.redact_str(&reason),
-            );
+        if write_ahead {
+            spec.run.flush().map_err(|e| crate::error_chain(&e))?;
         }
+        Ok(())
+    };
+    if let Err(reason) = ahead() {
+        let reason = format!(
+            "failed to record the start of `{}`: {reason}; it was not started",
+            spawn.program
+        );
+        return unspawned(
+            &spec,
+            &attempt_rel,
+            StageStatus::Failed,
+            redactor.redact_str(&reason),
+        );
     }
     let mut removing = None;
     let program = spawn.program.clone();
@@ -507,10 +500,13 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
                     if let Some(held) = hold.get().and_then(PromptHold::overdue) {
                         prompt_hold::remember_overdue();
                         let reason = prompt_hold::withheld_reason(&program, held);
-                        return unspawned_transient(
+                        // Another attempt may not meet it: `transient: true`.
+                        return not_given_a_prompt(
                             &spec,
                             &attempt_rel,
+                            StageStatus::Failed,
                             redactor.redact_str(&reason),
+                            Some(Transient { retry_after: None }),
                         );
                     }
                     (StageStatus::Failed, crate::error_chain(&e))
@@ -835,23 +831,8 @@ fn unspawned(
     not_given_a_prompt(spec, attempt_rel, status, reason, None)
 }
 
-/// [`unspawned`], as a failure another attempt may not have: its `result.json`
-/// says `transient: true`, which `runner.retries` counts.
-fn unspawned_transient(
-    spec: &InvokeSpec<'_>,
-    attempt_rel: &str,
-    reason: String,
-) -> InvocationOutcome {
-    let transient = Transient { retry_after: None };
-    not_given_a_prompt(
-        spec,
-        attempt_rel,
-        StageStatus::Failed,
-        reason,
-        Some(transient),
-    )
-}
-
+/// [`unspawned`]; a `transient` one says so in its `result.json`, which
+/// `runner.retries` counts.
 fn not_given_a_prompt(
     spec: &InvokeSpec<'_>,
     attempt_rel: &str,
