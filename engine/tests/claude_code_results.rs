@@ -245,17 +245,9 @@ fn a_success_envelope_is_not_enough() {
     };
     let cases = [
         (
-            "stdout truncated",
+            "output past its limit",
             ClassifyInput {
-                stdout_truncated: true,
-                ..base.clone()
-            },
-            StageStatus::Failed,
-        ),
-        (
-            "stderr truncated",
-            ClassifyInput {
-                stderr_truncated: true,
+                output_limit: Some("stdout passed its limit (maxStdoutBytes: 1MiB)".into()),
                 ..base.clone()
             },
             StageStatus::Failed,

@@ -180,7 +180,7 @@ async fn run_command(
     let mut report = match result {
         Ok(mut record) => {
             record.sandbox = Some(applied);
-            let mut r = classify(&record);
+            let mut r = classify(&record, runner);
             r.started_at = Some(crate::rfc3339(record.started_at));
             r.ended_at = Some(crate::rfc3339(record.ended_at));
             r.duration_ms = Some(record.duration_ms);
@@ -214,7 +214,7 @@ fn write_process(
 
 /// A finished command's status: timeouts and cancels first (their exit codes are
 /// the signal's), then output limits, then the exit code.
-pub fn classify(p: &ProcessRecord) -> StageReport {
+pub fn classify(p: &ProcessRecord, runner: &ResolvedRunner) -> StageReport {
     let (status, reason) = if p.timed_out {
         (
             StageStatus::TimedOut,
@@ -222,13 +222,10 @@ pub fn classify(p: &ProcessRecord) -> StageReport {
         )
     } else if p.cancelled {
         (StageStatus::Cancelled, Some("cancelled".to_string()))
-    } else if let Some(stream) = &p.limit_exceeded {
+    } else if let Some(stream) = p.truncated_stream() {
         (
             StageStatus::Failed,
-            Some(format!(
-                "stopped: {} exceeded its byte limit",
-                stream.as_str()
-            )),
+            Some(format!("stopped: {}", runner.output_limit_reason(stream))),
         )
     } else if p.exit_code == Some(0) {
         (StageStatus::Succeeded, None)

@@ -250,6 +250,38 @@ fn success_writes_the_output_and_the_document() {
     );
 }
 
+/// A document of about 0.9 MB comes back whole: the CLI's result line carries
+/// it twice (`result` and `structured_output`), about 1.8 MB, and is parsed
+/// whole up to `maxStdoutBytes`; under a limit it does not fit in, the stage
+/// says which limit stopped it.
+#[test]
+fn a_large_document_comes_back_whole_within_the_stdout_limit() {
+    let line = "- The tool counts words in every file it is given, and says so.\n";
+    let markdown = format!("# Requirements\n\n{}", line.repeat(900_000 / line.len()));
+    let step = serde_json::json!({"scenario": "success", "output": {"summary": "Many.", "markdown": markdown}});
+    let ctx = TestContext::with_claude_script(&serde_json::json!([step, step]).to_string());
+    ctx.write("prompts/requirements.md", PROMPT);
+    ctx.write_agent_pipeline("  maxStdoutBytes: 4MiB\n", GENERATE_STAGE);
+    run_ending(&ctx, 0, "succeeded");
+    assert_eq!(ctx.read("docs/requirements.md"), markdown);
+    let stdout = std::fs::read_to_string(attempt_dir(&ctx).join("raw-stdout.log")).unwrap();
+    let longest = stdout.lines().map(str::len).max().unwrap();
+    assert!(
+        longest > 2 * markdown.len(),
+        "the longest line: {longest} bytes"
+    );
+
+    std::fs::remove_dir_all(ctx.path(".specbridge/runs")).unwrap();
+    std::fs::remove_file(ctx.path("docs/requirements.md")).unwrap();
+    ctx.write_agent_pipeline("  maxStdoutBytes: 1MiB\n", GENERATE_STAGE);
+    let stage = run_ending(&ctx, 4, "failed");
+    assert_eq!(
+        stage["outcome"],
+        "stdout passed its limit (maxStdoutBytes: 1MiB); the process was stopped and its output kept unparsed"
+    );
+    assert!(!ctx.path("docs/requirements.md").exists());
+}
+
 /// A document whose folder is a symlink is refused when the document would be
 /// moved into place, even one that validation lets pass (it stays inside the
 /// repository; one leading out is refused before the run): the stage is a

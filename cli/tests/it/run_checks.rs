@@ -226,6 +226,40 @@ stages:
 }
 
 #[test]
+fn a_check_past_its_output_limit_is_stopped_and_says_which_limit() {
+    let ctx = TestContext::new();
+    ctx.write(
+        "specbridge.yaml",
+        r#"
+version: 1
+name: loud
+runner: { maxStdoutBytes: 4KiB }
+stages:
+  - { id: loud, kind: check, argv: ["yes"] }
+"#,
+    );
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 4, "{}", out.snapshot());
+    let run = ctx.only_run_dir();
+    let attempt = run.join("stages/loud/attempt-001");
+    assert_eq!(
+        read_json(&attempt.join("process.json"))["limitExceeded"],
+        "stdout"
+    );
+    assert_eq!(
+        std::fs::metadata(attempt.join("raw-stdout.log"))
+            .unwrap()
+            .len(),
+        4096
+    );
+    let stage = read_json(&run.join("stages/loud/stage.json"));
+    assert_eq!(stage["status"], "failed");
+    let reason = "stopped: stdout passed its limit (maxStdoutBytes: 4KiB)";
+    assert_eq!(stage["outcome"], reason, "{stage:#}");
+    assert!(out.stderr.contains(reason), "{}", out.snapshot());
+}
+
+#[test]
 fn runs_list_and_show_describe_the_run() {
     let ctx = TestContext::new();
     ctx.write("specbridge.yaml", DIAMOND);

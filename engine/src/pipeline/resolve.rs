@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::pipeline::model::{PipelineFile, RunnerKind, RunnerSettings, SandboxSetting, StageDef};
 use crate::pipeline::units::{ByteSize, DurationSpec};
+use crate::supervisor::OutputStream;
 
 /// Command-line overrides for one run (`--max-turns`, `--max-budget-usd`,
 /// `--timeout`, `--model`). Recorded in `run.json` as this struct.
@@ -107,6 +108,16 @@ impl Default for ResolvedRunner {
 }
 
 impl ResolvedRunner {
+    /// Why a process was stopped at an output limit: the stream, and the key
+    /// that sets its limit with the value, which is what a user raises.
+    pub fn output_limit_reason(&self, stream: OutputStream) -> String {
+        let (key, limit) = match stream {
+            OutputStream::Stdout => ("maxStdoutBytes", self.max_stdout_bytes),
+            OutputStream::Stderr => ("maxStderrBytes", self.max_stderr_bytes),
+        };
+        format!("{} passed its limit ({key}: {limit})", stream.as_str())
+    }
+
     /// Defaults, then each layer of settings in order, then the run's overrides.
     pub fn resolve(layers: &[&RunnerSettings], overrides: &RunOverrides) -> Self {
         let mut r = ResolvedRunner::default();

@@ -1,6 +1,7 @@
 //! Streaming one output stream of the child into its sink, up to a byte cap,
 //! while handing stdout lines to an observer. Memory use is a read buffer and at
-//! most one line (plus what the sink holds back), whatever the child prints.
+//! most one line of the observer's [`StdoutObserver::max_line_bytes`] (plus what
+//! the sink holds back), whatever the child prints.
 
 use std::io;
 
@@ -10,8 +11,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::record::OutputStream;
 use super::sink::OutputSink;
 
-/// The longest line handed to an observer; the rest of a longer line is dropped
-/// (it still goes to the sink), so one huge line cannot exhaust memory.
+/// The longest line handed to an observer that does not say otherwise; the rest
+/// of a longer line is dropped (it still goes to the sink), so one huge line
+/// cannot exhaust memory.
 pub const MAX_OBSERVED_LINE_BYTES: usize = 1024 * 1024;
 
 const READ_BUFFER_BYTES: usize = 64 * 1024;
@@ -29,10 +31,16 @@ pub enum ObserverControl {
 
 /// Watches stdout line by line as it arrives, e.g. for stream-json events.
 pub trait StdoutObserver: Send {
-    /// One line without its `\n`, cut at [`MAX_OBSERVED_LINE_BYTES`]. Only bytes
+    /// One line without its `\n`, cut at [`Self::max_line_bytes`]. Only bytes
     /// within the stdout cap are ever seen; a last line without `\n` is seen at end
     /// of stream unless the cap cut it.
     fn on_line(&mut self, line: &[u8]) -> ObserverControl;
+
+    /// The longest line this observer is handed; what a line has beyond it is
+    /// not seen. One line this long is held in memory while it arrives.
+    fn max_line_bytes(&self) -> usize {
+        MAX_OBSERVED_LINE_BYTES
+    }
 }
 
 /// What the capture tells the controlling loop while the process runs.
@@ -148,10 +156,11 @@ impl<'o> Capture<'o> {
     }
 }
 
-/// Splits a byte stream into lines for an observer, keeping at most
-/// [`MAX_OBSERVED_LINE_BYTES`] of a line.
+/// Splits a byte stream into lines for an observer, keeping at most the
+/// observer's [`StdoutObserver::max_line_bytes`] of a line.
 struct LineSplitter<'o> {
     observer: &'o mut dyn StdoutObserver,
+    max_line: usize,
     line: Vec<u8>,
     result_seen: bool,
     /// The observer asked for a stop that was not yet passed on.
@@ -161,6 +170,7 @@ struct LineSplitter<'o> {
 impl<'o> LineSplitter<'o> {
     fn new(observer: &'o mut dyn StdoutObserver) -> Self {
         Self {
+            max_line: observer.max_line_bytes(),
             observer,
             line: Vec::new(),
             result_seen: false,
@@ -191,7 +201,7 @@ impl<'o> LineSplitter<'o> {
     }
 
     fn push(&mut self, bytes: &[u8]) {
-        let room = MAX_OBSERVED_LINE_BYTES - self.line.len();
+        let room = self.max_line - self.line.len();
         self.line.extend_from_slice(&bytes[..bytes.len().min(room)]);
     }
 
@@ -258,5 +268,34 @@ mod tests {
         assert!(lines.line.capacity() <= READ_BUFFER_BYTES);
         assert_eq!(seen.lines[0].len(), MAX_OBSERVED_LINE_BYTES);
         assert_eq!(seen.lines[1], b"next");
+    }
+
+    /// An observer that needs whole lines longer than the default says so.
+    struct Wide(Collect);
+
+    impl StdoutObserver for Wide {
+        fn on_line(&mut self, line: &[u8]) -> ObserverControl {
+            self.0.on_line(line)
+        }
+        fn max_line_bytes(&self) -> usize {
+            3 * MAX_OBSERVED_LINE_BYTES
+        }
+    }
+
+    #[test]
+    fn an_observer_can_ask_for_longer_lines() {
+        let mut seen = Wide(Collect::default());
+        let mut lines = LineSplitter::new(&mut seen);
+        let chunk = vec![b'x'; 300 * 1024];
+        for _ in 0..8 {
+            lines.feed(&chunk);
+        }
+        lines.feed(b"\n");
+        for _ in 0..12 {
+            lines.feed(&chunk);
+        }
+        lines.feed(b"\n");
+        assert_eq!(seen.0.lines[0].len(), 8 * chunk.len());
+        assert_eq!(seen.0.lines[1].len(), 3 * MAX_OBSERVED_LINE_BYTES);
     }
 }

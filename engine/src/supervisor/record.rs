@@ -66,6 +66,20 @@ pub struct ProcessRecord {
     pub sandbox: Option<crate::sandbox::AppliedSandbox>,
 }
 
+impl ProcessRecord {
+    /// The stream cut at its limit: the one whose limit stopped the process,
+    /// else one cut while the process was being stopped.
+    pub fn truncated_stream(&self) -> Option<OutputStream> {
+        self.limit_exceeded.or(if self.stdout_truncated {
+            Some(OutputStream::Stdout)
+        } else if self.stderr_truncated {
+            Some(OutputStream::Stderr)
+        } else {
+            None
+        })
+    }
+}
+
 /// A standard output stream of the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

@@ -457,3 +457,38 @@ fn not_logged_in_ends_the_first_invocation_runner_unavailable() {
     assert_eq!(sandbox.model_requests().len(), 0);
     assert_eq!(sandbox.changed_paths(), Vec::<String>::new());
 }
+
+#[test]
+fn a_large_document_comes_back_whole() {
+    // About 0.9 MB of Markdown. The CLI's result line carries it twice
+    // (`result` and `structured_output`): a line of about 1.8 MB.
+    let line = "- The tool counts words in every file it is given, and says so. \u{00e9}\n";
+    let markdown = format!("# Requirements\n\n{}", line.repeat(900_000 / line.len()));
+    let Some(sandbox) = generate_sandbox(
+        "  maxTurns: 4\n",
+        Script::new([Reply::structured_output(
+            json!({"summary": "Many requirements.", "markdown": markdown}),
+        )
+        .repeated(2)]),
+    ) else {
+        return;
+    };
+    run_expecting(&sandbox, "succeeded", 0);
+    assert_eq!(sandbox.ctx.read("docs/requirements.md"), markdown);
+    let longest = raw_stdout(&sandbox).lines().map(str::len).max().unwrap();
+    assert!(
+        longest > 2 * markdown.len(),
+        "the longest line: {longest} bytes"
+    );
+
+    // Under a stdout limit it does not fit in, the stage says which limit.
+    std::fs::remove_dir_all(sandbox.ctx.path(".specbridge/runs")).unwrap();
+    std::fs::remove_file(sandbox.ctx.path("docs/requirements.md")).unwrap();
+    sandbox.write_pipeline("  maxTurns: 4\n  maxStdoutBytes: 1MiB\n", STAGE);
+    let stage = run_expecting(&sandbox, "failed", 4);
+    assert_eq!(
+        stage["outcome"],
+        "stdout passed its limit (maxStdoutBytes: 1MiB); the process was stopped and its output kept unparsed",
+        "{stage:#}"
+    );
+}

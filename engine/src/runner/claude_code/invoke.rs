@@ -178,6 +178,13 @@ struct StreamObserver<'a> {
     mismatch: Option<InitMismatch>,
     /// `InvokeSpec::on_result`, taken when called.
     on_result: Option<&'a (dyn Fn(&Value) + Sync)>,
+    /// The stdout cap (`maxStdoutBytes`): every line is parsed whole. The
+    /// result line carries the structured output twice (`result` and
+    /// `structured_output`: 1.84 MB for a 0.9 MB document, Claude Code
+    /// 2.1.332), so the supervisor's default line length would cut the
+    /// envelope of any output over half a mebibyte; and no line is longer
+    /// than the stdout kept, past which the agent is stopped anyway.
+    max_line: usize,
 }
 
 impl<'a> StreamObserver<'a> {
@@ -185,6 +192,7 @@ impl<'a> StreamObserver<'a> {
         on_progress: Option<ProgressCallback>,
         expected: InitExpectation<'a>,
         on_result: Option<&'a (dyn Fn(&Value) + Sync)>,
+        max_stdout_bytes: u64,
     ) -> Self {
         StreamObserver {
             state: StreamState::new(),
@@ -193,6 +201,7 @@ impl<'a> StreamObserver<'a> {
             expected,
             mismatch: None,
             on_result,
+            max_line: usize::try_from(max_stdout_bytes).unwrap_or(usize::MAX),
         }
     }
 
@@ -212,6 +221,10 @@ impl<'a> StreamObserver<'a> {
 }
 
 impl StdoutObserver for StreamObserver<'_> {
+    fn max_line_bytes(&self) -> usize {
+        self.max_line
+    }
+
     fn on_line(&mut self, line: &[u8]) -> ObserverControl {
         let kind = self.state.feed_line(line);
         self.keep_for_fallback(kind, line);
@@ -385,6 +398,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
         spec.on_progress.clone(),
         init_expectation(&spec),
         spec.on_result,
+        runner.max_stdout_bytes.bytes(),
     );
     let run = spec.run;
     let (stage_id, attempt) = (spec.stage_id.to_string(), spec.attempt);
@@ -594,8 +608,9 @@ fn finish(
         } else {
             SchemaDelivery::ResultText
         },
-        stdout_truncated: record.stdout_truncated,
-        stderr_truncated: record.stderr_truncated,
+        output_limit: record
+            .truncated_stream()
+            .map(|s| spec.runner.output_limit_reason(s)),
         timed_out: record.timed_out,
         cancelled: record.cancelled,
         hung_after_result: record.hung_after_result,

@@ -33,8 +33,10 @@ pub struct ClassifyInput<'a> {
     /// The stage's output schema, when it has one.
     pub schema: Option<&'a Value>,
     pub schema_delivery: SchemaDelivery,
-    pub stdout_truncated: bool,
-    pub stderr_truncated: bool,
+    /// The process passed an output limit, and why
+    /// ([`crate::pipeline::ResolvedRunner::output_limit_reason`]): what it
+    /// printed is never parsed, whatever it seems to contain.
+    pub output_limit: Option<String>,
     /// The timeout ended the process before its result.
     pub timed_out: bool,
     pub cancelled: bool,
@@ -98,17 +100,11 @@ fn classify_end(input: &ClassifyInput<'_>) -> Classified {
     if input.timed_out {
         return failed(StageStatus::TimedOut, "timed out before a result");
     }
-    // Truncated output is never parsed, whatever it seems to contain.
-    for (truncated, stream) in [
-        (input.stdout_truncated, "stdout"),
-        (input.stderr_truncated, "stderr"),
-    ] {
-        if truncated {
-            return failed(
-                StageStatus::Failed,
-                format!("{stream} exceeded its size limit; the process was stopped and its output kept unparsed"),
-            );
-        }
+    if let Some(limit) = &input.output_limit {
+        return failed(
+            StageStatus::Failed,
+            format!("{limit}; the process was stopped and its output kept unparsed"),
+        );
     }
     let Some(envelope) = input.envelope else {
         return failed(
