@@ -46,6 +46,13 @@ NOSYNC=1 builds benches/nosync.c (needs `cc`) and preloads it into every timed
 process, both sides alike: fsync and fdatasync return at once, so the times
 show what the disk's waits cost. Such runs are not durable; for measuring only.
 
+KIND=execute times an execute stage instead of a generate stage: the model
+writes one file (a `Write` call) and returns its task result, and each run of
+either side starts from a clean tree (the file is set aside first). The stage
+has no verification commands, so it ends `unverified` (exit 1) after all of
+its evidence (both snapshots, the attribution, the patch): what is timed is
+the engine around the agent, not the user's tests.
+
 TEARDOWN=1 times the end of the CLI instead (needs `perf` and the right to
 trace the whole machine): every run of each side, in the same random order,
 under `perf record` of the scheduler's exec and exit events and of `wait4`,
@@ -122,9 +129,23 @@ pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 12
 old = os.path.realpath(sys.argv[5]) if len(sys.argv) > 5 else None
 scratch = tempfile.mkdtemp()
 script = os.path.join(scratch, "script.json")
+execute = os.environ.get("KIND", "generate") == "execute"
+repo = os.path.join(scratch, "repo")
+written = os.path.join(repo, "bench-note.md")
 with open(script, "w") as f:
-    json.dump([{"type": "structured_output", "input": {"summary": "s", "markdown": "# Notes\n"},
-                "repeat": "forever"}], f)
+    if execute:
+        # Two model requests a run, on either side: the write, then the result.
+        turn = [{"type": "tool_use", "calls": [{"name": "Write", "input": {
+                    "file_path": written, "content": "# Notes\n"}}]},
+                {"type": "structured_output", "input": {
+                    "status": "completed", "summary": "Wrote the notes.",
+                    "changedFiles": ["bench-note.md"], "commandsRun": [],
+                    "blockingQuestions": []}}]
+        json.dump(turn * (4 * pairs + 100), f)
+    else:
+        json.dump([{"type": "structured_output",
+                    "input": {"summary": "s", "markdown": "# Notes\n"},
+                    "repeat": "forever"}], f)
 port_file = os.path.join(scratch, "port")
 model = subprocess.Popen([server, "--script", script, "--port-file", port_file],
                          stderr=subprocess.DEVNULL)
@@ -134,23 +155,27 @@ try:
             break
         time.sleep(0.05)
     port = open(port_file).read().strip()
-    repo = os.path.join(scratch, "repo")
     os.makedirs(os.path.join(repo, "prompts"))
     git = lambda *a: subprocess.run(["git", "-C", repo, *a], check=True, stdout=subprocess.DEVNULL)
     git("init", "-q")
     git("config", "user.email", "bench@example.com")
     git("config", "user.name", "bench")
     open(os.path.join(repo, "prompts", "notes.md"), "w").write("Write short notes.\n")
+    stage = ("""  - id: notes
+    kind: execute
+    prompt: prompts/notes.md
+""" if execute else """  - id: notes
+    kind: generate
+    prompt: prompts/notes.md
+    output: { schema: builtin:document, document: notes.md }
+""")
+    tools = "  tools: [Read, Glob, Grep, Edit, Write]\n" if execute else ""
     open(os.path.join(repo, "specbridge.yaml"), "w").write(f"""version: 1
 name: bench-agent
 runner:
   command: {claude}
-stages:
-  - id: notes
-    kind: generate
-    prompt: prompts/notes.md
-    output: {{ schema: builtin:document, document: notes.md }}
-""")
+{tools}stages:
+{stage}""")
     open(os.path.join(repo, ".gitignore"), "w").write("notes.md\n")
     for i in range(int(os.environ.get("TREE", "0"))):
         folder = os.path.join(repo, "src", f"d{i // 100:04d}")
@@ -212,18 +237,25 @@ stages:
         else:
             set_aside(os.path.join(repo, ".specbridge"))
         set_aside(os.path.join(repo, "notes.md"))
+        set_aside(written)
         before = runs()
         timed_env = run_env()
         t = time.perf_counter()
         clock = time.time()
         argv_ = [build or specbridge, "run", "--json"]
-        subprocess.run(traced(argv_, trace) if trace else argv_, cwd=repo, env=timed_env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if trace else None,
-                       check=True)
+        # An execute stage without verification commands ends `unverified`.
+        done = subprocess.run(traced(argv_, trace) if trace else argv_, cwd=repo,
+                              env=timed_env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL if trace else None)
+        if done.returncode not in ((0, 1) if execute else (0,)):
+            raise subprocess.CalledProcessError(done.returncode, argv_)
         wall = (time.perf_counter() - t) * 1000
         (new_run,) = runs() - before
         attempt = os.path.join(runs_dir, new_run, "stages/notes/attempt-001")
         process = json.load(open(os.path.join(attempt, "process.json")))
+        status = json.load(open(os.path.join(attempt, "..", "stage.json")))["status"]
+        if status != ("unverified" if execute else "succeeded"):
+            raise SystemExit(f"the stage ended {status}: {attempt}")
         # The CLI's spawn and reap by the wall clock (millisecond stamps): the
         # run's own time before the one and after the other.
         spawned = stamp(process["startedAt"]) - clock
@@ -247,6 +279,7 @@ stages:
     def run_bare(piped=False, trace=None):
         a = list(argv)
         a[a.index("--session-id") + 1] = str(uuid.uuid4())
+        set_aside(written)
         if trace:
             # Reaped by a Python parent, as the untraced bare call is.
             reaper = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
