@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use specbridge_engine::evidence::{
     attempt_diff, attribute, generate_violations, judge, require_clean_start, ChangeCounts,
     ChangedFiles, Claims, EntryKind, EvidenceInput, EvidenceKind, EvidenceRecord, GitSnapshot,
-    OwnWrite, PathStatus, ProtectedPaths, ProtectionReason, VerificationResult,
+    OwnWrite, PatchAhead, PathStatus, ProtectedPaths, ProtectionReason, VerificationResult,
     VerificationSummary, Violation, ViolationKind, DEFAULT_DIFF_MAX_BYTES,
 };
 use specbridge_engine::EvidenceStatus;
@@ -123,7 +123,7 @@ fn a_repository_without_commits_has_no_head_but_a_branch() {
         ..snap.clone()
     };
     let changed = attribute(&before, &snap, &[]);
-    let diff = attempt_diff(repo.root(), &changed, &snap, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let diff = attempt_diff(None, repo.root(), &changed, &snap, DEFAULT_DIFF_MAX_BYTES).unwrap();
     let patch = String::from_utf8(diff.patch).unwrap();
     assert!(
         patch.contains("new file mode") && patch.contains("+x"),
@@ -301,8 +301,85 @@ fn an_installed_git_hook_is_a_protected_path_change() {
         }]
     );
     // git's own files are no part of a patch.
-    let diff = attempt_diff(repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let diff = attempt_diff(None, repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
     assert!(diff.patch.is_empty());
+}
+
+/// The patch taken ahead, as soon as the after-snapshot is, is the attempt's
+/// patch where the attempt's attributed paths are the ones it was taken of,
+/// against the same tree: it shows the tree as that snapshot saw it, even
+/// once the tree has moved on. Attributed otherwise (a path the run wrote
+/// itself), the patch is taken anew.
+#[test]
+fn the_patch_taken_ahead_is_the_attempts_where_its_paths_and_base_are() {
+    let repo = Repo::new();
+    let before = repo.snapshot();
+    repo.write("README.md", "hello, edited\n");
+    repo.write("src/new.rs", "fn main() {}\n");
+    let after = repo.snapshot();
+    let ahead = || PatchAhead::take(repo.root(), &before, &after, None, DEFAULT_DIFF_MAX_BYTES);
+    let changed = attribute(&before, &after, &[]);
+    let now = |changed: &ChangedFiles| {
+        attempt_diff(None, repo.root(), changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap()
+    };
+    let taken = now(&changed);
+    let patch = String::from_utf8(taken.patch.clone()).unwrap();
+    assert!(
+        patch.contains("+hello, edited") && patch.contains("+fn main"),
+        "{patch}"
+    );
+
+    // Same paths, same base: the patch taken ahead, though the tree moved on.
+    let first = ahead();
+    repo.write("README.md", "hello, edited again\n");
+    let reused = attempt_diff(
+        Some(first),
+        repo.root(),
+        &changed,
+        &after,
+        DEFAULT_DIFF_MAX_BYTES,
+    )
+    .unwrap();
+    assert_eq!(reused, taken);
+    assert_ne!(now(&changed), taken, "the tree moved on");
+
+    // Another base, another cap, or other paths: taken anew.
+    let mut other_base = after.clone();
+    other_base.head = Some(before.head.clone().unwrap().replace(|_| true, "0"));
+    let own = [OwnWrite::new(
+        "src/new.rs",
+        after.entries["src/new.rs"].sha256.clone(),
+    )];
+    let with_own = attribute(&before, &after, &own);
+    assert_eq!(with_own.attributed().count(), 1, "{with_own:?}");
+    for (changed, base, max) in [
+        (&changed, &after, DEFAULT_DIFF_MAX_BYTES / 2),
+        (&with_own, &after, DEFAULT_DIFF_MAX_BYTES),
+    ] {
+        let ahead = PatchAhead::take(repo.root(), &before, &after, None, DEFAULT_DIFF_MAX_BYTES);
+        let got = attempt_diff(Some(ahead), repo.root(), changed, base, max).unwrap();
+        assert_eq!(
+            got.patch,
+            attempt_diff(None, repo.root(), changed, base, max)
+                .unwrap()
+                .patch
+        );
+        assert!(String::from_utf8(got.patch)
+            .unwrap()
+            .contains("edited again"));
+    }
+    let ahead = PatchAhead::take(repo.root(), &before, &after, None, DEFAULT_DIFF_MAX_BYTES);
+    assert!(
+        attempt_diff(
+            Some(ahead),
+            repo.root(),
+            &changed,
+            &other_base,
+            DEFAULT_DIFF_MAX_BYTES
+        )
+        .is_err(),
+        "taken anew against a tree that does not exist"
+    );
 }
 
 /// A commit that leaves enough loose objects starts `git maintenance run
@@ -469,7 +546,7 @@ fn the_diff_holds_added_and_modified_files_and_leaves_the_index_alone() {
     repo.write("logo.bin", [0u8, 159, 146, 150, 0, 1]);
     let after = repo.snapshot();
     let changed = attribute(&before, &after, &[]);
-    let diff = attempt_diff(repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let diff = attempt_diff(None, repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
     let patch = String::from_utf8_lossy(&diff.patch).into_owned();
 
     assert!(patch.contains("diff --git a/README.md b/README.md") && patch.contains("+world"));
@@ -514,7 +591,7 @@ fn the_diff_is_capped_by_leaving_out_whole_files() {
     let after = repo.snapshot();
     let changed = attribute(&before, &after, &[]);
     let max = 600;
-    let diff = attempt_diff(repo.root(), &changed, &after, max).unwrap();
+    let diff = attempt_diff(None, repo.root(), &changed, &after, max).unwrap();
     let patch = String::from_utf8(diff.patch.clone()).unwrap();
 
     assert!(
@@ -557,7 +634,7 @@ fn a_same_size_rewrite_in_the_second_of_the_commit_is_in_the_patch() {
     assert_eq!(changed.modified, s(&["f.txt"]));
     // The patch is made in a later second than the index was written.
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    let diff = attempt_diff(repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let diff = attempt_diff(None, repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
     let patch = String::from_utf8(diff.patch).unwrap();
     assert!(patch.contains("+v2"), "{patch}");
 }
@@ -580,7 +657,7 @@ fn names_with_spaces_and_unicode_work_throughout() {
             .as_deref(),
         Some(sha(b"v2\n").as_str())
     );
-    let diff = attempt_diff(repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let diff = attempt_diff(None, repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
     let patch = String::from_utf8(diff.patch).unwrap();
     assert!(
         patch.contains("b/ünïcode dir/naïve café.txt") && patch.contains("+v2"),

@@ -91,6 +91,10 @@ impl AttemptKind for Execute {
     const VIOLATION_OUTRANKS_RUNNER: bool = false;
     const BEFORE_SPAWN: Option<BeforeSpawn<Self>> = Some(Execute::before_spawn);
 
+    fn patch_head(&self) -> Option<String> {
+        self.diff_base.clone()
+    }
+
     async fn evidence(
         &mut self,
         a: &Attempt<'_>,
@@ -222,7 +226,7 @@ async fn gather(
 ) -> Result<Gathered, StageError> {
     let (ctx, ledger, sr) = (a.ctx, a.ledger, a.sr);
     let (run, attempt_rel) = (&sr.run, a.attempt_rel.as_str());
-    let after = tree.take()?;
+    let (after, patch_ahead) = tree.take()?;
     write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let mut changed = attribute(before, &after, &ledger.own_writes());
     attribute_run_made(&mut changed, before, ledger);
@@ -239,7 +243,13 @@ async fn gather(
     if diff_base.is_some() {
         base.head = diff_base;
     }
-    let diff = attempt_diff(&ctx.root, &changed, &base, DEFAULT_DIFF_MAX_BYTES)?;
+    let diff = attempt_diff(
+        patch_ahead,
+        &ctx.root,
+        &changed,
+        &base,
+        DEFAULT_DIFF_MAX_BYTES,
+    )?;
     let (diff_info, findings) = crate::secrets::keep_diff(ctx, run, attempt_rel, diff)?;
 
     let runner_succeeded = outcome.status == specbridge_engine::StageStatus::Succeeded;

@@ -18,7 +18,7 @@ use crate::before_snapshot::{may_wait_at_prompt, BeforeSnapshot};
 use crate::context::RunContext;
 use crate::error::StageError;
 use crate::store_check::{PendingCheck, StoreCheck};
-use crate::working_tree::{AfterSnapshot, TreeLedger};
+use crate::working_tree::{AfterSnapshot, PatchBasis, TreeLedger};
 
 /// What one attempt of an agent stage reads.
 pub struct Attempt<'a> {
@@ -77,6 +77,13 @@ pub(crate) trait AttemptKind: Sync {
     /// then waits for it. A kind that decides nothing has it finished while
     /// the CLI starts up, before its prompt (`before_snapshot.rs`).
     const BEFORE_SPAWN: Option<BeforeSpawn<Self>> = None;
+
+    /// The tree the attempt's patch is taken against when not HEAD, as decided
+    /// before the spawn: the patch is taken ahead against it
+    /// (`AfterSnapshot`).
+    fn patch_head(&self) -> Option<String> {
+        None
+    }
 
     /// The agent's structured output as soon as the stream shows it, while the
     /// agent may still be ending (`InvokeSpec::on_result`): what the kind
@@ -172,7 +179,16 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // CLI down), beside the invocation's own records (`InvokeSpec::on_exit`);
     // the run store's "before", where it is walked beside the agent, once the
     // agent is spawned (`InvokeSpec::on_spawn`).
-    let after = AfterSnapshot::new(&a.ctx.root);
+    // Where the before-snapshot is known at the spawn, the after-snapshot's
+    // thread takes the attempt's patch too, before the reap.
+    let patch_basis = match &before {
+        Before::Taken(before) => Some(PatchBasis {
+            before: before.clone(),
+            head: kind.patch_head(),
+        }),
+        Before::AtPrompt(_) => None,
+    };
+    let after = AfterSnapshot::new(&a.ctx.root, patch_basis);
     let store = PendingCheck::new(&a.ctx.root, run, store_before, a.agent.store.clone());
     let on_spawn = || store.agent_spawned();
     let before_prompt = || before.record_at_prompt();

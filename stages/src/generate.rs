@@ -139,7 +139,7 @@ fn read_only_evidence(
     AfterAgent { tree, store }: AfterAgent,
 ) -> Result<Vec<Violation>, StageError> {
     let (run, attempt_rel) = (a.run(), a.attempt_rel.as_str());
-    let after = tree.take()?;
+    let (after, patch_ahead) = tree.take()?;
     write_snapshot(run, attempt_rel, attempt::GIT_AFTER, &after)?;
     let changed = attribute(before, &after, &a.ledger.own_writes());
     run.defer_json(
@@ -147,7 +147,13 @@ fn read_only_evidence(
         &changed,
     )
     .map_err(StageError::record(attempt::CHANGED_FILES))?;
-    let diff = attempt_diff(&a.ctx.root, &changed, &after, DEFAULT_DIFF_MAX_BYTES)?;
+    let diff = attempt_diff(
+        patch_ahead,
+        &a.ctx.root,
+        &changed,
+        &after,
+        DEFAULT_DIFF_MAX_BYTES,
+    )?;
     let (diff_info, findings) = crate::secrets::keep_diff(a.ctx, run, attempt_rel, diff)?;
     let mut violations = run_store_violations(store);
     violations.extend(generate_violations(&changed, before, &after));

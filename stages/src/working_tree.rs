@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 
 use specbridge_engine::evidence::{
     git_command, normalize_rel_path, ChangedFiles, EntryKind, EvidenceError, GitSnapshot, OwnWrite,
-    PathState, ProtectedPaths,
+    PatchAhead, PathState, ProtectedPaths, DEFAULT_DIFF_MAX_BYTES,
 };
 use specbridge_engine::store::layout::{self, attempt as file};
 use specbridge_engine::store::{RunHandle, RunReader, StageRecord};
@@ -228,16 +228,34 @@ impl Taking {
 /// of the invocation's records, which are all under `.specbridge/` and so never
 /// in a snapshot. Not started (nothing spawned, or a playback, which changes
 /// the tree itself), it is taken when asked for.
+///
+/// Given the before-snapshot, the same thread goes on to take the attempt's
+/// patch ahead ([`PatchAhead`]), while the kernel still tears the agent down:
+/// the 20 ms or so that the reap waits for the CLI's memory to be given back.
 #[derive(Debug)]
 pub(crate) struct AfterSnapshot {
     root: PathBuf,
-    taking: Mutex<Option<JoinHandle<Result<GitSnapshot, EvidenceError>>>>,
+    patch_basis: Option<PatchBasis>,
+    taking: Mutex<Option<JoinHandle<Result<AfterTree, EvidenceError>>>>,
 }
 
+/// What the patch taken ahead starts from: the before-snapshot, and the tree
+/// the patch is taken against when not HEAD (an execute attempt that starts
+/// from an earlier stage's changes).
+#[derive(Debug, Clone)]
+pub(crate) struct PatchBasis {
+    pub(crate) before: GitSnapshot,
+    pub(crate) head: Option<String>,
+}
+
+/// The after-snapshot, and the patch taken ahead from it when it was.
+pub(crate) type AfterTree = (GitSnapshot, Option<PatchAhead>);
+
 impl AfterSnapshot {
-    pub(crate) fn new(root: &Path) -> Self {
+    pub(crate) fn new(root: &Path, patch_basis: Option<PatchBasis>) -> Self {
         AfterSnapshot {
             root: root.to_path_buf(),
+            patch_basis,
             taking: Mutex::default(),
         }
     }
@@ -247,12 +265,23 @@ impl AfterSnapshot {
     pub(crate) fn start(&self) {
         let mut taking = self.taking.lock().unwrap_or_else(PoisonError::into_inner);
         if taking.is_none() {
-            *taking = snapshot_on_thread(&self.root, "specbridge-after");
+            let (root, basis) = (self.root.clone(), self.patch_basis.clone());
+            *taking = std::thread::Builder::new()
+                .name("specbridge-after".into())
+                .spawn(move || {
+                    let after = GitSnapshot::take(&root)?;
+                    let ahead = basis.map(|b| {
+                        PatchAhead::take(&root, &b.before, &after, b.head, DEFAULT_DIFF_MAX_BYTES)
+                    });
+                    Ok((after, ahead))
+                })
+                .ok();
         }
     }
 
-    /// The snapshot: the one started, or one taken now.
-    pub(crate) fn take(self) -> Result<GitSnapshot, StageError> {
+    /// The snapshot: the one started (with its patch taken ahead), or one
+    /// taken now.
+    pub(crate) fn take(self) -> Result<AfterTree, StageError> {
         let taking = self
             .taking
             .into_inner()
@@ -262,7 +291,7 @@ impl AfterSnapshot {
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
                 .map_err(StageError::Snapshot),
-            None => snapshot(&self.root),
+            None => Ok((snapshot(&self.root)?, None)),
         }
     }
 }
@@ -491,14 +520,42 @@ pub(crate) mod tests {
         let dir = committed_repo();
         let root = dir.path();
         std::fs::write(root.join("made"), "by the agent\n").unwrap();
-        let started = AfterSnapshot::new(root);
+        let started = AfterSnapshot::new(root, None);
         started.start();
         started.start();
-        let taken = started.take().unwrap();
+        let (taken, ahead) = started.take().unwrap();
+        assert!(ahead.is_none());
         let paths = |s: &GitSnapshot| s.entries.keys().cloned().collect::<Vec<_>>();
         assert_eq!(paths(&taken), ["made"]);
         std::fs::write(root.join("later"), "x\n").unwrap();
-        let asked = AfterSnapshot::new(root).take().unwrap();
+        let (asked, _) = AfterSnapshot::new(root, None).take().unwrap();
         assert_eq!(paths(&asked), ["later", "made"]);
+    }
+
+    /// Given the before-snapshot, the after-snapshot's thread takes the
+    /// attempt's patch too, of the tree as that snapshot saw it.
+    #[test]
+    fn the_after_snapshots_thread_takes_the_patch_ahead() {
+        use specbridge_engine::evidence::{attempt_diff, attribute};
+        let dir = committed_repo();
+        let root = dir.path();
+        let before = GitSnapshot::take(root).unwrap();
+        std::fs::write(root.join("f"), "a\nby the agent\n").unwrap();
+        let after = AfterSnapshot::new(
+            root,
+            Some(PatchBasis {
+                before: before.clone(),
+                head: None,
+            }),
+        );
+        after.start();
+        let (after, ahead) = after.take().unwrap();
+        std::fs::write(root.join("f"), "a\nlater\n").unwrap();
+        let changed = attribute(&before, &after, &[]);
+        let diff = |ahead| attempt_diff(ahead, root, &changed, &after, DEFAULT_DIFF_MAX_BYTES);
+        let patch = String::from_utf8(diff(ahead).unwrap().patch).unwrap();
+        assert!(patch.contains("+by the agent"), "{patch}");
+        let now = String::from_utf8(diff(None).unwrap().patch).unwrap();
+        assert!(now.contains("+later"), "{now}");
     }
 }

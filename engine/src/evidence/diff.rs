@@ -53,17 +53,97 @@ pub struct DiffInfo {
 
 /// The patch, against HEAD, of the paths attributed to the attempt (pre-existing and
 /// ambiguous changes and specbridge's own writes are not the attempt's and are left
-/// out; so is git's own directory, which is no part of any patch).
+/// out; so is git's own directory, which is no part of any patch). The patch
+/// taken `ahead` is it where it was taken of the same paths against the same
+/// base; else it is taken now.
 pub fn attempt_diff(
+    ahead: Option<PatchAhead>,
     root: &Path,
     changed: &ChangedFiles,
     after: &GitSnapshot,
     max_bytes: u64,
 ) -> Result<AttemptDiff, EvidenceError> {
-    let paths: BTreeSet<&String> = changed
+    let paths = patch_paths(changed);
+    if let Some(diff) = ahead.and_then(|ahead| ahead.of(&paths, after, max_bytes)) {
+        return Ok(diff);
+    }
+    patch_of(root, &paths, after, max_bytes)
+}
+
+/// The patch of an attempt taken as soon as its after-snapshot is, while the
+/// kernel still tears the agent down and before anything else waits for it:
+/// of the paths the two snapshots alone attribute to the attempt (the run's
+/// own writes, which only the run knows, left out of the reckoning). Where
+/// the attempt's attributed paths turn out to be those, as they are unless a
+/// change is the run's own or one it made before, it is the attempt's patch;
+/// taken at the after-snapshot's moment, it shows the tree that snapshot saw.
+#[derive(Debug)]
+pub struct PatchAhead {
+    paths: BTreeSet<String>,
+    head: Option<String>,
+    max_bytes: u64,
+    /// None where taking it failed: it is taken again, and its error met, when
+    /// the attempt's patch is.
+    diff: Option<AttemptDiff>,
+}
+
+impl PatchAhead {
+    /// The patch of what changed from `before` to `after`, against `head` when
+    /// given (the tree an attempt's patch starts from), else `after`'s HEAD.
+    pub fn take(
+        root: &Path,
+        before: &GitSnapshot,
+        after: &GitSnapshot,
+        head: Option<String>,
+        max_bytes: u64,
+    ) -> Self {
+        let changed = super::attribute(before, after, &[]);
+        let paths = patch_paths(&changed);
+        let mut base = after.clone();
+        if head.is_some() {
+            base.head = head;
+        }
+        let diff = patch_of(root, &paths, &base, max_bytes).ok();
+        PatchAhead {
+            paths: paths.into_iter().cloned().collect(),
+            head: base.head,
+            max_bytes,
+            diff,
+        }
+    }
+
+    /// The patch, where it was taken of `paths` against `base`'s HEAD under the
+    /// same cap.
+    fn of(
+        self,
+        paths: &BTreeSet<&String>,
+        base: &GitSnapshot,
+        max_bytes: u64,
+    ) -> Option<AttemptDiff> {
+        let same = self.head == base.head
+            && self.max_bytes == max_bytes
+            && self.paths.len() == paths.len()
+            && self.paths.iter().zip(paths).all(|(a, b)| a == *b);
+        same.then_some(self.diff).flatten()
+    }
+}
+
+/// The paths of an attempt's patch: its attributed ones but git's own files.
+fn patch_paths(changed: &ChangedFiles) -> BTreeSet<&String> {
+    changed
         .attributed()
         .filter(|p| !is_under(p, ".git"))
-        .collect();
+        .collect()
+}
+
+/// The patch of `paths` against `after`'s HEAD, new files marked
+/// intent-to-add in a private copy of the index.
+fn patch_of(
+    root: &Path,
+    paths: &BTreeSet<&String>,
+    after: &GitSnapshot,
+    max_bytes: u64,
+) -> Result<AttemptDiff, EvidenceError> {
     let mut cap = Capper::new(max_bytes);
     if !paths.is_empty() {
         let tmp = tempfile::tempdir().map_err(|source| EvidenceError::TempIndex { source })?;
@@ -87,7 +167,7 @@ pub fn attempt_diff(
             Some(head) => head.clone(),
             None => empty_tree(&git)?,
         };
-        let paths: Vec<&String> = paths.into_iter().collect();
+        let paths: Vec<&String> = paths.iter().copied().collect();
         for chunk in paths.chunks(PATHS_PER_CALL) {
             diff_into(&git, &base, chunk, &mut cap)?;
         }

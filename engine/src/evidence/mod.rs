@@ -20,7 +20,7 @@ mod tree_epoch;
 pub mod verification;
 
 pub use attribute::{attribute, ChangeAuthor, ChangedFiles, OwnWrite};
-pub use diff::{attempt_diff, AttemptDiff, DiffInfo, DEFAULT_DIFF_MAX_BYTES};
+pub use diff::{attempt_diff, AttemptDiff, DiffInfo, PatchAhead, DEFAULT_DIFF_MAX_BYTES};
 pub use error::EvidenceError;
 pub use git::command as git_command;
 pub(crate) use git::program as git_program;
