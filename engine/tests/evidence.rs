@@ -317,23 +317,28 @@ fn the_patch_taken_ahead_is_the_attempts_where_its_paths_and_base_are() {
     repo.write("README.md", "hello, edited\n");
     repo.write("src/new.rs", "fn main() {}\n");
     let after = repo.snapshot();
-    let ahead = || PatchAhead::take(repo.root(), &before, &after, None, DEFAULT_DIFF_MAX_BYTES);
     let changed = attribute(&before, &after, &[]);
-    let now = |changed: &ChangedFiles| {
-        attempt_diff(None, repo.root(), changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap()
+    let now = |changed: &ChangedFiles, base: &GitSnapshot, max: u64| {
+        attempt_diff(None, repo.root(), changed, base, max)
     };
-    let taken = now(&changed);
+    let taken = now(&changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
     let patch = String::from_utf8(taken.patch.clone()).unwrap();
     assert!(
         patch.contains("+hello, edited") && patch.contains("+fn main"),
         "{patch}"
     );
-
-    // Same paths, same base: the patch taken ahead, though the tree moved on.
-    let first = ahead();
+    // Taken ahead, all of them, before the tree moves on.
+    let mut ahead = std::iter::repeat_with(|| {
+        PatchAhead::take(repo.root(), &before, &after, None, DEFAULT_DIFF_MAX_BYTES)
+    })
+    .take(4)
+    .collect::<Vec<_>>()
+    .into_iter();
     repo.write("README.md", "hello, edited again\n");
+
+    // Same paths, same tree: the patch taken ahead, of the tree as it was.
     let reused = attempt_diff(
-        Some(first),
+        ahead.next(),
         repo.root(),
         &changed,
         &after,
@@ -341,40 +346,32 @@ fn the_patch_taken_ahead_is_the_attempts_where_its_paths_and_base_are() {
     )
     .unwrap();
     assert_eq!(reused, taken);
-    assert_ne!(now(&changed), taken, "the tree moved on");
 
-    // Another base, another cap, or other paths: taken anew.
-    let mut other_base = after.clone();
-    other_base.head = Some(before.head.clone().unwrap().replace(|_| true, "0"));
+    // Another cap, other paths (one the run wrote itself) or another tree:
+    // taken anew, of the tree as it is now.
     let own = [OwnWrite::new(
         "src/new.rs",
         after.entries["src/new.rs"].sha256.clone(),
     )];
     let with_own = attribute(&before, &after, &own);
     assert_eq!(with_own.attributed().count(), 1, "{with_own:?}");
-    for (changed, base, max) in [
-        (&changed, &after, DEFAULT_DIFF_MAX_BYTES / 2),
-        (&with_own, &after, DEFAULT_DIFF_MAX_BYTES),
+    for (changed, max) in [
+        (&changed, DEFAULT_DIFF_MAX_BYTES / 2),
+        (&with_own, DEFAULT_DIFF_MAX_BYTES),
     ] {
-        let ahead = PatchAhead::take(repo.root(), &before, &after, None, DEFAULT_DIFF_MAX_BYTES);
-        let got = attempt_diff(Some(ahead), repo.root(), changed, base, max).unwrap();
-        assert_eq!(
-            got.patch,
-            attempt_diff(None, repo.root(), changed, base, max)
-                .unwrap()
-                .patch
-        );
-        assert!(String::from_utf8(got.patch)
-            .unwrap()
-            .contains("edited again"));
+        let got = attempt_diff(ahead.next(), repo.root(), changed, &after, max).unwrap();
+        assert_eq!(got, now(changed, &after, max).unwrap());
+        let got = String::from_utf8(got.patch).unwrap();
+        assert!(got.contains("+hello, edited again"), "{got}");
     }
-    let ahead = PatchAhead::take(repo.root(), &before, &after, None, DEFAULT_DIFF_MAX_BYTES);
+    let mut other_tree = after.clone();
+    other_tree.head = Some("0".repeat(40));
     assert!(
         attempt_diff(
-            Some(ahead),
+            ahead.next(),
             repo.root(),
             &changed,
-            &other_base,
+            &other_tree,
             DEFAULT_DIFF_MAX_BYTES
         )
         .is_err(),
