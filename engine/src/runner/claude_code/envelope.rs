@@ -42,27 +42,34 @@ pub struct ResultEnvelope {
 
 impl ResultEnvelope {
     /// Reads an envelope from a JSON value; `None` unless it is a `type: "result"` object.
-    pub fn from_value(value: &Value) -> Option<ResultEnvelope> {
-        let object = value.as_object()?;
+    pub fn from_value(value: Value) -> Option<ResultEnvelope> {
+        let tokens = TokenUsage::from_envelope(&value);
+        let Value::Object(mut object) = value else {
+            return None;
+        };
         if object.get("type").and_then(Value::as_str) != Some("result") {
             return None;
         }
+        // Moved out, not copied: each holds the whole output, which may be
+        // megabytes (docs/claude-code-runner.md).
+        let result = match object.remove("result") {
+            Some(Value::String(text)) => Some(text),
+            _ => None,
+        };
+        let structured_output = object.remove("structured_output").filter(|v| !v.is_null());
         let string = |key: &str| object.get(key).and_then(Value::as_str).map(str::to_owned);
         let number = |key: &str| object.get(key).and_then(Value::as_f64);
         Some(ResultEnvelope {
             subtype: string("subtype"),
             is_error: object.get("is_error").and_then(Value::as_bool),
-            result: string("result"),
-            structured_output: object
-                .get("structured_output")
-                .filter(|v| !v.is_null())
-                .cloned(),
+            result,
+            structured_output,
             session_id: string("session_id"),
             num_turns: object.get("num_turns").and_then(Value::as_u64),
             total_cost_usd: number("total_cost_usd")
                 .or_else(|| number("cost_usd"))
                 .or_else(|| number("total_cost")),
-            tokens: TokenUsage::from_envelope(value),
+            tokens,
             permission_denials: object
                 .get("permission_denials")
                 .and_then(Value::as_array)
@@ -94,7 +101,7 @@ impl ResultEnvelope {
     /// Reads an envelope from JSON text.
     pub fn parse(text: &str) -> Option<ResultEnvelope> {
         let value: Value = serde_json::from_str(text.trim()).ok()?;
-        ResultEnvelope::from_value(&value)
+        ResultEnvelope::from_value(value)
     }
 }
 
@@ -154,7 +161,7 @@ mod tests {
 
     #[test]
     fn old_cost_fields_are_read_as_total_cost() {
-        let envelope = ResultEnvelope::from_value(&json!({
+        let envelope = ResultEnvelope::from_value(json!({
             "type": "result", "subtype": "success", "cost_usd": 0.5, "is_error": false
         }))
         .unwrap();
@@ -164,7 +171,7 @@ mod tests {
 
     #[test]
     fn fields_of_unexpected_types_are_missing_not_fatal() {
-        let envelope = ResultEnvelope::from_value(&json!({
+        let envelope = ResultEnvelope::from_value(json!({
             "type": "result", "subtype": 3, "num_turns": "two", "structured_output": null,
             "errors": ["a", {"b": 1}]
         }))
@@ -173,7 +180,7 @@ mod tests {
         assert_eq!(envelope.num_turns, None);
         assert_eq!(envelope.structured_output, None);
         assert_eq!(envelope.errors, ["a", r#"{"b":1}"#]);
-        assert!(ResultEnvelope::from_value(&json!({"type": "assistant"})).is_none());
+        assert!(ResultEnvelope::from_value(json!({"type": "assistant"})).is_none());
     }
 
     #[test]

@@ -127,7 +127,7 @@ impl StreamState {
                 LineKind::User
             }
             (Some("result"), _) => {
-                self.result = ResultEnvelope::from_value(&event);
+                self.result = ResultEnvelope::from_value(event);
                 LineKind::Result
             }
             _ => LineKind::Other,

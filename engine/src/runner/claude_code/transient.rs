@@ -110,7 +110,7 @@ mod tests {
     use serde_json::json;
 
     fn envelope(v: serde_json::Value) -> ResultEnvelope {
-        ResultEnvelope::from_value(&v).expect("an envelope")
+        ResultEnvelope::from_value(v).expect("an envelope")
     }
 
     fn api_error(status: u16, text: &str) -> ResultEnvelope {
