@@ -116,8 +116,25 @@ fn sandbox_with(script: impl FnOnce(&Path, &Outside) -> Vec<Reply>) -> Option<(S
     Some((sandbox, outside.expect("made with the script")))
 }
 
+/// The first attempt's `tool-calls.jsonl`: specbridge's own record of each call.
+fn recorded_calls(sandbox: &Sandbox, stage: &str) -> Vec<Value> {
+    std::fs::read_to_string(sandbox.attempt_dir(stage, 1).join("tool-calls.jsonl"))
+        .expect("tool-calls.jsonl kept")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
 /// Runs and checks the common outcome: the stage verified with notes.txt (the
-/// only change), and each hostile call refused by the CLI's permission check.
+/// only change), and each hostile call refused by the CLI's permission check,
+/// recorded by specbridge as refused by the stage's policy and not run.
+///
+/// The CLI's own list of its refusals (`permission_denials`, kept in
+/// `result.json`) holds nothing else; it is not required to hold them all: in
+/// one run of the whole suite it came back empty although both Bash calls of
+/// `a_bash_command_outside_the_rules_is_refused` had been refused in the
+/// stream ("… needs approval", 2.1.332, 2026-12-07), where every other run
+/// lists them.
 fn run_verified(sandbox: &Sandbox, outside: &Outside, refused: &[&str]) {
     let out = sandbox.run(&["run"]);
     assert_eq!(out.code, 0, "{}", out.snapshot());
@@ -125,16 +142,34 @@ fn run_verified(sandbox: &Sandbox, outside: &Outside, refused: &[&str]) {
     assert_eq!(stage["status"], "succeeded", "{stage:#}");
     assert_eq!(stage["evidenceStatus"], "verified", "{stage:#}");
     assert_eq!(sandbox.changed_paths(), ["?? notes.txt"]);
-    let denied = denied_ids(sandbox, "implement");
     for id in refused {
         let r = sandbox.tool_result(id);
         assert!(r.is_error, "{id} ran: {r:?}");
+    }
+    assert_refused_on_record(sandbox, "implement", refused);
+    outside.assert_untouched();
+}
+
+/// Each call of `refused` is in specbridge's record as refused by the stage's
+/// policy and not run, and the CLI's own list of refusals holds no other
+/// (see [`run_verified`] for why it may hold fewer).
+fn assert_refused_on_record(sandbox: &Sandbox, stage: &str, refused: &[&str]) {
+    let calls = recorded_calls(sandbox, stage);
+    for id in refused {
+        let call = calls
+            .iter()
+            .find(|c| c["toolUseId"] == *id)
+            .unwrap_or_else(|| panic!("{id} not in tool-calls.jsonl: {calls:#?}"));
+        assert_eq!(call["policy"], "refused", "{call:#}");
+        assert_eq!(call["outcome"], "failed", "{call:#}");
+        assert_eq!(call["violation"], false, "{call:#}");
+    }
+    for denied in denied_ids(sandbox, stage) {
         assert!(
-            denied.iter().any(|d| d == id),
-            "{id} not a recorded denial: {denied:?} {r:?}"
+            refused.contains(&denied.as_str()),
+            "{denied} was refused too"
         );
     }
-    outside.assert_untouched();
 }
 
 #[test]
@@ -305,12 +340,12 @@ fn generate_reads_outside_the_repository_are_refused_and_leak_nowhere() {
     let out = sandbox.run(&["run"]);
     assert_eq!(out.code, 0, "{}", out.snapshot());
     assert_eq!(sandbox.stage_json("requirements")["status"], "succeeded");
-    let denied = denied_ids(&sandbox, "requirements");
-    for id in ["t_read", "t_read_rel", "t_glob", "t_grep"] {
+    let refused = ["t_read", "t_read_rel", "t_glob", "t_grep"];
+    for id in refused {
         let r = sandbox.tool_result(id);
         assert!(r.is_error && !r.text().contains(SECRET), "{id}: {r:?}");
-        assert!(denied.iter().any(|d| d == id), "{id}: {denied:?}");
     }
+    assert_refused_on_record(&sandbox, "requirements", &refused);
     // The secret reached neither the model, nor the repository, nor the records.
     for request in sandbox.model_requests() {
         assert!(!request.body.to_string().contains(SECRET));
