@@ -90,16 +90,6 @@ fn write_notes(root: &Path) -> Reply {
     write_file(root, "t_notes", "notes.txt", "hello\n")
 }
 
-fn denied_ids(sandbox: &Sandbox, stage: &str) -> Vec<String> {
-    let result = sandbox.attempt_json(stage, 1, "result.json");
-    result["permissionDenials"]
-        .as_array()
-        .unwrap_or_else(|| panic!("permissionDenials recorded: {result:#}"))
-        .iter()
-        .map(|d| d["toolUseId"].as_str().unwrap_or_default().to_owned())
-        .collect()
-}
-
 /// A sandbox whose script is made from the repository root and the outside folder.
 fn sandbox_with(script: impl FnOnce(&Path, &Outside) -> Vec<Reply>) -> Option<(Sandbox, Outside)> {
     let mut outside = None;
@@ -116,25 +106,9 @@ fn sandbox_with(script: impl FnOnce(&Path, &Outside) -> Vec<Reply>) -> Option<(S
     Some((sandbox, outside.expect("made with the script")))
 }
 
-/// The first attempt's `tool-calls.jsonl`: specbridge's own record of each call.
-fn recorded_calls(sandbox: &Sandbox, stage: &str) -> Vec<Value> {
-    std::fs::read_to_string(sandbox.attempt_dir(stage, 1).join("tool-calls.jsonl"))
-        .expect("tool-calls.jsonl kept")
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect()
-}
-
 /// Runs and checks the common outcome: the stage verified with notes.txt (the
-/// only change), and each hostile call refused by the CLI's permission check,
-/// recorded by specbridge as refused by the stage's policy and not run.
-///
-/// The CLI's own list of its refusals (`permission_denials`, kept in
-/// `result.json`) holds nothing else; it is not required to hold them all: in
-/// one run of the whole suite it came back empty although both Bash calls of
-/// `a_bash_command_outside_the_rules_is_refused` had been refused in the
-/// stream ("… needs approval", 2.1.332, 2026-12-07), where every other run
-/// lists them.
+/// only change), and each hostile call refused by the CLI's permission check
+/// and on specbridge's record (`Sandbox::assert_refused_on_record`).
 fn run_verified(sandbox: &Sandbox, outside: &Outside, refused: &[&str]) {
     let out = sandbox.run(&["run"]);
     assert_eq!(out.code, 0, "{}", out.snapshot());
@@ -146,30 +120,8 @@ fn run_verified(sandbox: &Sandbox, outside: &Outside, refused: &[&str]) {
         let r = sandbox.tool_result(id);
         assert!(r.is_error, "{id} ran: {r:?}");
     }
-    assert_refused_on_record(sandbox, "implement", refused);
+    sandbox.assert_refused_on_record("implement", refused);
     outside.assert_untouched();
-}
-
-/// Each call of `refused` is in specbridge's record as refused by the stage's
-/// policy and not run, and the CLI's own list of refusals holds no other
-/// (see [`run_verified`] for why it may hold fewer).
-fn assert_refused_on_record(sandbox: &Sandbox, stage: &str, refused: &[&str]) {
-    let calls = recorded_calls(sandbox, stage);
-    for id in refused {
-        let call = calls
-            .iter()
-            .find(|c| c["toolUseId"] == *id)
-            .unwrap_or_else(|| panic!("{id} not in tool-calls.jsonl: {calls:#?}"));
-        assert_eq!(call["policy"], "refused", "{call:#}");
-        assert_eq!(call["outcome"], "failed", "{call:#}");
-        assert_eq!(call["violation"], false, "{call:#}");
-    }
-    for denied in denied_ids(sandbox, stage) {
-        assert!(
-            refused.contains(&denied.as_str()),
-            "{denied} was refused too"
-        );
-    }
 }
 
 #[test]
@@ -345,7 +297,7 @@ fn generate_reads_outside_the_repository_are_refused_and_leak_nowhere() {
         let r = sandbox.tool_result(id);
         assert!(r.is_error && !r.text().contains(SECRET), "{id}: {r:?}");
     }
-    assert_refused_on_record(&sandbox, "requirements", &refused);
+    sandbox.assert_refused_on_record("requirements", &refused);
     // The secret reached neither the model, nor the repository, nor the records.
     for request in sandbox.model_requests() {
         assert!(!request.body.to_string().contains(SECRET));
@@ -522,7 +474,7 @@ fn an_allowed_bash_rule_runs_inside_the_sandbox() {
     // Refused by the sandbox while running, not by a permission check before it.
     let write = sandbox.tool_result("t_outside").text();
     assert!(write.contains("Read-only file system"), "{write}");
-    assert!(denied_ids(&sandbox, "implement").is_empty());
+    assert!(sandbox.denied_ids("implement").is_empty());
     std::thread::sleep(Duration::from_millis(200));
     assert!(
         !hit.load(Ordering::SeqCst),

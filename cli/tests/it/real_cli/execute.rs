@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use specbridge_testkit::model_server::{Reply, Script, ToolCall};
 
 use super::harness::{read_json, write_file, Sandbox};
@@ -43,15 +43,6 @@ fn write_tracked_files(sandbox: &Sandbox) {
         "prompts/implement.md",
         "Write notes.txt with the word hello.\n",
     );
-}
-
-fn denied_ids(result: &Value) -> Vec<String> {
-    result["permissionDenials"]
-        .as_array()
-        .expect("permissionDenials recorded")
-        .iter()
-        .map(|d| d["toolUseId"].as_str().unwrap_or_default().to_owned())
-        .collect()
 }
 
 fn assert_tracked_files_intact(sandbox: &Sandbox) {
@@ -118,9 +109,9 @@ fn execute_stage_writes_runs_allowed_commands_and_is_refused_destruction() {
     assert_eq!(sandbox.model_requests().len(), 5);
     assert_eq!(sandbox.server.remaining(), 0);
 
-    // The records: both denials, Bash offered but never approved as a whole.
+    // The records: both refusals, Bash offered but never approved as a whole.
+    sandbox.assert_refused_on_record("implement", &["t_rm", "t_echo"]);
     let result = sandbox.attempt_json("implement", 1, "result.json");
-    assert_eq!(denied_ids(&result), ["t_rm", "t_echo"], "{result:#}");
     assert!(result["offeredTools"]
         .as_array()
         .unwrap()
@@ -186,8 +177,7 @@ fn accept_edits_gets_deny_rules_that_stop_rm_under_the_real_cli() {
         assert!(refused.is_error, "{refused:?}");
         assert!(refused.text().contains("has been denied"), "{refused:?}");
     }
-    let result = sandbox.attempt_json("implement", 1, "result.json");
-    assert_eq!(denied_ids(&result), ["t_rm", "t_mv"], "{result:#}");
+    sandbox.assert_refused_on_record("implement", &["t_rm", "t_mv"]);
     let request = sandbox.attempt_json("implement", 1, "request.json");
     assert_eq!(request["toolPolicy"]["permissionMode"], "acceptEdits");
     let disallowed = request["toolPolicy"]["disallowedTools"].as_array().unwrap();

@@ -219,6 +219,46 @@ impl Sandbox {
             .unwrap_or_else(|| panic!("no tool result for {id}"))
     }
 
+    /// The tool use ids of the CLI's own list of its refusals
+    /// (`permission_denials`, kept in the first attempt's `result.json`).
+    pub(super) fn denied_ids(&self, stage: &str) -> Vec<String> {
+        let result = self.attempt_json(stage, 1, "result.json");
+        result["permissionDenials"]
+            .as_array()
+            .unwrap_or_else(|| panic!("permissionDenials recorded: {result:#}"))
+            .iter()
+            .map(|d| d["toolUseId"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// Each call of `refused` is in specbridge's record of the first attempt
+    /// (`tool-calls.jsonl`) as refused by the stage's policy, failed, and no
+    /// violation; and the CLI's own list of refusals holds no other call. It
+    /// is not required to hold each: in one run of the whole suite (CI,
+    /// 2026-12-07, 2.1.332) it came back empty although two Bash calls had been
+    /// refused in the stream ("… needs approval"), where every other run lists
+    /// them. What a user audits is the refusal and specbridge's record of it.
+    pub(super) fn assert_refused_on_record(&self, stage: &str, refused: &[&str]) {
+        let calls = std::fs::read_to_string(self.attempt_dir(stage, 1).join("tool-calls.jsonl"))
+            .expect("tool-calls.jsonl kept");
+        for id in refused {
+            let call: Value = calls
+                .lines()
+                .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+                .find(|c| c["toolUseId"] == *id)
+                .unwrap_or_else(|| panic!("{id} not in tool-calls.jsonl: {calls}"));
+            assert_eq!(call["policy"], "refused", "{call:#}");
+            assert_eq!(call["outcome"], "failed", "{call:#}");
+            assert_eq!(call["violation"], false, "{call:#}");
+        }
+        for denied in self.denied_ids(stage) {
+            assert!(
+                refused.contains(&denied.as_str()),
+                "{denied} was refused too"
+            );
+        }
+    }
+
     /// The single run folder.
     pub(super) fn run_dir(&self) -> PathBuf {
         self.ctx.only_run_dir()
