@@ -185,10 +185,20 @@ pub(crate) fn snapshot_on_thread(
     root: &Path,
     name: &str,
 ) -> Option<JoinHandle<Result<GitSnapshot, EvidenceError>>> {
+    snapshot_on_thread_then(root, name, |_, snapshot| snapshot)
+}
+
+/// [`snapshot_on_thread`], the same thread going on with `then` once the
+/// snapshot is taken.
+fn snapshot_on_thread_then<T: Send + 'static>(
+    root: &Path,
+    name: &str,
+    then: impl FnOnce(&Path, GitSnapshot) -> T + Send + 'static,
+) -> Option<JoinHandle<Result<T, EvidenceError>>> {
     let root = root.to_path_buf();
     std::thread::Builder::new()
         .name(name.into())
-        .spawn(move || GitSnapshot::take(&root))
+        .spawn(move || GitSnapshot::take(&root).map(|snapshot| then(&root, snapshot)))
         .ok()
 }
 
@@ -265,17 +275,13 @@ impl AfterSnapshot {
     pub(crate) fn start(&self) {
         let mut taking = self.taking.lock().unwrap_or_else(PoisonError::into_inner);
         if taking.is_none() {
-            let (root, basis) = (self.root.clone(), self.patch_basis.clone());
-            *taking = std::thread::Builder::new()
-                .name("specbridge-after".into())
-                .spawn(move || {
-                    let after = GitSnapshot::take(&root)?;
-                    let ahead = basis.map(|b| {
-                        PatchAhead::take(&root, &b.before, &after, b.head, DEFAULT_DIFF_MAX_BYTES)
-                    });
-                    Ok((after, ahead))
-                })
-                .ok();
+            let basis = self.patch_basis.clone();
+            *taking = snapshot_on_thread_then(&self.root, "specbridge-after", |root, after| {
+                let ahead = basis.map(|b| {
+                    PatchAhead::take(root, &b.before, &after, b.head, DEFAULT_DIFF_MAX_BYTES)
+                });
+                (after, ahead)
+            });
         }
     }
 

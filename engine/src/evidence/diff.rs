@@ -67,7 +67,7 @@ pub fn attempt_diff(
     if let Some(diff) = ahead.and_then(|ahead| ahead.of(&paths, after, max_bytes)) {
         return Ok(diff);
     }
-    patch_of(root, &paths, after, max_bytes)
+    patch_of(root, &paths, after, after.head.as_deref(), max_bytes)
 }
 
 /// The patch of an attempt taken as soon as its after-snapshot is, while the
@@ -99,14 +99,11 @@ impl PatchAhead {
     ) -> Self {
         let changed = super::attribute(before, after, &[]);
         let paths = patch_paths(&changed);
-        let mut base = after.clone();
-        if head.is_some() {
-            base.head = head;
-        }
-        let diff = patch_of(root, &paths, &base, max_bytes).ok();
+        let head = head.or_else(|| after.head.clone());
+        let diff = patch_of(root, &paths, after, head.as_deref(), max_bytes).ok();
         PatchAhead {
             paths: paths.into_iter().cloned().collect(),
-            head: base.head,
+            head,
             max_bytes,
             diff,
         }
@@ -122,8 +119,7 @@ impl PatchAhead {
     ) -> Option<AttemptDiff> {
         let same = self.head == base.head
             && self.max_bytes == max_bytes
-            && self.paths.len() == paths.len()
-            && self.paths.iter().zip(paths).all(|(a, b)| a == *b);
+            && self.paths.iter().eq(paths.iter().copied());
         same.then_some(self.diff).flatten()
     }
 }
@@ -136,12 +132,14 @@ fn patch_paths(changed: &ChangedFiles) -> BTreeSet<&String> {
         .collect()
 }
 
-/// The patch of `paths` against `after`'s HEAD, new files marked
-/// intent-to-add in a private copy of the index.
+/// The patch of `paths` against `head` (the empty tree where there is none),
+/// the files `after` holds untracked marked intent-to-add in a private copy of
+/// the index.
 fn patch_of(
     root: &Path,
     paths: &BTreeSet<&String>,
     after: &GitSnapshot,
+    head: Option<&str>,
     max_bytes: u64,
 ) -> Result<AttemptDiff, EvidenceError> {
     let mut cap = Capper::new(max_bytes);
@@ -163,8 +161,8 @@ fn patch_of(
             args.extend(chunk.iter().map(|p| p.as_str()));
             git.run(&args)?;
         }
-        let base = match &after.head {
-            Some(head) => head.clone(),
+        let base = match head {
+            Some(head) => head.to_string(),
             None => empty_tree(&git)?,
         };
         let paths: Vec<&String> = paths.iter().copied().collect();
