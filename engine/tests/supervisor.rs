@@ -142,8 +142,8 @@ async fn input_withheld_by_on_spawn_is_never_written_and_the_group_ends() {
     );
     assert_eq!(
         error.to_string(),
-        "failed to record the start of `sh`: the disk is full; it was stopped before it was \
-         given its input"
+        "failed to give `sh` its input: the disk is full; it was stopped before it was given \
+         any"
     );
     assert_group_gone(*pgid.get().unwrap());
     assert!(!dir.path().join("got").exists(), "the input was written");

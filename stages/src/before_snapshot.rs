@@ -1,16 +1,18 @@
-//! An agent attempt's before-snapshot, `git-before.json`: the working tree its
+//! An attempt's before-snapshot, `git-before.json`: the working tree its
 //! agent's changes are told from (docs/evidence.md).
 //!
 //! It must be complete before the agent can act, and an agent acts only on its
 //! prompt, which the CLI is given once the attempt's first batch is on disk,
 //! after about 100 ms of its own start-up (`invoke.rs`, "The prompt waits for
-//! the records"). So a kind that decides nothing from the snapshot before the
-//! spawn (generate) starts it beside the attempt's preparation, spawns the CLI
-//! meanwhile, and waits for it at the prompt ([`BeforeSnapshot::record`], the
-//! invocation's `before_prompt`): in a tree of 20,000 files that takes the
-//! 40 ms of a `git status` off the stage's path. A kind that decides from it
-//! what to spawn (execute: the session it continues, a dirty tree refused)
-//! waits for it before the spawn ([`BeforeSnapshot::into_recorded`] first).
+//! the records"). So an attempt whose kind decides nothing from the snapshot
+//! about what to spawn starts it beside the attempt's preparation, spawns the
+//! CLI meanwhile, and waits for it at the prompt ([`BeforeSnapshot::record`],
+//! the invocation's `before_prompt`), where the kind's check of it runs too
+//! (an execute stage refuses a tree made dirty behind the run's back): in a
+//! tree of 20,000 files that takes the 40 ms of a `git status` off the
+//! stage's path. One whose kind decides from it what to spawn (a continued
+//! execute attempt: the session it continues) waits for it before the spawn
+//! ([`BeforeSnapshot::into_recorded`] first).
 //!
 //! A playback, which changes the tree itself, waits for it before it starts;
 //! where the CLI may write inside the tree from its start (its home or
@@ -18,7 +20,7 @@
 //! spawn (`invoke.rs`, `cli_writes_in_tree`). What the CLI does before it has
 //! its prompt is no agent's doing, and may be in the snapshot or not. Where
 //! nothing was spawned (a CLI not found, a run cancelled first), the snapshot
-//! is recorded once the invocation has returned.
+//! is recorded and checked once the invocation has returned.
 
 use std::io::Read;
 use std::path::Path;
@@ -32,7 +34,7 @@ use specbridge_engine::store::RunHandle;
 
 use crate::error::StageError;
 use crate::snapshot_ahead::SnapshotAhead;
-use crate::working_tree::{snapshot, write_snapshot, Taking};
+use crate::working_tree::{snapshot, write_snapshot, Taking, TreeBefore};
 
 /// The most entries the index may hold for a snapshot to be finished at the
 /// prompt. The CLI waits for its prompt at most 3 s from its start, then
@@ -79,20 +81,29 @@ fn index_entries(index: &Path) -> Option<u32> {
         .then(|| u32::from_be_bytes([header[8], header[9], header[10], header[11]]))
 }
 
+/// A kind's check of the before-snapshot before its agent may act
+/// (`AttemptKind::check_before`): it may refuse the attempt, and names the
+/// tree the attempt's patch is taken against when not HEAD.
+pub(crate) type Check<'a> = dyn Fn(&GitSnapshot) -> Result<Option<String>, StageError> + Sync + 'a;
+
 /// An attempt's before-snapshot, from its start until it is recorded.
 pub(crate) struct BeforeSnapshot<'a> {
     root: &'a Path,
     run: &'a RunHandle,
     attempt_rel: &'a str,
+    /// Run once the snapshot is recorded, where the kind's check is left to
+    /// it ([`BeforeSnapshot::checked_by`]).
+    check: Option<&'a Check<'a>>,
     state: Mutex<State>,
 }
 
 enum State {
     /// Being taken, or taken; `None`: to be taken when waited for.
     Pending(Option<Taking>),
-    /// Queued as `git-before.json`.
-    Recorded(GitSnapshot),
-    /// Taking or recording it failed.
+    /// Queued as `git-before.json`, and passed the check if it had one (the
+    /// tree its patch is taken against).
+    Recorded(TreeBefore),
+    /// Taking, recording or checking it failed.
     Failed(StageError),
 }
 
@@ -110,12 +121,22 @@ impl<'a> BeforeSnapshot<'a> {
             root,
             run,
             attempt_rel,
+            check: None,
             state: Mutex::new(State::Pending(taking)),
         }
     }
 
-    /// Waits for the snapshot and queues it as `git-before.json`, once; the
-    /// reason where either failed. The invocation's `before_prompt`.
+    /// The same snapshot, checked by `check` once it is recorded.
+    pub(crate) fn checked_by(self, check: &'a Check<'a>) -> Self {
+        BeforeSnapshot {
+            check: Some(check),
+            ..self
+        }
+    }
+
+    /// Waits for the snapshot, queues it as `git-before.json` and checks it,
+    /// once; the reason where any of them failed. The invocation's
+    /// `before_prompt`.
     pub(crate) fn record(&self) -> Result<(), String> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if let State::Pending(taking) = &mut *state {
@@ -128,8 +149,15 @@ impl<'a> BeforeSnapshot<'a> {
                 SLOW_AT_PROMPT.store(true, Ordering::Relaxed);
             }
             *state = match taken.and_then(|before| {
-                write_snapshot(self.run, self.attempt_rel, file::GIT_BEFORE, &before)
-                    .map(|()| before)
+                write_snapshot(self.run, self.attempt_rel, file::GIT_BEFORE, &before)?;
+                let patch_head = match self.check {
+                    Some(check) => check(&before)?,
+                    None => None,
+                };
+                Ok(TreeBefore {
+                    snapshot: before,
+                    patch_head,
+                })
             }) {
                 Ok(before) => State::Recorded(before),
                 Err(e) => State::Failed(e),
@@ -141,10 +169,11 @@ impl<'a> BeforeSnapshot<'a> {
         }
     }
 
-    /// The snapshot as recorded: by the invocation before the prompt, else
-    /// here and now (nothing was spawned, or the kind needs it before the
-    /// spawn). Its error where taking or recording it failed.
-    pub(crate) fn into_recorded(self) -> Result<GitSnapshot, StageError> {
+    /// The snapshot as recorded (and checked): by the invocation before the
+    /// prompt, else here and now (nothing was spawned, or the kind needs it
+    /// before the spawn), with the tree its check named. Its error where
+    /// taking, recording or checking it failed.
+    pub(crate) fn into_recorded(self) -> Result<TreeBefore, StageError> {
         // Any reason was kept in the state as well.
         let _ = self.record();
         let state = self
@@ -201,12 +230,13 @@ mod tests {
             root: repo.path(),
             run: &run,
             attempt_rel: "stages/s/attempt-001",
+            check: None,
             state: Mutex::new(State::Pending(Some(Taking::Thread(slow)))),
         };
         assert_eq!(before.record(), Ok(()));
         assert!(SLOW_AT_PROMPT.load(Ordering::Relaxed));
         assert!(!may_wait_at_prompt(repo.path()));
-        assert!(before.into_recorded().unwrap().entries.is_empty());
+        assert!(before.into_recorded().unwrap().snapshot.entries.is_empty());
     }
 
     #[test]

@@ -29,11 +29,12 @@ use crate::attempt::Prepared;
 use crate::context::RunContext;
 use crate::continuation;
 use crate::error::StageError;
-use crate::flow::{run_attempt, AfterAgent, Attempt, AttemptKind, BeforeSpawn};
+use crate::flow::{run_attempt, AfterAgent, Attempt, AttemptKind};
 use crate::store_check::run_store_violations;
 use crate::verify::run_verification;
 use crate::working_tree::{
     attribute_run_made, foreign_changes, protected_paths, working_tree_object, write_snapshot,
+    TreeBefore,
 };
 
 /// Runs one attempt of an execute stage (or fan-out instance).
@@ -54,45 +55,43 @@ pub(crate) async fn run_execute(
 /// verification, and the task result kept as output.
 #[derive(Default)]
 struct Execute {
-    /// The tree the patch is taken against, when the attempt starts from changes
-    /// an earlier stage made.
-    diff_base: Option<String>,
     gathered: Option<Gathered>,
-}
-
-impl Execute {
-    /// Continues the session an interrupted attempt left, refuses a tree made
-    /// dirty behind the run's back, and fixes the tree the patch is taken
-    /// against.
-    fn before_spawn(
-        &mut self,
-        a: &Attempt<'_>,
-        p: Prepared,
-        before: GitSnapshot,
-    ) -> Result<(Prepared, GitSnapshot), StageError> {
-        let (p, before) = continue_session(a, p, before)?;
-        // The run refuses a dirty tree before it starts; this catches changes made
-        // behind its back while it went on.
-        let foreign = foreign_changes(&before, a.ledger);
-        if !a.ctx.allow_dirty && !foreign.is_empty() {
-            return Err(EvidenceError::DirtyTree { paths: foreign }.into());
-        }
-        // Starting from changes an earlier stage made, the patch is taken against the
-        // tree as it is now, so that it shows this attempt's change alone.
-        self.diff_base = (before.entries.len() > foreign.len())
-            .then(|| working_tree_object(&a.ctx.root, &before))
-            .flatten();
-        Ok((p, before))
-    }
 }
 
 impl AttemptKind for Execute {
     const OPERATION: Operation = Operation::Execute;
     const VIOLATION_OUTRANKS_RUNNER: bool = false;
-    const BEFORE_SPAWN: Option<BeforeSpawn<Self>> = Some(Execute::before_spawn);
 
-    fn patch_head(&self) -> Option<String> {
-        self.diff_base.clone()
+    /// An attempt after one that was cut off may continue its session, and is
+    /// judged from where that one began (`continue_session`); a first attempt
+    /// spawns what it prepared.
+    fn decides_spawn(a: &Attempt<'_>) -> bool {
+        a.sr.attempt > 1
+    }
+
+    fn before_spawn(
+        a: &Attempt<'_>,
+        p: Prepared,
+        before: GitSnapshot,
+    ) -> Result<(Prepared, GitSnapshot), StageError> {
+        continue_session(a, p, before)
+    }
+
+    /// Refuses a tree made dirty behind the run's back, and names the tree the
+    /// patch is taken against when the attempt starts from changes an earlier
+    /// stage made.
+    fn check_before(a: &Attempt<'_>, before: &GitSnapshot) -> Result<Option<String>, StageError> {
+        // The run refuses a dirty tree before it starts; this catches changes made
+        // behind its back while it went on.
+        let foreign = foreign_changes(before, a.ledger);
+        if !a.ctx.allow_dirty && !foreign.is_empty() {
+            return Err(EvidenceError::DirtyTree { paths: foreign }.into());
+        }
+        // Starting from changes an earlier stage made, the patch is taken against the
+        // tree as it is now, so that it shows this attempt's change alone.
+        Ok((before.entries.len() > foreign.len())
+            .then(|| working_tree_object(&a.ctx.root, before))
+            .flatten())
     }
 
     async fn evidence(
@@ -100,13 +99,13 @@ impl AttemptKind for Execute {
         a: &Attempt<'_>,
         p: &Prepared,
         outcome: &InvocationOutcome,
-        before: &GitSnapshot,
+        before: &TreeBefore,
         after: AfterAgent,
         report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError> {
         // Until it is judged, the evidence has failed.
         report.evidence_status = Some(EvidenceStatus::Failed);
-        let gathered = gather(a, p, outcome, before, after, self.diff_base.take()).await?;
+        let gathered = gather(a, p, outcome, before, after).await?;
         report.evidence_status = Some(gathered.decision.status);
         let violations = gathered.violations.clone();
         self.gathered = Some(gathered);
@@ -220,9 +219,11 @@ async fn gather(
     a: &Attempt<'_>,
     p: &Prepared,
     outcome: &InvocationOutcome,
-    before: &GitSnapshot,
+    TreeBefore {
+        snapshot: before,
+        patch_head,
+    }: &TreeBefore,
     AfterAgent { tree, store }: AfterAgent,
-    diff_base: Option<String>,
 ) -> Result<Gathered, StageError> {
     let (ctx, ledger, sr) = (a.ctx, a.ledger, a.sr);
     let (run, attempt_rel) = (&sr.run, a.attempt_rel.as_str());
@@ -240,8 +241,8 @@ async fn gather(
     violations.extend(protected_paths(ctx).violations(&changed, before, &after));
 
     let mut base = after.clone();
-    if diff_base.is_some() {
-        base.head = diff_base;
+    if patch_head.is_some() {
+        base.head.clone_from(patch_head);
     }
     let diff = attempt_diff(
         patch_ahead,

@@ -18,7 +18,7 @@ use crate::before_snapshot::{may_wait_at_prompt, BeforeSnapshot};
 use crate::context::RunContext;
 use crate::error::StageError;
 use crate::store_check::{PendingCheck, StoreCheck};
-use crate::working_tree::{AfterSnapshot, PatchBasis, TreeLedger};
+use crate::working_tree::{AfterSnapshot, TreeBefore, TreeLedger};
 
 /// What one attempt of an agent stage reads.
 pub struct Attempt<'a> {
@@ -58,12 +58,6 @@ impl<'a> Attempt<'a> {
     }
 }
 
-/// What a kind decides from the before-snapshot before the spawn: after
-/// `git-before.json`, it may change what is spawned and the snapshot the
-/// evidence is judged from.
-pub(crate) type BeforeSpawn<K> =
-    fn(&mut K, &Attempt<'_>, Prepared, GitSnapshot) -> Result<(Prepared, GitSnapshot), StageError>;
-
 /// The kind-specific parts of an agent attempt.
 pub(crate) trait AttemptKind: Sync {
     /// What the agent is allowed to do.
@@ -73,16 +67,33 @@ pub(crate) trait AttemptKind: Sync {
     /// the runner said; an execute stage that timed out or was cancelled keeps that
     /// status, its violations on record in `evidence.json`.
     const VIOLATION_OUTRANKS_RUNNER: bool;
-    /// What the kind decides from the before-snapshot before the spawn, which
-    /// then waits for it. A kind that decides nothing has it finished while
-    /// the CLI starts up, before its prompt (`before_snapshot.rs`).
-    const BEFORE_SPAWN: Option<BeforeSpawn<Self>> = None;
 
-    /// The tree the attempt's patch is taken against when not HEAD, as decided
-    /// before the spawn: the patch is taken ahead against it
-    /// (`AfterSnapshot`).
-    fn patch_head(&self) -> Option<String> {
-        None
+    /// Whether the attempt decides from its before-snapshot what to spawn
+    /// ([`AttemptKind::before_spawn`]), and so waits for the snapshot before
+    /// the spawn. Else the snapshot is finished while the CLI starts up,
+    /// before its prompt (`before_snapshot.rs`).
+    fn decides_spawn(_a: &Attempt<'_>) -> bool {
+        false
+    }
+
+    /// What the attempt decides from the before-snapshot before the spawn,
+    /// where it does: after `git-before.json`, it may change what is spawned
+    /// and the snapshot the evidence is judged from.
+    fn before_spawn(
+        _a: &Attempt<'_>,
+        p: Prepared,
+        before: GitSnapshot,
+    ) -> Result<(Prepared, GitSnapshot), StageError> {
+        Ok((p, before))
+    }
+
+    /// What the kind checks in the before-snapshot before its agent may act,
+    /// at the prompt or before the spawn, wherever the snapshot is finished:
+    /// it may refuse the attempt (its error then ends it, the agent given no
+    /// prompt), and names the tree the attempt's patch is taken against when
+    /// not HEAD.
+    fn check_before(_a: &Attempt<'_>, _before: &GitSnapshot) -> Result<Option<String>, StageError> {
+        Ok(None)
     }
 
     /// The agent's structured output as soon as the stream shows it, while the
@@ -97,7 +108,7 @@ pub(crate) trait AttemptKind: Sync {
         a: &Attempt<'_>,
         p: &Prepared,
         outcome: &InvocationOutcome,
-        before: &GitSnapshot,
+        before: &TreeBefore,
         after: AfterAgent,
         report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError>;
@@ -156,21 +167,43 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
         report.input_hash = Some(input_hash.clone());
         report
     };
+    // The kind's check of the before-snapshot, wherever that is finished;
+    // once it passed, the after-snapshot's thread may take the attempt's
+    // patch ahead, before the reap.
+    let after = AfterSnapshot::new(&a.ctx.root);
+    let check = |snapshot: &GitSnapshot| -> Result<Option<String>, StageError> {
+        let patch_head = K::check_before(a, snapshot)?;
+        after.set_before(TreeBefore {
+            snapshot: snapshot.clone(),
+            patch_head: patch_head.clone(),
+        });
+        Ok(patch_head)
+    };
     // A playback changes the tree itself: its snapshot is taken before it;
     // so is one that may outlast the CLI's wait for its prompt.
-    let (p, before) = match K::BEFORE_SPAWN {
-        None if p.replay.is_none() && may_wait_at_prompt(&a.ctx.root) => {
-            (p, Before::AtPrompt(before))
-        }
-        decide => {
-            let decided = before.into_recorded().and_then(|before| match decide {
-                Some(decide) => decide(&mut kind, a, p, before),
-                None => Ok((p, before)),
+    let at_prompt = !K::decides_spawn(a) && p.replay.is_none() && may_wait_at_prompt(&a.ctx.root);
+    let (p, before) = if at_prompt {
+        (p, Before::AtPrompt(before.checked_by(&check)))
+    } else {
+        let decided = before
+            .into_recorded()
+            .and_then(|before| match K::decides_spawn(a) {
+                true => K::before_spawn(a, p, before.snapshot),
+                false => Ok((p, before.snapshot)),
+            })
+            .and_then(|(p, snapshot)| {
+                let patch_head = check(&snapshot)?;
+                Ok((
+                    p,
+                    TreeBefore {
+                        snapshot,
+                        patch_head,
+                    },
+                ))
             });
-            match decided {
-                Ok((p, before)) => (p, Before::Taken(before)),
-                Err(e) => return not_started(e),
-            }
+        match decided {
+            Ok((p, before)) => (p, Before::Taken(before)),
+            Err(e) => return not_started(e),
         }
     };
     let store_before = store_before.at_spawn(run);
@@ -179,16 +212,6 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // CLI down), beside the invocation's own records (`InvokeSpec::on_exit`);
     // the run store's "before", where it is walked beside the agent, once the
     // agent is spawned (`InvokeSpec::on_spawn`).
-    // Where the before-snapshot is known at the spawn, the after-snapshot's
-    // thread takes the attempt's patch too, before the reap.
-    let patch_basis = match &before {
-        Before::Taken(before) => Some(PatchBasis {
-            before: before.clone(),
-            head: kind.patch_head(),
-        }),
-        Before::AtPrompt(_) => None,
-    };
-    let after = AfterSnapshot::new(&a.ctx.root, patch_basis);
     let store = PendingCheck::new(&a.ctx.root, run, store_before, a.agent.store.clone());
     let on_spawn = || store.agent_spawned();
     let before_prompt = || before.record_at_prompt();
@@ -242,10 +265,10 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
 /// An attempt's before-snapshot once its kind has had its say before the
 /// spawn.
 enum Before<'a> {
-    /// To be finished before the agent's prompt.
+    /// To be finished and checked before the agent's prompt.
     AtPrompt(BeforeSnapshot<'a>),
-    /// Recorded, and what the kind decided from it.
-    Taken(GitSnapshot),
+    /// Recorded, decided from and checked.
+    Taken(TreeBefore),
 }
 
 impl Before<'_> {
@@ -261,9 +284,9 @@ impl Before<'_> {
         }
     }
 
-    /// The snapshot the evidence is judged from: recorded by now where the
-    /// CLI was spawned, else (not found, cancelled) now.
-    fn into_snapshot(self) -> Result<GitSnapshot, StageError> {
+    /// The tree the evidence is judged from: recorded and checked by now
+    /// where the CLI was spawned, else (not found, cancelled) now.
+    fn into_snapshot(self) -> Result<TreeBefore, StageError> {
         match self {
             Before::AtPrompt(before) => before.into_recorded(),
             Before::Taken(before) => Ok(before),

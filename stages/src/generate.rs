@@ -33,7 +33,7 @@ use crate::context::RunContext;
 use crate::error::StageError;
 use crate::flow::{run_attempt, AfterAgent, Attempt, AttemptKind};
 use crate::store_check::run_store_violations;
-use crate::working_tree::{write_snapshot, TreeLedger};
+use crate::working_tree::{write_snapshot, TreeBefore, TreeLedger};
 
 /// Runs one attempt of a generate stage.
 pub(crate) async fn run_generate(
@@ -108,11 +108,11 @@ impl AttemptKind for Generate {
         a: &Attempt<'_>,
         _p: &Prepared,
         _outcome: &InvocationOutcome,
-        before: &GitSnapshot,
+        before: &TreeBefore,
         after: AfterAgent,
         _report: &mut StageReport,
     ) -> Result<Vec<Violation>, StageError> {
-        read_only_evidence(a, before, after)
+        read_only_evidence(a, &before.snapshot, after)
     }
 
     fn accept(

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 
 use specbridge_engine::evidence::{
@@ -239,35 +239,44 @@ impl Taking {
 /// in a snapshot. Not started (nothing spawned, or a playback, which changes
 /// the tree itself), it is taken when asked for.
 ///
-/// Given the before-snapshot, the same thread goes on to take the attempt's
-/// patch ahead ([`PatchAhead`]), while the kernel still tears the agent down:
-/// the 20 ms or so that the reap waits for the CLI's memory to be given back.
+/// Given the before-snapshot before it starts ([`AfterSnapshot::set_before`]:
+/// before the spawn or at the prompt, once the kind's check passed), the same
+/// thread goes on to take the attempt's patch ahead ([`PatchAhead`]), while
+/// the kernel still tears the agent down: the 20 ms or so that the reap waits
+/// for the CLI's memory to be given back.
 #[derive(Debug)]
 pub(crate) struct AfterSnapshot {
     root: PathBuf,
-    patch_basis: Option<PatchBasis>,
+    before: OnceLock<TreeBefore>,
     taking: Mutex<Option<JoinHandle<Result<AfterTree, EvidenceError>>>>,
 }
 
-/// What the patch taken ahead starts from: the before-snapshot, and the tree
-/// the patch is taken against when not HEAD (an execute attempt that starts
-/// from an earlier stage's changes).
+/// The working tree an attempt's agent starts from, once its kind's check
+/// passed: the before-snapshot, and the tree the attempt's patch is taken
+/// against when not HEAD (an execute attempt that starts from an earlier
+/// stage's changes).
 #[derive(Debug, Clone)]
-pub(crate) struct PatchBasis {
-    pub(crate) before: GitSnapshot,
-    pub(crate) head: Option<String>,
+pub(crate) struct TreeBefore {
+    pub(crate) snapshot: GitSnapshot,
+    pub(crate) patch_head: Option<String>,
 }
 
 /// The after-snapshot, and the patch taken ahead from it when it was.
 pub(crate) type AfterTree = (GitSnapshot, Option<PatchAhead>);
 
 impl AfterSnapshot {
-    pub(crate) fn new(root: &Path, patch_basis: Option<PatchBasis>) -> Self {
+    pub(crate) fn new(root: &Path) -> Self {
         AfterSnapshot {
             root: root.to_path_buf(),
-            patch_basis,
+            before: OnceLock::new(),
             taking: Mutex::default(),
         }
+    }
+
+    /// What the patch taken ahead starts from, once; given after the snapshot
+    /// started, it is not used (the patch is then taken after the reap).
+    pub(crate) fn set_before(&self, before: TreeBefore) {
+        let _ = self.before.set(before);
     }
 
     /// Starts taking the snapshot, once. Where no thread can be had, it is taken
@@ -275,10 +284,16 @@ impl AfterSnapshot {
     pub(crate) fn start(&self) {
         let mut taking = self.taking.lock().unwrap_or_else(PoisonError::into_inner);
         if taking.is_none() {
-            let basis = self.patch_basis.clone();
+            let before = self.before.get().cloned();
             *taking = snapshot_on_thread_then(&self.root, "specbridge-after", |root, after| {
-                let ahead = basis.map(|b| {
-                    PatchAhead::take(root, &b.before, &after, b.head, DEFAULT_DIFF_MAX_BYTES)
+                let ahead = before.map(|b| {
+                    PatchAhead::take(
+                        root,
+                        &b.snapshot,
+                        &after,
+                        b.patch_head,
+                        DEFAULT_DIFF_MAX_BYTES,
+                    )
                 });
                 (after, ahead)
             });
@@ -526,7 +541,7 @@ pub(crate) mod tests {
         let dir = committed_repo();
         let root = dir.path();
         std::fs::write(root.join("made"), "by the agent\n").unwrap();
-        let started = AfterSnapshot::new(root, None);
+        let started = AfterSnapshot::new(root);
         started.start();
         started.start();
         let (taken, ahead) = started.take().unwrap();
@@ -534,7 +549,7 @@ pub(crate) mod tests {
         let paths = |s: &GitSnapshot| s.entries.keys().cloned().collect::<Vec<_>>();
         assert_eq!(paths(&taken), ["made"]);
         std::fs::write(root.join("later"), "x\n").unwrap();
-        let (asked, _) = AfterSnapshot::new(root, None).take().unwrap();
+        let (asked, _) = AfterSnapshot::new(root).take().unwrap();
         assert_eq!(paths(&asked), ["later", "made"]);
     }
 
@@ -547,13 +562,11 @@ pub(crate) mod tests {
         let root = dir.path();
         let before = GitSnapshot::take(root).unwrap();
         std::fs::write(root.join("f"), "a\nby the agent\n").unwrap();
-        let after = AfterSnapshot::new(
-            root,
-            Some(PatchBasis {
-                before: before.clone(),
-                head: None,
-            }),
-        );
+        let after = AfterSnapshot::new(root);
+        after.set_before(TreeBefore {
+            snapshot: before.clone(),
+            patch_head: None,
+        });
         after.start();
         let (after, ahead) = after.take().unwrap();
         std::fs::write(root.join("f"), "a\nlater\n").unwrap();

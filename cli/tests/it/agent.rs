@@ -374,19 +374,36 @@ fn a_write_during_a_generate_stage_is_recorded_with_its_path() {
     );
 }
 
-/// Slows the run's snapshots down ([`crate::common::write_slow_git`]).
-fn slow_git_status(ctx: &mut TestContext, seconds: &str, first: Option<u32>) {
-    let slow = ctx.aux_path("slow-git");
-    std::fs::create_dir(&slow).unwrap();
-    crate::common::write_slow_git(&slow, seconds, first);
-    ctx.prepend_path(&slow);
-}
-
 /// A run cancelled while the agent's prompt waits for its before-snapshot
 /// never gives the agent its prompt: the CLI, spawned, is ended having asked
 /// nothing, and the stage is `cancelled` (exit 5).
 #[test]
 fn a_cancel_while_the_prompt_waits_for_the_snapshot_gives_the_agent_nothing() {
+    cancelled_while_the_prompt_waits(GENERATE_STAGE, "requirements");
+}
+
+/// An execute stage's first attempt decides nothing from its before-snapshot
+/// about what to spawn: the snapshot is finished while the CLI starts up, as
+/// a generate stage's is (here after a check stage, so that the attempt takes
+/// its own rather than the run's first), and a cancel meanwhile gives the
+/// agent nothing.
+#[test]
+fn an_execute_stages_snapshot_is_finished_while_the_cli_starts_up() {
+    let stages = "  - { id: ready, kind: check, argv: [\"true\"], sandbox: off }
+  - id: implement
+    kind: execute
+    needs: [ready]
+    prompt: prompts/requirements.md
+    verification:
+      - { name: feature done, argv: [grep, -q, done, feature.txt] }
+";
+    cancelled_while_the_prompt_waits(stages, "implement");
+}
+
+/// Runs `stages` with every `git status` slowed to 3 s and cancels the run
+/// once the agent of `stage` has been spawned: the stage must be `cancelled`
+/// before its agent had its prompt.
+fn cancelled_while_the_prompt_waits(stages: &str, stage: &str) {
     let mut ctx = TestContext::with_fake_claude("success");
     ctx.write("prompts/requirements.md", PROMPT);
     // The fake under a name of its own that marks the agent's spawn.
@@ -396,12 +413,12 @@ fn a_cancel_while_the_prompt_waits_for_the_snapshot_gives_the_agent_nothing() {
     ctx.write(
         "specbridge.yaml",
         &format!(
-            "version: 1\nname: agent-test\nrunner:\n  command: {}\n{QUICK_RUNNER}stages:\n{GENERATE_STAGE}",
+            "version: 1\nname: agent-test\nrunner:\n  command: {}\n{QUICK_RUNNER}stages:\n{stages}",
             claude.display()
         ),
     );
     ctx.commit_all("pipeline");
-    slow_git_status(&mut ctx, "3", None);
+    ctx.slow_git_status("3", None);
     let mut child = ctx.command().arg("run").spawn().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !spawned.exists() {
@@ -416,13 +433,16 @@ fn a_cancel_while_the_prompt_waits_for_the_snapshot_gives_the_agent_nothing() {
     // SAFETY: sending a signal to a child we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     assert_eq!(child.wait().unwrap().code(), Some(5));
-    let stage = read_json(&ctx.only_run_dir().join("stages/requirements/stage.json"));
-    assert_eq!(stage["status"], "cancelled", "{stage:#}");
+    let record = read_json(
+        &ctx.only_run_dir()
+            .join(format!("stages/{stage}/stage.json")),
+    );
+    assert_eq!(record["status"], "cancelled", "{record:#}");
     assert!(
-        stage["outcome"]
+        record["outcome"]
             .as_str()
             .is_some_and(|o| o.contains("before the agent was given its prompt")),
-        "{stage:#}"
+        "{record:#}"
     );
     let prompted: Vec<_> = ctx
         .fake_agent_runs()
@@ -443,7 +463,7 @@ fn a_cancel_while_the_prompt_waits_for_the_snapshot_gives_the_agent_nothing() {
 fn the_before_snapshot_is_finished_before_the_agent_has_its_prompt() {
     let mut ctx = generate_ctx("write-file");
     ctx.set_env("FAKE_CLAUDE_WRITE", "notes/agent.txt=at once");
-    slow_git_status(&mut ctx, "0.4", None);
+    ctx.slow_git_status("0.4", None);
     let out = ctx.run(&["run"]);
     assert_eq!(out.code, 6, "{}", out.snapshot());
     let attempt = attempt_dir(&ctx);
@@ -470,7 +490,7 @@ fn a_prompt_held_past_the_clis_wait_is_withheld_and_retried() {
     ctx.write_agent_pipeline("  timeout: 30s\n  killGrace: 300ms\n", GENERATE_STAGE);
     // The first snapshots — the one taken ahead and the one the first
     // attempt's prompt waits for — take longer than the CLI waits.
-    slow_git_status(&mut ctx, "3.5", Some(2));
+    ctx.slow_git_status("3.5", Some(2));
     succeeded_after_a_withheld_prompt(&ctx);
 }
 

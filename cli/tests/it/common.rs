@@ -291,6 +291,16 @@ impl TestContext {
     }
 
     /// A path in the folder outside the repository.
+    /// Slows the run's snapshots down: every `git status` of its `PATH`
+    /// sleeps `seconds` first (the first `first` only, when given;
+    /// [`write_slow_git`]).
+    pub(crate) fn slow_git_status(&mut self, seconds: &str, first: Option<u32>) -> &mut Self {
+        let slow = self.aux_path("slow-git");
+        std::fs::create_dir(&slow).unwrap();
+        write_slow_git(&slow, seconds, first);
+        self.prepend_path(&slow)
+    }
+
     pub(crate) fn aux_path(&self, name: &str) -> PathBuf {
         self.aux
             .as_ref()

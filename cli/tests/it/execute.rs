@@ -208,6 +208,66 @@ fn a_dirty_tree_is_refused_before_anything_is_spawned() {
     );
 }
 
+/// A change the run did not make, made while it goes on (here by a check
+/// stage before it), is refused at the execute stage: the agent is never
+/// given its prompt, even with the snapshot slow to come, and nothing of the
+/// tree is taken for its change.
+#[test]
+fn a_tree_made_dirty_during_the_run_is_refused_before_the_agent_has_its_prompt() {
+    let mut ctx = TestContext::with_fake_claude("write-file");
+    ctx.set_env("FAKE_CLAUDE_WRITE", "feature.txt=done");
+    ctx.write("prompts/implement.md", "Implement the feature.\n");
+    ctx.write_agent_pipeline(
+        QUICK_RUNNER,
+        &format!(
+            "  - {{ id: stray, kind: check, argv: [sh, -c, 'echo stray > stray.txt'], sandbox: off }}\n{EXECUTE_STAGE}    needs: [stray]\n"
+        ),
+    );
+    ctx.slow_git_status("0.4", None);
+    let out = ctx.run(&["run"]);
+    assert_eq!(out.code, 4, "a stage failed: {}", out.snapshot());
+    let stage = read_json(&ctx.only_run_dir().join("stages/implement/stage.json"));
+    assert_eq!(stage["status"], "failed", "{stage:#}");
+    let reason = stage["outcome"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("uncommitted change(s) (stray.txt)") && reason.contains("--allow-dirty"),
+        "{stage:#}"
+    );
+    for run in ctx.fake_agent_runs() {
+        assert!(
+            run.stdin.is_empty() && run.scenario.is_none(),
+            "the agent was given its prompt: {run:?}"
+        );
+    }
+    assert!(!ctx.path("feature.txt").exists(), "the agent acted");
+    let dir = attempt(&ctx, "implement");
+    assert!(
+        !dir.join("changed-files.json").exists(),
+        "a change attributed"
+    );
+    let audit = ctx.run(&["runs", "audit", "latest"]);
+    assert_eq!(audit.code, 0, "{}", audit.snapshot());
+}
+
+/// An execute attempt's before-snapshot is complete before its agent has its
+/// prompt, however slow: a file the agent writes the moment it has it is its
+/// change (`added`), never part of `git-before.json`.
+#[test]
+fn the_before_snapshot_is_complete_before_the_agent_has_its_prompt() {
+    let mut ctx = execute_ctx("write-file", Some("feature.txt=done"));
+    ctx.slow_git_status("0.4", None);
+    run_expect(&ctx, &["run"], 0, "succeeded", "verified");
+    let dir = attempt(&ctx, "implement");
+    let before = read_json(&dir.join("git-before.json"));
+    assert!(before["entries"].get("feature.txt").is_none(), "{before:#}");
+    let changed = read_json(&dir.join("changed-files.json"));
+    assert_eq!(
+        changed["added"],
+        serde_json::json!(["feature.txt"]),
+        "{changed:#}"
+    );
+}
+
 #[test]
 fn with_allow_dirty_a_path_dirty_before_and_changed_again_is_ambiguous() {
     let ctx = execute_ctx("write-file", Some("notes.txt=agent edit"));

@@ -16,8 +16,11 @@ pub enum SupervisorError {
         source: io::Error,
     },
     /// The caller withheld the process's input (its start could not be
-    /// recorded); the process group was killed before it got any.
-    #[error("failed to record the start of `{program}`: {reason}; it was stopped before it was given its input")]
+    /// recorded, or what it was to act on was refused); the process group
+    /// was killed before it got any.
+    #[error(
+        "failed to give `{program}` its input: {reason}; it was stopped before it was given any"
+    )]
     Withheld { program: String, reason: String },
     /// Cancellation came while the caller held the process's input
     /// (`run_until_ended`'s `on_spawn`); the process group was killed before

@@ -248,3 +248,55 @@ fn unverified_blocks_and_a_hand_fix_is_accepted_by_reverify() {
     assert_eq!(sandbox.stage_json("after")["status"], "succeeded");
     assert_eq!(sandbox.run(&["runs", "audit", "latest"]).code, 0);
 }
+
+/// A change the run did not make, made while it goes on (by a check stage
+/// before the execute stage), is refused with the real CLI too: the CLI,
+/// spawned while the snapshot is finished, is stopped before it has its
+/// prompt and asks the model nothing; the agent's write never happens.
+#[test]
+fn a_tree_made_dirty_during_the_run_is_refused_before_the_model_is_asked() {
+    let Some(sandbox) = Sandbox::new(|root: &Path| {
+        Script::new([
+            write_file(root, "t_write", "notes.txt", "hello\n"),
+            task_result(&["notes.txt"], &[]),
+        ])
+    }) else {
+        return;
+    };
+    write_tracked_files(&sandbox);
+    sandbox.write_pipeline(
+        "  maxTurns: 6\n  tools: [Read, Glob, Grep, Edit, Write]\n",
+        &STAGE.replace(
+            "stages:\n",
+            "stages:\n  - { id: stray, kind: check, argv: [sh, -c, 'echo stray > stray.txt'], sandbox: off }\n",
+        )
+        .replace(
+            "    output: { schema: builtin:task-result }\n",
+            "    output: { schema: builtin:task-result }\n    needs: [stray]\n",
+        ),
+    );
+
+    let out = sandbox.run(&["run"]);
+    assert_eq!(out.code, 4, "a stage failed: {}", out.snapshot());
+    let stage = sandbox.stage_json("implement");
+    assert_eq!(stage["status"], "failed", "{stage:#}");
+    assert!(
+        stage["outcome"]
+            .as_str()
+            .is_some_and(|o| o.contains("uncommitted change(s) (stray.txt)")),
+        "{stage:#}"
+    );
+    // The CLI was spawned while the snapshot was finished, and stopped.
+    let result = sandbox.attempt_json("implement", 1, "result.json");
+    assert!(
+        result["failureReason"]
+            .as_str()
+            .is_some_and(|r| r.contains("it was stopped before it was given any")),
+        "{result:#}"
+    );
+    assert!(sandbox.model_requests().is_empty(), "the model was asked");
+    assert_eq!(sandbox.server.remaining(), 2);
+    assert!(!sandbox.ctx.path("notes.txt").exists(), "the agent wrote");
+    assert_tracked_files_intact(&sandbox);
+    assert_eq!(sandbox.run(&["runs", "audit", "latest"]).code, 0);
+}

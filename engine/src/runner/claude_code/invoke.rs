@@ -443,7 +443,7 @@ pub async fn invoke(spec: InvokeSpec<'_>) -> InvocationOutcome {
     };
     if let Err(reason) = ahead() {
         let reason = format!(
-            "failed to record the start of `{}`: {reason}; it was not started",
+            "failed to start `{}`: {reason}; it was not started",
             spawn.program
         );
         return unspawned(

@@ -631,7 +631,7 @@ async fn an_agent_whose_records_cannot_be_written_is_stopped_before_its_prompt()
     assert!(!outcome.spawned());
     let reason = outcome.failure_reason.unwrap();
     assert!(
-        reason.contains("stopped before it was given its input"),
+        reason.contains("failed to give `") && reason.contains("stopped before it was given any"),
         "{reason}"
     );
     assert!(reason.contains("request.json"), "{reason}");

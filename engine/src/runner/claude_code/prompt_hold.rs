@@ -80,7 +80,7 @@ pub(super) fn write_ahead() -> bool {
 pub(super) fn withheld_reason(program: &str, held: Duration) -> String {
     format!(
         "`{program}` was stopped before it was given its prompt: what the prompt waits \
-         for (the attempt's records, a generate stage's before-snapshot) took {}, and \
+         for (the attempt's records, its before-snapshot) took {}, and \
          Claude Code gives up on a prompt that has not begun to arrive 3 s after it starts",
         seconds(held)
     )
