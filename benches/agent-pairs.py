@@ -53,6 +53,12 @@ has no verification commands, so it ends `unverified` (exit 1) after all of
 its evidence (both snapshots, the attribution, the patch): what is timed is
 the engine around the agent, not the user's tests.
 
+AFTER_CHECK=1 puts a check stage (`true`, unconfined) before the agent
+stage, which needs it: the agent attempt then takes its own before-snapshot,
+as every agent stage after a run's first does (the snapshot taken ahead of the
+run is void once a process has started, docs/evidence.md). Both sides'
+times include that stage's few milliseconds.
+
 TEARDOWN=1 times the end of the CLI instead (needs `perf` and the right to
 trace the whole machine): every run of each side, in the same random order,
 under `perf record` of the scheduler's exec and exit events and of `wait4`,
@@ -169,6 +175,9 @@ try:
     prompt: prompts/notes.md
     output: { schema: builtin:document, document: notes.md }
 """)
+    if os.environ.get("AFTER_CHECK"):
+        stage = ("  - { id: first, kind: check, argv: [\"true\"], sandbox: off }\n"
+                 + stage + "    needs: [first]\n")
     tools = "  tools: [Read, Glob, Grep, Edit, Write]\n" if execute else ""
     open(os.path.join(repo, "specbridge.yaml"), "w").write(f"""version: 1
 name: bench-agent
@@ -363,6 +372,7 @@ runner:
         print(f"pairs: {pairs}; earlier runs kept: {len(kept)}; "
               f"{'a fresh HOME each run; ' if os.environ.get('FRESH') else ''}"
               f"{os.environ['TREE'] + ' files in the tree; ' if os.environ.get('TREE') else ''}"
+              f"{'after a check stage; ' if os.environ.get('AFTER_CHECK') else ''}"
               f"{'earlier runs deleted; ' if os.environ.get('DELETE') else ''}"
               f"{'syncs made no-ops; ' if os.environ.get('NOSYNC') else ''}specbridge{label} run {m(walls[b]):.0f} ms, bare claude -p "
               f"{m(bares):.0f} ms (medians): {m(walls[b]) / m(bares):.3f}x; specbridge's own "
