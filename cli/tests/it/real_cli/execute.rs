@@ -45,6 +45,20 @@ fn write_tracked_files(sandbox: &Sandbox) {
     );
 }
 
+/// A sandbox whose model writes `notes.txt` with `content` (one `Write`),
+/// then returns its task result, over the tracked files; `None` where the
+/// tier skips.
+fn notes_sandbox(content: &'static str) -> Option<Sandbox> {
+    let sandbox = Sandbox::new(|root: &Path| {
+        Script::new([
+            write_file(root, "t_write", "notes.txt", content),
+            task_result(&["notes.txt"], &[]),
+        ])
+    })?;
+    write_tracked_files(&sandbox);
+    Some(sandbox)
+}
+
 fn assert_tracked_files_intact(sandbox: &Sandbox) {
     assert_eq!(sandbox.ctx.read("src/lib.txt"), "library\n");
     assert_eq!(sandbox.ctx.read("keep.txt"), "keep me\n");
@@ -191,15 +205,9 @@ fn accept_edits_gets_deny_rules_that_stop_rm_under_the_real_cli() {
 /// model request, the change attributed to `human`, and the run ends green.
 #[test]
 fn unverified_blocks_and_a_hand_fix_is_accepted_by_reverify() {
-    let Some(sandbox) = Sandbox::new(|root: &Path| {
-        Script::new([
-            write_file(root, "t_write", "notes.txt", "helo\n"),
-            task_result(&["notes.txt"], &[]),
-        ])
-    }) else {
+    let Some(sandbox) = notes_sandbox("helo\n") else {
         return;
     };
-    write_tracked_files(&sandbox);
     sandbox.write_pipeline(
         "  maxTurns: 6\n  tools: [Read, Glob, Grep, Edit, Write]\n",
         &format!(
@@ -255,15 +263,9 @@ fn unverified_blocks_and_a_hand_fix_is_accepted_by_reverify() {
 /// prompt and asks the model nothing; the agent's write never happens.
 #[test]
 fn a_tree_made_dirty_during_the_run_is_refused_before_the_model_is_asked() {
-    let Some(sandbox) = Sandbox::new(|root: &Path| {
-        Script::new([
-            write_file(root, "t_write", "notes.txt", "hello\n"),
-            task_result(&["notes.txt"], &[]),
-        ])
-    }) else {
+    let Some(sandbox) = notes_sandbox("hello\n") else {
         return;
     };
-    write_tracked_files(&sandbox);
     sandbox.write_pipeline(
         "  maxTurns: 6\n  tools: [Read, Glob, Grep, Edit, Write]\n",
         &STAGE.replace(
