@@ -10,9 +10,9 @@
 //! the invocation's `before_prompt`), where the kind's check of it runs too
 //! (an execute stage refuses a tree made dirty behind the run's back): in a
 //! tree of 20,000 files that takes the 40 ms of a `git status` off the
-//! stage's path. One whose kind decides from it what to spawn (a continued
-//! execute attempt: the session it continues) waits for it before the spawn
-//! ([`BeforeSnapshot::into_recorded`] first).
+//! stage's path. One that decides from it what to spawn (an execute stage's
+//! later attempts: the cut-off session they may continue) waits for it
+//! before the spawn ([`BeforeSnapshot::into_recorded`] first).
 //!
 //! A playback, which changes the tree itself, waits for it before it starts;
 //! where the CLI may write inside the tree from its start (its home or

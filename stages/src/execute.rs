@@ -62,9 +62,9 @@ impl AttemptKind for Execute {
     const OPERATION: Operation = Operation::Execute;
     const VIOLATION_OUTRANKS_RUNNER: bool = false;
 
-    /// An attempt after one that was cut off may continue its session, and is
-    /// judged from where that one began (`continue_session`); a first attempt
-    /// spawns what it prepared.
+    /// An attempt after the first may continue the session of one that was
+    /// cut off, judged from where that one began (`continue_session`), which
+    /// it learns from its snapshot; a first attempt spawns what it prepared.
     fn decides_spawn(a: &Attempt<'_>) -> bool {
         a.sr.attempt > 1
     }
