@@ -123,7 +123,15 @@ fn a_repository_without_commits_has_no_head_but_a_branch() {
         ..snap.clone()
     };
     let changed = attribute(&before, &snap, &[]);
-    let diff = attempt_diff(None, repo.root(), &changed, &snap, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let diff = attempt_diff(
+        None,
+        repo.root(),
+        &changed,
+        &snap,
+        None,
+        DEFAULT_DIFF_MAX_BYTES,
+    )
+    .unwrap();
     let patch = String::from_utf8(diff.patch).unwrap();
     assert!(
         patch.contains("new file mode") && patch.contains("+x"),
@@ -301,7 +309,15 @@ fn an_installed_git_hook_is_a_protected_path_change() {
         }]
     );
     // git's own files are no part of a patch.
-    let diff = attempt_diff(None, repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let diff = attempt_diff(
+        None,
+        repo.root(),
+        &changed,
+        &after,
+        None,
+        DEFAULT_DIFF_MAX_BYTES,
+    )
+    .unwrap();
     assert!(diff.patch.is_empty());
 }
 
@@ -318,10 +334,10 @@ fn the_patch_taken_ahead_is_the_attempts_where_its_paths_and_base_are() {
     repo.write("src/new.rs", "fn main() {}\n");
     let after = repo.snapshot();
     let changed = attribute(&before, &after, &[]);
-    let now = |changed: &ChangedFiles, base: &GitSnapshot, max: u64| {
-        attempt_diff(None, repo.root(), changed, base, max)
+    let now = |changed: &ChangedFiles, max: u64| {
+        attempt_diff(None, repo.root(), changed, &after, None, max)
     };
-    let taken = now(&changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let taken = now(&changed, DEFAULT_DIFF_MAX_BYTES).unwrap();
     let patch = String::from_utf8(taken.patch.clone()).unwrap();
     assert!(
         patch.contains("+hello, edited") && patch.contains("+fn main"),
@@ -342,6 +358,7 @@ fn the_patch_taken_ahead_is_the_attempts_where_its_paths_and_base_are() {
         repo.root(),
         &changed,
         &after,
+        None,
         DEFAULT_DIFF_MAX_BYTES,
     )
     .unwrap();
@@ -359,19 +376,19 @@ fn the_patch_taken_ahead_is_the_attempts_where_its_paths_and_base_are() {
         (&changed, DEFAULT_DIFF_MAX_BYTES / 2),
         (&with_own, DEFAULT_DIFF_MAX_BYTES),
     ] {
-        let got = attempt_diff(ahead.next(), repo.root(), changed, &after, max).unwrap();
-        assert_eq!(got, now(changed, &after, max).unwrap());
+        let got = attempt_diff(ahead.next(), repo.root(), changed, &after, None, max).unwrap();
+        assert_eq!(got, now(changed, max).unwrap());
         let got = String::from_utf8(got.patch).unwrap();
         assert!(got.contains("+hello, edited again"), "{got}");
     }
-    let mut other_tree = after.clone();
-    other_tree.head = Some("0".repeat(40));
+    let other_tree = "0".repeat(40);
     assert!(
         attempt_diff(
             ahead.next(),
             repo.root(),
             &changed,
-            &other_tree,
+            &after,
+            Some(&other_tree),
             DEFAULT_DIFF_MAX_BYTES
         )
         .is_err(),
@@ -543,7 +560,15 @@ fn the_diff_holds_added_and_modified_files_and_leaves_the_index_alone() {
     repo.write("logo.bin", [0u8, 159, 146, 150, 0, 1]);
     let after = repo.snapshot();
     let changed = attribute(&before, &after, &[]);
-    let diff = attempt_diff(None, repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let diff = attempt_diff(
+        None,
+        repo.root(),
+        &changed,
+        &after,
+        None,
+        DEFAULT_DIFF_MAX_BYTES,
+    )
+    .unwrap();
     let patch = String::from_utf8_lossy(&diff.patch).into_owned();
 
     assert!(patch.contains("diff --git a/README.md b/README.md") && patch.contains("+world"));
@@ -588,7 +613,7 @@ fn the_diff_is_capped_by_leaving_out_whole_files() {
     let after = repo.snapshot();
     let changed = attribute(&before, &after, &[]);
     let max = 600;
-    let diff = attempt_diff(None, repo.root(), &changed, &after, max).unwrap();
+    let diff = attempt_diff(None, repo.root(), &changed, &after, None, max).unwrap();
     let patch = String::from_utf8(diff.patch.clone()).unwrap();
 
     assert!(
@@ -631,7 +656,15 @@ fn a_same_size_rewrite_in_the_second_of_the_commit_is_in_the_patch() {
     assert_eq!(changed.modified, s(&["f.txt"]));
     // The patch is made in a later second than the index was written.
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    let diff = attempt_diff(None, repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let diff = attempt_diff(
+        None,
+        repo.root(),
+        &changed,
+        &after,
+        None,
+        DEFAULT_DIFF_MAX_BYTES,
+    )
+    .unwrap();
     let patch = String::from_utf8(diff.patch).unwrap();
     assert!(patch.contains("+v2"), "{patch}");
 }
@@ -654,7 +687,15 @@ fn names_with_spaces_and_unicode_work_throughout() {
             .as_deref(),
         Some(sha(b"v2\n").as_str())
     );
-    let diff = attempt_diff(None, repo.root(), &changed, &after, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let diff = attempt_diff(
+        None,
+        repo.root(),
+        &changed,
+        &after,
+        None,
+        DEFAULT_DIFF_MAX_BYTES,
+    )
+    .unwrap();
     let patch = String::from_utf8(diff.patch).unwrap();
     assert!(
         patch.contains("b/ünïcode dir/naïve café.txt") && patch.contains("+v2"),

@@ -240,15 +240,12 @@ async fn gather(
     let mut violations = run_store_violations(store);
     violations.extend(protected_paths(ctx).violations(&changed, before, &after));
 
-    let mut base = after.clone();
-    if patch_head.is_some() {
-        base.head.clone_from(patch_head);
-    }
     let diff = attempt_diff(
         patch_ahead,
         &ctx.root,
         &changed,
-        &base,
+        &after,
+        patch_head.as_deref(),
         DEFAULT_DIFF_MAX_BYTES,
     )?;
     let (diff_info, findings) = crate::secrets::keep_diff(ctx, run, attempt_rel, diff)?;

@@ -152,6 +152,7 @@ fn read_only_evidence(
         &a.ctx.root,
         &changed,
         &after,
+        None,
         DEFAULT_DIFF_MAX_BYTES,
     )?;
     let (diff_info, findings) = crate::secrets::keep_diff(a.ctx, run, attempt_rel, diff)?;

@@ -291,7 +291,7 @@ impl AfterSnapshot {
                         root,
                         &b.snapshot,
                         &after,
-                        b.patch_head,
+                        b.patch_head.as_deref(),
                         DEFAULT_DIFF_MAX_BYTES,
                     )
                 });
@@ -571,7 +571,8 @@ pub(crate) mod tests {
         let (after, ahead) = after.take().unwrap();
         std::fs::write(root.join("f"), "a\nlater\n").unwrap();
         let changed = attribute(&before, &after, &[]);
-        let diff = |ahead| attempt_diff(ahead, root, &changed, &after, DEFAULT_DIFF_MAX_BYTES);
+        let diff =
+            |ahead| attempt_diff(ahead, root, &changed, &after, None, DEFAULT_DIFF_MAX_BYTES);
         let patch = String::from_utf8(diff(ahead).unwrap().patch).unwrap();
         assert!(patch.contains("+by the agent"), "{patch}");
         let now = String::from_utf8(diff(None).unwrap().patch).unwrap();

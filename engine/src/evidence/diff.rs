@@ -51,23 +51,26 @@ pub struct DiffInfo {
     pub note: Option<String>,
 }
 
-/// The patch, against HEAD, of the paths attributed to the attempt (pre-existing and
-/// ambiguous changes and specbridge's own writes are not the attempt's and are left
-/// out; so is git's own directory, which is no part of any patch). The patch
-/// taken `ahead` is it where it was taken of the same paths against the same
-/// base; else it is taken now.
+/// The patch of the paths attributed to the attempt (pre-existing and ambiguous
+/// changes and specbridge's own writes are not the attempt's and are left out;
+/// so is git's own directory, which is no part of any patch), against
+/// `patch_head` when given (the tree an attempt's patch starts from), else
+/// `after`'s HEAD. The patch taken `ahead` is it where it was taken of the same
+/// paths against the same tree; else it is taken now.
 pub fn attempt_diff(
     ahead: Option<PatchAhead>,
     root: &Path,
     changed: &ChangedFiles,
     after: &GitSnapshot,
+    patch_head: Option<&str>,
     max_bytes: u64,
 ) -> Result<AttemptDiff, EvidenceError> {
     let paths = patch_paths(changed);
-    if let Some(diff) = ahead.and_then(|ahead| ahead.of(&paths, after, max_bytes)) {
+    let head = patch_head.or(after.head.as_deref());
+    if let Some(diff) = ahead.and_then(|ahead| ahead.of(&paths, head, max_bytes)) {
         return Ok(diff);
     }
-    patch_of(root, &paths, after, after.head.as_deref(), max_bytes)
+    patch_of(root, &paths, after, head, max_bytes)
 }
 
 /// The patch of an attempt taken as soon as its after-snapshot is, while the
@@ -88,36 +91,36 @@ pub struct PatchAhead {
 }
 
 impl PatchAhead {
-    /// The patch of what changed from `before` to `after`, against `head` when
-    /// given (the tree an attempt's patch starts from), else `after`'s HEAD.
+    /// The patch of what changed from `before` to `after`, against
+    /// `patch_head` as [`attempt_diff`] takes it.
     pub fn take(
         root: &Path,
         before: &GitSnapshot,
         after: &GitSnapshot,
-        head: Option<String>,
+        patch_head: Option<&str>,
         max_bytes: u64,
     ) -> Self {
         let changed = super::attribute(before, after, &[]);
         let paths = patch_paths(&changed);
-        let head = head.or_else(|| after.head.clone());
-        let diff = patch_of(root, &paths, after, head.as_deref(), max_bytes).ok();
+        let head = patch_head.or(after.head.as_deref());
+        let diff = patch_of(root, &paths, after, head, max_bytes).ok();
         PatchAhead {
             paths: paths.into_iter().cloned().collect(),
-            head,
+            head: head.map(str::to_owned),
             max_bytes,
             diff,
         }
     }
 
-    /// The patch, where it was taken of `paths` against `base`'s HEAD under the
-    /// same cap.
+    /// The patch, where it was taken of `paths` against `head` under the same
+    /// cap.
     fn of(
         self,
         paths: &BTreeSet<&String>,
-        base: &GitSnapshot,
+        head: Option<&str>,
         max_bytes: u64,
     ) -> Option<AttemptDiff> {
-        let same = self.head == base.head
+        let same = self.head.as_deref() == head
             && self.max_bytes == max_bytes
             && self.paths.iter().eq(paths.iter().copied());
         same.then_some(self.diff).flatten()
