@@ -7,10 +7,10 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 use specbridge_engine::evidence::{
-    attempt_diff, attribute, generate_violations, judge, require_clean_start, ChangeCounts,
-    ChangedFiles, Claims, EntryKind, EvidenceInput, EvidenceKind, EvidenceRecord, GitSnapshot,
-    OwnWrite, PatchAhead, PathStatus, ProtectedPaths, ProtectionReason, VerificationResult,
-    VerificationSummary, Violation, ViolationKind, DEFAULT_DIFF_MAX_BYTES,
+    attempt_diff, attribute, generate_violations, judge, require_clean_start, AttemptDiff,
+    ChangeCounts, ChangedFiles, Claims, EntryKind, EvidenceInput, EvidenceKind, EvidenceRecord,
+    GitSnapshot, OwnWrite, PatchAhead, PathStatus, ProtectedPaths, ProtectionReason,
+    VerificationResult, VerificationSummary, Violation, ViolationKind, DEFAULT_DIFF_MAX_BYTES,
 };
 use specbridge_engine::EvidenceStatus;
 
@@ -87,6 +87,11 @@ fn sha(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// The attempt's patch taken now, against the after-snapshot's HEAD.
+fn patch_now(repo: &Repo, changed: &ChangedFiles, after: &GitSnapshot, max: u64) -> AttemptDiff {
+    attempt_diff(None, repo.root(), changed, after, None, max).unwrap()
+}
+
 fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(std::string::ToString::to_string).collect()
 }
@@ -123,15 +128,7 @@ fn a_repository_without_commits_has_no_head_but_a_branch() {
         ..snap.clone()
     };
     let changed = attribute(&before, &snap, &[]);
-    let diff = attempt_diff(
-        None,
-        repo.root(),
-        &changed,
-        &snap,
-        None,
-        DEFAULT_DIFF_MAX_BYTES,
-    )
-    .unwrap();
+    let diff = patch_now(&repo, &changed, &snap, DEFAULT_DIFF_MAX_BYTES);
     let patch = String::from_utf8(diff.patch).unwrap();
     assert!(
         patch.contains("new file mode") && patch.contains("+x"),
@@ -309,15 +306,7 @@ fn an_installed_git_hook_is_a_protected_path_change() {
         }]
     );
     // git's own files are no part of a patch.
-    let diff = attempt_diff(
-        None,
-        repo.root(),
-        &changed,
-        &after,
-        None,
-        DEFAULT_DIFF_MAX_BYTES,
-    )
-    .unwrap();
+    let diff = patch_now(&repo, &changed, &after, DEFAULT_DIFF_MAX_BYTES);
     assert!(diff.patch.is_empty());
 }
 
@@ -334,10 +323,8 @@ fn the_patch_taken_ahead_is_the_attempts_where_its_paths_and_base_are() {
     repo.write("src/new.rs", "fn main() {}\n");
     let after = repo.snapshot();
     let changed = attribute(&before, &after, &[]);
-    let now = |changed: &ChangedFiles, max: u64| {
-        attempt_diff(None, repo.root(), changed, &after, None, max)
-    };
-    let taken = now(&changed, DEFAULT_DIFF_MAX_BYTES).unwrap();
+    let now = |changed: &ChangedFiles, max: u64| patch_now(&repo, changed, &after, max);
+    let taken = now(&changed, DEFAULT_DIFF_MAX_BYTES);
     let patch = String::from_utf8(taken.patch.clone()).unwrap();
     assert!(
         patch.contains("+hello, edited") && patch.contains("+fn main"),
@@ -377,7 +364,7 @@ fn the_patch_taken_ahead_is_the_attempts_where_its_paths_and_base_are() {
         (&with_own, DEFAULT_DIFF_MAX_BYTES),
     ] {
         let got = attempt_diff(ahead.next(), repo.root(), changed, &after, None, max).unwrap();
-        assert_eq!(got, now(changed, max).unwrap());
+        assert_eq!(got, now(changed, max));
         let got = String::from_utf8(got.patch).unwrap();
         assert!(got.contains("+hello, edited again"), "{got}");
     }
@@ -560,15 +547,7 @@ fn the_diff_holds_added_and_modified_files_and_leaves_the_index_alone() {
     repo.write("logo.bin", [0u8, 159, 146, 150, 0, 1]);
     let after = repo.snapshot();
     let changed = attribute(&before, &after, &[]);
-    let diff = attempt_diff(
-        None,
-        repo.root(),
-        &changed,
-        &after,
-        None,
-        DEFAULT_DIFF_MAX_BYTES,
-    )
-    .unwrap();
+    let diff = patch_now(&repo, &changed, &after, DEFAULT_DIFF_MAX_BYTES);
     let patch = String::from_utf8_lossy(&diff.patch).into_owned();
 
     assert!(patch.contains("diff --git a/README.md b/README.md") && patch.contains("+world"));
@@ -613,7 +592,7 @@ fn the_diff_is_capped_by_leaving_out_whole_files() {
     let after = repo.snapshot();
     let changed = attribute(&before, &after, &[]);
     let max = 600;
-    let diff = attempt_diff(None, repo.root(), &changed, &after, None, max).unwrap();
+    let diff = patch_now(&repo, &changed, &after, max);
     let patch = String::from_utf8(diff.patch.clone()).unwrap();
 
     assert!(
@@ -656,15 +635,7 @@ fn a_same_size_rewrite_in_the_second_of_the_commit_is_in_the_patch() {
     assert_eq!(changed.modified, s(&["f.txt"]));
     // The patch is made in a later second than the index was written.
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    let diff = attempt_diff(
-        None,
-        repo.root(),
-        &changed,
-        &after,
-        None,
-        DEFAULT_DIFF_MAX_BYTES,
-    )
-    .unwrap();
+    let diff = patch_now(&repo, &changed, &after, DEFAULT_DIFF_MAX_BYTES);
     let patch = String::from_utf8(diff.patch).unwrap();
     assert!(patch.contains("+v2"), "{patch}");
 }
@@ -687,15 +658,7 @@ fn names_with_spaces_and_unicode_work_throughout() {
             .as_deref(),
         Some(sha(b"v2\n").as_str())
     );
-    let diff = attempt_diff(
-        None,
-        repo.root(),
-        &changed,
-        &after,
-        None,
-        DEFAULT_DIFF_MAX_BYTES,
-    )
-    .unwrap();
+    let diff = patch_now(&repo, &changed, &after, DEFAULT_DIFF_MAX_BYTES);
     let patch = String::from_utf8(diff.patch).unwrap();
     assert!(
         patch.contains("b/ünïcode dir/naïve café.txt") && patch.contains("+v2"),
