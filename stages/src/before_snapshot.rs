@@ -82,9 +82,10 @@ fn index_entries(index: &Path) -> Option<u32> {
 }
 
 /// A kind's check of the before-snapshot before its agent may act
-/// (`AttemptKind::check_before`): it may refuse the attempt, and names the
-/// tree the attempt's patch is taken against when not HEAD.
-pub(crate) type Check<'a> = dyn Fn(&GitSnapshot) -> Result<Option<String>, StageError> + Sync + 'a;
+/// (`AttemptKind::check_before`): it may refuse the attempt, and gives the
+/// tree the agent starts from, with the tree the attempt's patch is taken
+/// against when not HEAD.
+pub(crate) type Check<'a> = dyn Fn(GitSnapshot) -> Result<TreeBefore, StageError> + Sync + 'a;
 
 /// An attempt's before-snapshot, from its start until it is recorded.
 pub(crate) struct BeforeSnapshot<'a> {
@@ -150,14 +151,13 @@ impl<'a> BeforeSnapshot<'a> {
             }
             *state = match taken.and_then(|before| {
                 write_snapshot(self.run, self.attempt_rel, file::GIT_BEFORE, &before)?;
-                let patch_head = match self.check {
-                    Some(check) => check(&before)?,
-                    None => None,
-                };
-                Ok(TreeBefore {
-                    snapshot: before,
-                    patch_head,
-                })
+                match self.check {
+                    Some(check) => check(before),
+                    None => Ok(TreeBefore {
+                        snapshot: before,
+                        patch_head: None,
+                    }),
+                }
             }) {
                 Ok(before) => State::Recorded(before),
                 Err(e) => State::Failed(e),

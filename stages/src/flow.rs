@@ -171,36 +171,31 @@ pub(crate) async fn run_attempt<K: AttemptKind>(a: &Attempt<'_>, mut kind: K) ->
     // once it passed, the after-snapshot's thread may take the attempt's
     // patch ahead, before the reap.
     let after = AfterSnapshot::new(&a.ctx.root);
-    let check = |snapshot: &GitSnapshot| -> Result<Option<String>, StageError> {
-        let patch_head = K::check_before(a, snapshot)?;
-        after.set_before(TreeBefore {
-            snapshot: snapshot.clone(),
-            patch_head: patch_head.clone(),
-        });
-        Ok(patch_head)
+    let check = |snapshot: GitSnapshot| -> Result<TreeBefore, StageError> {
+        let patch_head = K::check_before(a, &snapshot)?;
+        let before = TreeBefore {
+            snapshot,
+            patch_head,
+        };
+        after.set_before(before.clone());
+        Ok(before)
     };
     // A playback changes the tree itself: its snapshot is taken before it;
     // so is one that may outlast the CLI's wait for its prompt.
-    let at_prompt = !K::decides_spawn(a) && p.replay.is_none() && may_wait_at_prompt(&a.ctx.root);
+    let decides_spawn = K::decides_spawn(a);
+    let at_prompt = !decides_spawn && p.replay.is_none() && may_wait_at_prompt(&a.ctx.root);
     let (p, before) = if at_prompt {
         (p, Before::AtPrompt(before.checked_by(&check)))
     } else {
-        let decided = before
-            .into_recorded()
-            .and_then(|before| match K::decides_spawn(a) {
-                true => K::before_spawn(a, p, before.snapshot),
-                false => Ok((p, before.snapshot)),
-            })
-            .and_then(|(p, snapshot)| {
-                let patch_head = check(&snapshot)?;
-                Ok((
-                    p,
-                    TreeBefore {
-                        snapshot,
-                        patch_head,
-                    },
-                ))
-            });
+        let decided = before.into_recorded().and_then(|recorded| {
+            let snapshot = recorded.snapshot;
+            let (p, snapshot) = if decides_spawn {
+                K::before_spawn(a, p, snapshot)?
+            } else {
+                (p, snapshot)
+            };
+            Ok((p, check(snapshot)?))
+        });
         match decided {
             Ok((p, before)) => (p, Before::Taken(before)),
             Err(e) => return not_started(e),

@@ -66,11 +66,17 @@ pub fn attempt_diff(
     max_bytes: u64,
 ) -> Result<AttemptDiff, EvidenceError> {
     let paths = patch_paths(changed);
-    let head = patch_head.or(after.head.as_deref());
+    let head = patch_base(patch_head, after);
     if let Some(diff) = ahead.and_then(|ahead| ahead.of(&paths, head, max_bytes)) {
         return Ok(diff);
     }
     patch_of(root, &paths, after, head, max_bytes)
+}
+
+/// The tree an attempt's patch is taken against: `patch_head` when given,
+/// else `after`'s HEAD (none: the empty tree).
+fn patch_base<'a>(patch_head: Option<&'a str>, after: &'a GitSnapshot) -> Option<&'a str> {
+    patch_head.or(after.head.as_deref())
 }
 
 /// The patch of an attempt taken as soon as its after-snapshot is, while the
@@ -102,7 +108,7 @@ impl PatchAhead {
     ) -> Self {
         let changed = super::attribute(before, after, &[]);
         let paths = patch_paths(&changed);
-        let head = patch_head.or(after.head.as_deref());
+        let head = patch_base(patch_head, after);
         let diff = patch_of(root, &paths, after, head, max_bytes).ok();
         PatchAhead {
             paths: paths.into_iter().cloned().collect(),
