@@ -13,8 +13,8 @@
 //!
 //! What a run starts for the user (a stage's command, an agent, a
 //! verification: everything the supervisor spawns) is started under the
-//! policy specbridge itself was started with ([`as_started`]), not the
-//! engine's. Only a process started under `SCHED_OTHER` is moved: one started
+//! policy specbridge itself was started with ([`this_thread_as_started`], the
+//! supervisor's spawner thread), not the engine's. Only a process started under `SCHED_OTHER` is moved: one started
 //! under `chrt --batch`, `--idle` or a real-time class keeps what it was
 //! given, for its threads and its children alike. A refusal (a seccomp
 //! filter, another kernel) leaves every thread as it was.
@@ -40,22 +40,15 @@ pub fn this_thread() {
     move_this_thread(libc::SCHED_OTHER, libc::SCHED_BATCH);
 }
 
-/// Runs `spawn` with the calling thread under the policy specbridge was
-/// started with, so that the child it starts inherits that policy and not the
-/// engine's; then moves the thread behind again and lets the child have the
-/// core. Without the yield, the thread woken by the child's `exec` (a spawn
-/// waits for it) goes on with its own work on that core while the child
-/// waits for it.
-pub fn as_started<T>(spawn: impl FnOnce() -> T) -> T {
-    let moved =
-        MOVED.load(Ordering::Relaxed) && move_this_thread(libc::SCHED_BATCH, libc::SCHED_OTHER);
-    let spawned = spawn();
-    if moved {
-        move_this_thread(libc::SCHED_OTHER, libc::SCHED_BATCH);
-        // SAFETY: no arguments; gives up the core for this turn only.
-        unsafe { libc::sched_yield() };
+/// Moves the calling thread, for good, back under the policy specbridge was
+/// started with, if [`engine_threads`] moved it behind: for the thread every
+/// child is started from (`supervisor/spawner.rs`), so that a stage's command,
+/// an agent or a verification inherits that policy and not the engine's. That
+/// thread sleeps while a child runs, so the child has the core.
+pub fn this_thread_as_started() {
+    if MOVED.load(Ordering::Relaxed) {
+        move_this_thread(libc::SCHED_BATCH, libc::SCHED_OTHER);
     }
-    spawned
 }
 
 /// Sets the calling thread's policy to `to` if it is exactly `from` (no
@@ -83,14 +76,22 @@ mod tests {
         fields.nth(41 - 3).unwrap().parse().unwrap()
     }
 
-    /// The policy of a child spawned through [`as_started`] from this thread.
+    /// The policy of a child spawned by a thread started from this one that
+    /// moved itself with [`this_thread_as_started`], as the spawner does.
     fn spawned_as_started() -> libc::c_int {
-        let mut child = as_started(|| std::process::Command::new("sleep").arg("5").spawn())
-            .expect("spawn sleep");
-        let seen = policy_of(child.id());
-        child.kill().unwrap();
-        child.wait().unwrap();
-        seen
+        std::thread::spawn(|| {
+            this_thread_as_started();
+            let mut child = std::process::Command::new("sleep")
+                .arg("5")
+                .spawn()
+                .expect("spawn sleep");
+            let seen = policy_of(child.id());
+            child.kill().unwrap();
+            child.wait().unwrap();
+            seen
+        })
+        .join()
+        .unwrap()
     }
 
     #[test]
@@ -118,7 +119,11 @@ mod tests {
                 libc::SCHED_OTHER,
                 "the child is not behind"
             );
-            assert_eq!(policy(), libc::SCHED_BATCH, "the thread is behind again");
+            assert_eq!(
+                policy(),
+                libc::SCHED_BATCH,
+                "the engine's thread is still behind"
+            );
         })
         .join()
         .unwrap();

@@ -365,12 +365,14 @@ async fn on_ended_comes_once_the_whole_group_is_gone_and_before_the_logs_complet
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
-/// What a sink saw when it was opened: the children of the thread that opened
-/// it (the supervisor spawns on that thread, so the child is among them once it
-/// exists), and whether the spawn had been recorded (`on_spawn` called) by then.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a sink saw when it was opened: the children of this process's threads,
+/// each with its command line (the supervisor spawns on a thread of its own,
+/// shared by the tests that run at once, so the test's child is among them once
+/// it exists; a child that has exited already has an empty one), and whether
+/// the spawn had been recorded (`on_spawn` called) by then.
+#[derive(Debug, Clone)]
 struct Opened {
-    children: Vec<u32>,
+    children: Vec<(u32, String)>,
     spawn_recorded: bool,
 }
 
@@ -383,11 +385,19 @@ struct OpenedSink {
 
 impl OutputSink for OpenedSink {
     fn open(&mut self) -> std::io::Result<()> {
-        let children = std::fs::read_to_string("/proc/thread-self/children")
-            .unwrap()
-            .split_whitespace()
-            .map(|pid| pid.parse().unwrap())
-            .collect();
+        let mut children = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap() {
+            // A thread that ends meanwhile has no children file any more.
+            if let Ok(text) = std::fs::read_to_string(task.unwrap().path().join("children")) {
+                children.extend(text.split_whitespace().map(|pid| {
+                    let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                    (
+                        pid.parse::<u32>().unwrap(),
+                        String::from_utf8_lossy(&line).into_owned(),
+                    )
+                }));
+            }
+        }
         self.opened.lock().unwrap().push(Opened {
             children,
             spawn_recorded: self
@@ -451,11 +461,16 @@ async fn the_sinks_are_opened_once_the_child_has_started_before_its_spawn_is_rec
     .await
     .unwrap();
     assert_eq!(record.exit_code, Some(0));
-    let seen = Opened {
-        children: vec![*child.get().unwrap()],
-        spawn_recorded: false,
-    };
-    assert_eq!(*opened.lock().unwrap(), [seen.clone(), seen]);
+    let child = *child.get().unwrap();
+    let opened = opened.lock().unwrap();
+    assert_eq!(opened.len(), 2, "each sink opened once: {opened:?}");
+    for seen in opened.iter() {
+        assert!(!seen.spawn_recorded, "opened after on_spawn: {opened:?}");
+        assert!(
+            seen.children.iter().any(|(pid, _)| *pid == child),
+            "opened before the child existed: {opened:?}"
+        );
+    }
 }
 
 /// A log that cannot be made once the child has started (a full disk) stops
@@ -465,7 +480,8 @@ async fn the_sinks_are_opened_once_the_child_has_started_before_its_spawn_is_rec
 #[tokio::test]
 async fn a_sink_that_cannot_open_stops_the_child() {
     let dir = tempfile::tempdir().unwrap();
-    let mut spec = sh(dir.path(), "trap '' TERM; sleep 1000 & sleep 1000; wait");
+    let command = "trap '' TERM; sleep 1000 & sleep 1000; wait";
+    let mut spec = sh(dir.path(), command);
     let (spawn_recorded, opened) = opened_sinks(&mut spec, true);
     let started = std::time::Instant::now();
     let err = bounded(run(spec, CancelToken::new(), None, |_, _| {
@@ -487,10 +503,18 @@ async fn a_sink_that_cannot_open_stops_the_child() {
     assert!(!spawn_recorded.load(std::sync::atomic::Ordering::SeqCst));
     // The child leads its own group: its pid is the group's id.
     let opened = opened.lock().unwrap();
-    let [ref child] = opened.last().unwrap().children[..] else {
+    let ours: Vec<u32> = opened
+        .last()
+        .unwrap()
+        .children
+        .iter()
+        .filter(|(_, line)| line.contains(command))
+        .map(|(pid, _)| *pid)
+        .collect();
+    let [child] = ours[..] else {
         panic!("one child when the sink was opened: {opened:?}");
     };
-    assert_group_gone(i32::try_from(*child).unwrap());
+    assert_group_gone(i32::try_from(child).unwrap());
 }
 
 /// An orphan is reparented to specbridge, the subreaper of what it starts, and

@@ -11,6 +11,7 @@ mod fanout;
 mod init;
 mod init_projects;
 mod inspect;
+mod long_commands;
 mod observed;
 mod policy_env;
 mod real_cli;

@@ -18,6 +18,7 @@ mod record;
 mod resolve;
 mod run;
 mod sink;
+mod spawner;
 mod spec;
 
 pub use cancel::{CancelLevel, CancelToken};

@@ -19,6 +19,7 @@ use super::group::{end_group, signal_group, wait_gone};
 use super::inert::group_inert;
 use super::record::{signal_name, OutputStream, ProcessRecord, PROCESS_SCHEMA_VERSION};
 use super::resolve::resolve_program;
+use super::spawner::on_spawner_thread;
 use super::spec::SpawnSpec;
 use crate::time::now_millis;
 
@@ -150,8 +151,15 @@ pub async fn run_until_ended(
     // cannot have begun before the child could act.
     SPAWNED.fetch_add(1, Ordering::SeqCst);
     super::group::adopt_orphans();
-    // Under the policy specbridge was started with, not the engine's.
-    let mut child = match crate::background::as_started(|| command.spawn()) {
+    // From the thread that outlives every child (`spawner.rs`), under the
+    // policy specbridge was started with, not the engine's. The runtime's
+    // handle goes with it: the child is reaped by this runtime.
+    let runtime = tokio::runtime::Handle::current();
+    let spawned = on_spawner_thread(move || {
+        let _runtime = runtime.enter();
+        command.spawn()
+    });
+    let mut child = match spawned.and_then(|spawned| spawned) {
         Ok(child) => child,
         Err(source) => {
             stdout.finish();

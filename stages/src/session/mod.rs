@@ -368,8 +368,17 @@ fn runtime() -> Result<tokio::runtime::Runtime, SessionError> {
     // commands the run starts; the supervisor starts those as specbridge was
     // started.
     specbridge_engine::background::engine_threads();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(SessionError::Runtime)
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    // Test hook: `SPECBRIDGE_TEST_THREAD_KEEP_ALIVE_MS=N` ends the runtime's idle
+    // blocking threads after N ms instead of 10 s, so that a test sees in a
+    // second what a thread's end does to the children it started
+    // (docs/testing.md); unset, the runtime is built as it always is.
+    if let Some(ms) = std::env::var("SPECBRIDGE_TEST_THREAD_KEEP_ALIVE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        builder.thread_keep_alive(std::time::Duration::from_millis(ms));
+    }
+    builder.build().map_err(SessionError::Runtime)
 }
