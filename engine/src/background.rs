@@ -14,9 +14,10 @@
 //! What a run starts for the user (a stage's command, an agent, a
 //! verification: everything the supervisor spawns) is started under the
 //! policy specbridge itself was started with ([`this_thread_as_started`], the
-//! supervisor's spawner thread), not the engine's. Only a process started under `SCHED_OTHER` is moved: one started
-//! under `chrt --batch`, `--idle` or a real-time class keeps what it was
-//! given, for its threads and its children alike. A refusal (a seccomp
+//! supervisor's spawner thread), not the engine's. Only a process started
+//! under `SCHED_OTHER` is moved: one started under `chrt --batch`, `--idle` or
+//! a real-time class keeps what it was given, for its threads and its
+//! children alike. A refusal (a seccomp
 //! filter, another kernel) leaves every thread as it was.
 
 use std::sync::atomic::{AtomicBool, Ordering};
