@@ -274,6 +274,9 @@ pub enum ConfineError {
     NoBubblewrap,
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    /// Its git folder would be left writable (a linked worktree's).
+    #[error("failed to confine the command: where git keeps the repository is unknown")]
+    Repository(#[source] specbridge_engine::evidence::EvidenceError),
 }
 
 /// `argv` under the sandbox that `sandbox` asks for. The program is looked up
@@ -305,12 +308,15 @@ pub fn wrap(
         .iter()
         .map(|w| expand_writable(w, home.as_deref()))
         .collect::<Result<Vec<_>, _>>()?;
+    let repository = specbridge_engine::evidence::repository_paths(&ctx.root)
+        .map_err(ConfineError::Repository)?;
     let confinement = Confinement {
         bubblewrap,
         root: ctx.root.clone(),
         home,
         writable,
         network: options.network,
+        git_common_dir: Some(repository.common_dir.clone()),
     };
     let (wrapper, applied) = confinement.wrapper()?;
     let (program, rest) = wrapper.split_first().expect("the wrapper names bubblewrap");
@@ -442,8 +448,16 @@ stages:
             bytes: Vec::new(),
             file: std::sync::Arc::new(file.clone()),
         };
+        // A repository: a confined command's git folder is asked of git.
+        let repo = tempfile::tempdir().unwrap();
+        let init = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(repo.path())
+            .status()
+            .unwrap();
+        assert!(init.success());
         let mut ctx = RunContext::new(
-            Path::new("/"),
+            repo.path(),
             &source,
             Default::default(),
             specbridge_engine::supervisor::CancelToken::new(),
@@ -470,5 +484,23 @@ stages:
             wrap(&ctx, None, &missing),
             Err(ConfineError::Program(SupervisorError::NotFound { .. }))
         ));
+
+        // Outside a repository, where its git folder lies is unknown: the
+        // command is not started rather than started with it writable.
+        let outside = tempfile::tempdir().unwrap();
+        ctx.root = outside.path().to_path_buf();
+        let refused = wrap(&ctx, None, &argv);
+        assert!(
+            matches!(refused, Err(ConfineError::Repository(_))),
+            "{:?}",
+            refused.err()
+        );
+        assert_eq!(
+            ConfineError::Repository(
+                specbridge_engine::evidence::repository_paths(outside.path()).unwrap_err()
+            )
+            .to_string(),
+            "failed to confine the command: where git keeps the repository is unknown"
+        );
     }
 }

@@ -528,3 +528,84 @@ fn a_confined_command_that_leaves_nothing_behind_records_no_orphans() {
         assert_eq!(process["orphansKilled"], false, "s{i}: {process:#}");
     }
 }
+
+/// A linked worktree's git folder is its main checkout's, outside the worktree.
+/// A confined command reads it (git works, even when the main checkout lies
+/// under the private `/tmp`) and cannot write it, not even through an opt-in
+/// over the whole main checkout: a hook written there would run at the user's
+/// next commit, outside any sandbox.
+#[test]
+fn a_linked_worktrees_git_folder_stays_visible_and_read_only() {
+    let ctx = TestContext::new();
+    ctx.write("README.md", "# main checkout\n");
+    ctx.commit_all("main");
+    let place = tempfile::Builder::new()
+        .prefix("specbridge-worktree-")
+        .tempdir()
+        .unwrap();
+    let worktree = place.path().join("wt");
+    ctx.git(&["worktree", "add", "-q", worktree.to_str().unwrap()]);
+    let main = canonical(ctx.root());
+    let hook = format!("{main}/.git/hooks/pre-commit");
+    std::fs::write(
+        worktree.join("specbridge.yaml"),
+        format!(
+            r#"version: 1
+name: worktree
+stages:
+  - id: reads
+    kind: check
+    argv: [sh, -c, "git status --porcelain >/dev/null && echo git-ok"]
+  - id: opened
+    kind: check
+    sandbox: {{ writable: ["{main}"] }}
+    argv: [sh, -c, "if echo pwned > {hook} 2>/dev/null; then echo wrote; else echo refused; fi"]
+"#
+        ),
+    )
+    .unwrap();
+    let git = |args: &[&str]| {
+        let done = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&worktree)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(done.success(), "git {args:?}");
+    };
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "pipeline"]);
+
+    let out = ctx.output(
+        ctx.command()
+            .arg("-C")
+            .arg(&worktree)
+            .arg("run")
+            .output()
+            .unwrap(),
+    );
+    let runs: Vec<_> = std::fs::read_dir(worktree.join(".specbridge/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    let said = |stage: &str| {
+        std::fs::read_to_string(runs[0].join(format!("stages/{stage}/attempt-001/raw-stdout.log")))
+            .unwrap()
+    };
+    assert_eq!(said("reads"), "git-ok\n", "{}", out.snapshot());
+    assert_eq!(said("opened"), "refused\n", "{}", out.snapshot());
+    assert!(
+        !Path::new(&hook).exists(),
+        "a hook was written into {main}/.git"
+    );
+    let process = read_json(&runs[0].join("stages/opened/attempt-001/process.json"));
+    assert!(
+        process["sandbox"]["readOnly"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from(format!("{main}/.git"))),
+        "{process:#}"
+    );
+    assert_eq!(out.code, 0, "{}", out.snapshot());
+}

@@ -136,6 +136,10 @@ pub struct Confinement {
     /// Extra writable paths, expanded.
     pub writable: Vec<PathBuf>,
     pub network: bool,
+    /// The repository's common git folder (`git rev-parse --git-common-dir`).
+    /// A linked worktree's lies outside its root, in the main checkout: it is
+    /// made read-only like the root's own `.git`.
+    pub git_common_dir: Option<PathBuf>,
 }
 
 impl Confinement {
@@ -179,6 +183,16 @@ impl Confinement {
             if real_folder {
                 push(&["--ro-bind", &s(&p), &s(&p)]);
                 read_only.push(s(&p));
+            }
+        }
+        // A linked worktree's git folder is its main checkout's: bound after
+        // every opt-in, so that one over the main checkout cannot open it (its
+        // hooks run at the user's next commit), and after the private /tmp, so
+        // that git still finds it when the checkout lies there.
+        if let Some(common) = self.git_common_dir.as_deref().map(canon) {
+            if !common.starts_with(&root) && common.is_dir() {
+                push(&["--ro-bind", &s(&common), &s(&common)]);
+                read_only.push(s(&common));
             }
         }
         push(&["--unshare-pid", "--die-with-parent"]);
@@ -246,6 +260,7 @@ mod tests {
             home: Some("/home/u".into()),
             writable: vec![cache.clone()],
             network: false,
+            git_common_dir: Some(root.join(".git")),
         };
         let (argv, applied) = c.wrapper().unwrap();
         assert!(cache.is_dir(), "a missing writable folder is created");
@@ -272,7 +287,11 @@ mod tests {
             "the process group must hold"
         );
         assert_eq!(applied.writable, vec![r.clone(), k]);
-        assert_eq!(applied.read_only, vec![g]);
+        assert_eq!(
+            applied.read_only,
+            vec![g],
+            "the root's own .git, bound once"
+        );
         assert!(!applied.network);
 
         let open = Confinement {
@@ -283,5 +302,42 @@ mod tests {
         let (argv, applied) = open.wrapper().unwrap();
         assert!(!argv.iter().any(|a| a == "--unshare-net"));
         assert!(applied.network);
+    }
+
+    #[test]
+    fn a_linked_worktrees_git_folder_is_read_only_whatever_is_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("main");
+        let common = main.join(".git");
+        std::fs::create_dir_all(&common).unwrap();
+        let root = dir.path().join("worktree");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join(".git"), "gitdir: ../main/.git/worktrees/w\n").unwrap();
+        let c = Confinement {
+            bubblewrap: "/usr/bin/bwrap".into(),
+            root: root.clone(),
+            home: Some("/home/u".into()),
+            // An opt-in over the whole main checkout.
+            writable: vec![main.clone()],
+            network: false,
+            git_common_dir: Some(common.clone()),
+        };
+        let (argv, applied) = c.wrapper().unwrap();
+        let line = argv.join(" ");
+        let s = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
+        let (m, g) = (s(&main), s(&common));
+        let at = |needle: &str| {
+            line.find(needle)
+                .unwrap_or_else(|| panic!("{needle}: {line}"))
+        };
+        assert!(at(&format!("--bind {m} {m}")) < at(&format!("--ro-bind {g} {g}")));
+        assert!(at("--tmpfs /tmp") < at(&format!("--ro-bind {g} {g}")));
+        // The worktree's own `.git`, a file naming the git folder, stays
+        // read-only too.
+        assert_eq!(
+            applied.read_only,
+            vec![format!("{}/.git", s(&root)), g],
+            "{line}"
+        );
     }
 }
