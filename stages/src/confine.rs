@@ -316,7 +316,7 @@ pub fn wrap(
         home,
         writable,
         network: options.network,
-        git_common_dir: Some(repository.common_dir.clone()),
+        git_common_dir: repository.common_dir.clone(),
     };
     let (wrapper, applied) = confinement.wrapper()?;
     let (program, rest) = wrapper.split_first().expect("the wrapper names bubblewrap");
@@ -449,13 +449,7 @@ stages:
             file: std::sync::Arc::new(file.clone()),
         };
         // A repository: a confined command's git folder is asked of git.
-        let repo = tempfile::tempdir().unwrap();
-        let init = std::process::Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(repo.path())
-            .status()
-            .unwrap();
-        assert!(init.success());
+        let repo = crate::working_tree::tests::committed_repo();
         let mut ctx = RunContext::new(
             repo.path(),
             &source,

@@ -136,10 +136,11 @@ pub struct Confinement {
     /// Extra writable paths, expanded.
     pub writable: Vec<PathBuf>,
     pub network: bool,
-    /// The repository's common git folder (`git rev-parse --git-common-dir`).
-    /// A linked worktree's lies outside its root, in the main checkout: it is
-    /// made read-only like the root's own `.git`.
-    pub git_common_dir: Option<PathBuf>,
+    /// The repository's common git folder (`git rev-parse --git-common-dir`),
+    /// required so that no confinement leaves it out. A linked worktree's lies
+    /// outside its root, in the main checkout: it is made read-only like the
+    /// root's own `.git`.
+    pub git_common_dir: PathBuf,
 }
 
 impl Confinement {
@@ -189,11 +190,10 @@ impl Confinement {
         // every opt-in, so that one over the main checkout cannot open it (its
         // hooks run at the user's next commit), and after the private /tmp, so
         // that git still finds it when the checkout lies there.
-        if let Some(common) = self.git_common_dir.as_deref().map(canon) {
-            if !common.starts_with(&root) && common.is_dir() {
-                push(&["--ro-bind", &s(&common), &s(&common)]);
-                read_only.push(s(&common));
-            }
+        let common = canon(&self.git_common_dir);
+        if !common.starts_with(&root) && common.is_dir() {
+            push(&["--ro-bind", &s(&common), &s(&common)]);
+            read_only.push(s(&common));
         }
         push(&["--unshare-pid", "--die-with-parent"]);
         if !self.network {
@@ -260,7 +260,7 @@ mod tests {
             home: Some("/home/u".into()),
             writable: vec![cache.clone()],
             network: false,
-            git_common_dir: Some(root.join(".git")),
+            git_common_dir: root.join(".git"),
         };
         let (argv, applied) = c.wrapper().unwrap();
         assert!(cache.is_dir(), "a missing writable folder is created");
@@ -320,7 +320,7 @@ mod tests {
             // An opt-in over the whole main checkout.
             writable: vec![main.clone()],
             network: false,
-            git_common_dir: Some(common.clone()),
+            git_common_dir: common.clone(),
         };
         let (argv, applied) = c.wrapper().unwrap();
         let line = argv.join(" ");
